@@ -1,0 +1,18 @@
+"""dasketch: sketching and solving with matrices too large for one machine."""
+
+from dasketch.blocked import sketch
+from dasketch.decomposition import SketchPCA
+from dasketch.io import load_sketch, save_sketch, write_synthetic
+from dasketch.sketch.frequent_directions import Sketch, merge_sketches
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Sketch",
+    "SketchPCA",
+    "load_sketch",
+    "merge_sketches",
+    "save_sketch",
+    "sketch",
+    "write_synthetic",
+]

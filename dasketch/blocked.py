@@ -1,0 +1,316 @@
+"""The one bridge between the kernels and Dask.
+
+Inputs are normalised to :class:`RowBlocks`: consecutive blocks of whole rows
+with a fixed number of rows per block that depends on the shape only, never on how
+the input happens to be chunked. Kernels are mapped over the blocks and their
+results merged by a deterministic tree reduction with fan-in ``split_every``, so
+results are the same for any chunking, scheduler or number of workers, and only
+small per-block results travel between workers.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import warnings
+from dataclasses import dataclass
+from functools import partial
+
+import dask
+import dask.array as da
+import numpy as np
+import scipy.sparse
+
+from dasketch.io import open_zarr_array
+from dasketch.sketch.frequent_directions import (
+    BLOCK_UPDATES, check_sketch_parameters, merge_sketches, sketch_rows)
+
+DEFAULT_SPLIT_EVERY = 8
+# A dense block holds about this many values (32 MiB in float64).
+_BLOCK_VALUES = 2 ** 22
+
+
+def default_block_rows(n_features):
+    """Rows per block for ``n_features`` columns: a power of two in [256, 65536]
+    with about 32 MiB of float64 values per dense block."""
+    rows = _BLOCK_VALUES // max(int(n_features), 1)
+    rows = 1 << max(int(rows).bit_length() - 1, 0)
+    return int(min(max(rows, 256), 65536))
+
+
+@dataclass(frozen=True)
+class RowBlocks:
+    """A matrix as consecutive blocks of whole rows.
+
+    Attributes
+    ----------
+    blocks : tuple of dask.delayed.Delayed
+        Each evaluates to a 2-D ndarray or scipy.sparse CSR matrix.
+    offsets : tuple of int
+        Row ``offsets[i]`` is the first row of block ``i``; the last entry is n.
+    n_features : int
+    dtype : numpy.dtype
+    sparse : bool
+    array : dask.array.Array or None
+        The dense Dask array the blocks come from, when there is one.
+    """
+
+    blocks: tuple
+    offsets: tuple
+    n_features: int
+    dtype: np.dtype
+    sparse: bool
+    array: object = None
+
+    @property
+    def n_rows(self):
+        return self.offsets[-1]
+
+    @property
+    def shape(self):
+        return (self.n_rows, self.n_features)
+
+    def ranges(self):
+        """``(start, stop)`` of every block."""
+        return list(zip(self.offsets[:-1], self.offsets[1:]))
+
+
+def _check_shape(shape, name):
+    if len(shape) != 2:
+        raise ValueError(f"{name} must be a 2-D array (rows are samples), got "
+                         f"{len(shape)}-D input with shape {tuple(shape)}")
+    if shape[0] == 0:
+        raise ValueError(f"{name} has zero rows; at least one row is required")
+    if shape[1] == 0:
+        raise ValueError(f"{name} has zero columns; at least one column is required")
+
+
+def _check_dtype(dtype, name):
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {dtype}")
+    return dtype
+
+
+def _check_block_rows(block_rows):
+    if isinstance(block_rows, (bool, np.bool_)) or not isinstance(
+        block_rows, numbers.Integral
+    ) or block_rows < 1:
+        raise ValueError(f"block_rows must be a positive integer, got {block_rows!r}")
+    return int(block_rows)
+
+
+def _block_rows(block_rows, shape):
+    rows = default_block_rows(shape[1]) if block_rows is None else _check_block_rows(block_rows)
+    return min(rows, shape[0])
+
+
+def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_options=None):
+    """Normalise an input matrix to :class:`RowBlocks`.
+
+    Parameters
+    ----------
+    X : dask.array.Array, numpy.ndarray, scipy.sparse matrix, str or os.PathLike
+        Rows are samples. A string or path is a zarr store (local or fsspec URL).
+    block_rows : int, optional
+        Rows per block; default :func:`default_block_rows`. Blocks, not the
+        input's chunks, decide the result, so any chunking gives the same result.
+    name : str
+        Name of the argument, used in error messages.
+    component, storage_options
+        For zarr inputs, see :func:`dasketch.io.open_zarr_array`.
+
+    Raises
+    ------
+    TypeError, ValueError, FileNotFoundError
+        Naming the argument: unsupported type, non-real dtype, not 2-D, zero rows
+        or columns, missing store.
+    """
+    if isinstance(X, RowBlocks):
+        return X
+    if isinstance(X, (str, os.PathLike)):
+        X = open_zarr_array(X, component=component, storage_options=storage_options)
+    elif component is not None or storage_options is not None:
+        raise ValueError(f"component and storage_options apply only when {name} is a "
+                         "zarr path or URL")
+    if scipy.sparse.issparse(X):
+        return _sparse_row_blocks(X, block_rows, name)
+    if isinstance(X, np.ndarray) or np.isscalar(X) or isinstance(X, (list, tuple)):
+        X = np.asarray(X)
+        _check_shape(X.shape, name)
+        X = da.from_array(X, chunks=(_block_rows(block_rows, X.shape), -1))
+    if not isinstance(X, da.Array):
+        raise TypeError(f"{name} must be a Dask array, numpy array, scipy.sparse matrix or "
+                        f"a zarr path/URL, got {type(X).__name__}")
+    _check_shape(X.shape, name)
+    dtype = _check_dtype(X.dtype, name)
+    if any(np.isnan(c) for c in X.chunks[0]):
+        raise ValueError(f"{name} has unknown chunk sizes; call {name}.compute_chunk_sizes()")
+    if len(X.chunks[1]) > 1:
+        warnings.warn(f"{name} is chunked along columns ({len(X.chunks[1])} column "
+                      "chunks); rechunking to whole rows", stacklevel=3)
+    rows = _block_rows(block_rows, X.shape)
+    row_chunks = X.chunks[0]
+    canonical = all(c == rows for c in row_chunks[:-1]) and row_chunks[-1] <= rows
+    if not canonical or len(X.chunks[1]) > 1:
+        X = X.rechunk({0: rows, 1: -1})
+    blocks = tuple(X.to_delayed(optimize_graph=True).ravel())
+    offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(X.chunks[0])]))
+    return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, False, X)
+
+
+def _sparse_row_blocks(X, block_rows, name):
+    _check_shape(X.shape, name)
+    dtype = _check_dtype(X.dtype, name)
+    X = scipy.sparse.csr_matrix(X)
+    n_rows, n_features = X.shape
+    if block_rows is None:
+        nnz_per_row = max(X.nnz / n_rows, 1.0)
+        block_rows = default_block_rows(nnz_per_row)
+    rows = min(_check_block_rows(block_rows), n_rows)
+    offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
+    blocks = tuple(dask.delayed(X[start:stop], pure=True)
+                   for start, stop in zip(offsets[:-1], offsets[1:]))
+    return RowBlocks(blocks, offsets, n_features, dtype, True, None)
+
+
+# ------------------------------------------------------------------ primitives
+def _check_split_every(split_every):
+    if split_every is None:
+        return DEFAULT_SPLIT_EVERY
+    if isinstance(split_every, (bool, np.bool_)) or not isinstance(
+        split_every, numbers.Integral
+    ) or split_every < 2:
+        raise ValueError(f"split_every must be an integer >= 2, got {split_every!r}")
+    return int(split_every)
+
+
+def tree_reduce(parts, combine, split_every=None):
+    """Combine Delayed ``parts`` in a deterministic tree with fan-in ``split_every``.
+
+    Level by level, consecutive groups of ``split_every`` parts are combined with
+    ``combine(*group)``; the tree depends only on the number of parts.
+    """
+    split_every = _check_split_every(split_every)
+    parts = list(parts)
+    if not parts:
+        raise ValueError("tree_reduce needs at least one part")
+    combine = dask.delayed(combine, pure=True)
+    while len(parts) > 1:
+        parts = [combine(*parts[i:i + split_every]) if len(parts[i:i + split_every]) > 1
+                 else parts[i] for i in range(0, len(parts), split_every)]
+    return parts[0]
+
+
+def map_reduce(blocks, func, combine, *, split_every=None):
+    """Apply ``func(block, start, stop)`` to every block and tree-combine the results.
+
+    Returns a Delayed; compute it with :func:`compute`.
+    """
+    mapped = dask.delayed(func, pure=True)
+    parts = [mapped(block, start, stop)
+             for block, (start, stop) in zip(blocks.blocks, blocks.ranges())]
+    return tree_reduce(parts, combine, split_every)
+
+
+def map_rows(blocks, func, n_columns, dtype=np.float64):
+    """Lazy ``n x n_columns`` Dask array whose rows ``[start, stop)`` are
+    ``func(block, start, stop)``."""
+    mapped = dask.delayed(func, pure=True)
+    pieces = [da.from_delayed(mapped(block, start, stop), shape=(stop - start, n_columns),
+                              dtype=dtype)
+              for block, (start, stop) in zip(blocks.blocks, blocks.ranges())]
+    return da.concatenate(pieces, axis=0)
+
+
+def _add(*terms):
+    total = terms[0].copy()
+    for term in terms[1:]:
+        total += term
+    return total
+
+
+def tree_sum(blocks, func, *, split_every=None):
+    """Delayed sum over blocks of ``func(block, start, stop)`` (arrays of one shape)."""
+    return map_reduce(blocks, func, _add, split_every=split_every)
+
+
+def compute(*objs, client=None):
+    """Compute Dask objects with ``client`` (a ``distributed.Client``) if given,
+    else with the active default scheduler."""
+    if client is not None:
+        return dask.compute(*objs, scheduler=client)
+    return dask.compute(*objs)
+
+
+# ---------------------------------------------------------------------- sketch
+def _sketch_block(block, start, stop, **params):
+    return sketch_rows(block, row_offset=start, **params)
+
+
+def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_every=None,
+           client=None, block_rows=None, block_update="auto", component=None,
+           storage_options=None):
+    """Sketch the rows of a (possibly larger than memory) matrix with FD or RFD.
+
+    Every block of rows is sketched on a worker and the block sketches are merged
+    by a tree reduction of mergeable Frequent Directions sketches; only sketches
+    (at most ``l x d``) travel, so memory stays flat in the number of rows.
+
+    Parameters
+    ----------
+    X : dask.array.Array, numpy.ndarray, scipy.sparse matrix, str or os.PathLike
+        Rows are samples; a string or path is a zarr store or fsspec URL.
+    sketch_size : int
+        ``l >= 2``; the sketch keeps at most ``l - 1`` rows.
+    method : {"rfd", "fd"}
+        Robust Frequent Directions (Luo et al., JMLR 2019, Algorithm 2 and 5) or
+        Frequent Directions (Liberty 2013; Ghashami et al. 2016).
+    alpha0 : float
+        Regularisation ``alpha0 >= 0`` added to the estimate of ``A^T A``.
+    center : bool
+        Sketch the column-centred data (covariance), with the parallel-variance
+        correction at every merge.
+    split_every : int, optional
+        Fan-in of the merge tree (default 8).
+    client : distributed.Client, optional
+        Run on this client; default: the active scheduler (a ``distributed``
+        client if one is set as default, else Dask's threads).
+    block_rows : int, optional
+        Rows per block (see :func:`as_row_blocks`).
+    block_update : {"auto", "block", "stream"}
+        How a block is absorbed: one shrink of the whole block, the streaming
+        Algorithm 5 with a buffer of ``2 l`` rows, or chosen by a cost model.
+    component, storage_options
+        For zarr inputs.
+
+    Returns
+    -------
+    Sketch
+        With ``B``, ``alpha``, ``shrinkage``, ``error_bound``, ``covariance()``,
+        ``solve()``, ``merge()`` and ``save()``.
+
+    Examples
+    --------
+    >>> import numpy as np, dasketch
+    >>> X = np.random.default_rng(0).standard_normal((1000, 20))
+    >>> s = dasketch.sketch(X, 8)
+    >>> err = np.linalg.norm(X.T @ X - s.covariance(), 2)
+    >>> bool(err <= s.error_bound)
+    True
+    """
+    check_sketch_parameters(sketch_size, method, alpha0)
+    if block_update not in BLOCK_UPDATES:
+        raise ValueError(f"block_update must be one of {BLOCK_UPDATES}, got {block_update!r}")
+    split_every = _check_split_every(split_every)
+    blocks = as_row_blocks(X, block_rows=block_rows, component=component,
+                           storage_options=storage_options)
+    func = partial(_sketch_block, sketch_size=sketch_size, method=method,
+                   alpha0=float(alpha0), center=bool(center), block_update=block_update)
+    root = map_reduce(blocks, func, _merge_all, split_every=split_every)
+    (result,) = compute(root, client=client)
+    return result
+
+
+def _merge_all(*sketches):
+    return merge_sketches(sketches)

@@ -1,0 +1,254 @@
+"""Open inputs, write synthetic data sets, save and load sketches.
+
+Inputs are opened lazily: a zarr path or fsspec URL becomes a Dask array read
+block by block; nothing is loaded on the client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+
+import numpy as np
+
+from dasketch.sketch.embeddings import gaussian_rows, resolve_seed
+from dasketch.sketch.frequent_directions import Sketch
+
+SKETCH_FORMAT_VERSION = 1
+_SKETCH_ARRAYS = ("B", "mean")
+
+
+def _is_path(obj):
+    return isinstance(obj, (str, os.PathLike))
+
+
+def _is_local(path):
+    return "://" not in str(path) or str(path).startswith("file://")
+
+
+def _local_path(path):
+    path = str(path)
+    return path[len("file://"):] if path.startswith("file://") else path
+
+
+def open_zarr_array(path, *, component=None, storage_options=None, chunks=None):
+    """Open a zarr array (local path or fsspec URL) as a Dask array.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Zarr store: a local directory or an fsspec URL such as ``s3://bucket/x.zarr``.
+    component : str, optional
+        Path of the array inside the store when the store is a group.
+    storage_options : dict, optional
+        Passed to fsspec for remote stores.
+    chunks : tuple, optional
+        Dask chunks to read with; defaults to the store's chunks.
+
+    Raises
+    ------
+    FileNotFoundError
+        If a local store does not exist.
+    ValueError
+        If the store holds no array at ``component``.
+    """
+    import dask.array as da
+    import zarr
+
+    if _is_local(path) and not os.path.exists(_local_path(path)):
+        raise FileNotFoundError(f"X: no zarr store at {os.fspath(path)!r}")
+    try:
+        return da.from_zarr(os.fspath(path), component=component,
+                            storage_options=storage_options, chunks=chunks)
+    except (zarr.errors.ArrayNotFoundError, zarr.errors.NodeTypeValidationError,
+            KeyError, FileNotFoundError) as exc:
+        where = f" at component {component!r}" if component else ""
+        hint = "" if component else " (pass component= for an array inside a group)"
+        raise ValueError(
+            f"X: no zarr array in {os.fspath(path)!r}{where}{hint}") from exc
+
+
+def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, noise=0.01,
+                    chunk_rows=16384, dtype="float64", random_state=0, overwrite=False):
+    """Write a synthetic data set with a decaying spectrum to a zarr store.
+
+    Row ``i`` is ``g_i^T diag(s) V^T + noise * e_i^T`` with ``g_i, e_i`` standard
+    Gaussian, ``s_j = decay ** j`` for the first ``rank`` directions and ``V`` a
+    fixed random orthogonal basis; so ``A^T A / n`` approaches
+    ``V diag(s^2) V^T + noise^2 I``. Rows are generated block by block from
+    tile-indexed seeds (the same rows for any ``chunk_rows``), so the data set can
+    be far larger than memory.
+
+    Returns
+    -------
+    dask.array.Array
+        The written array, opened from the store.
+    """
+    import dask.array as da
+
+    if n_rows < 1 or n_features < 1:
+        raise ValueError(f"n_rows and n_features must be >= 1, got {n_rows}, {n_features}")
+    rank = n_features if rank is None else min(rank, n_features)
+    local = _is_local(path)
+    if local and os.path.exists(_local_path(path)) and not overwrite:
+        raise FileExistsError(f"path: {os.fspath(path)!r} exists; pass overwrite=True "
+                              "to replace it")
+    seed = resolve_seed(random_state)
+    basis, _ = np.linalg.qr(gaussian_rows(seed, 0, 0, n_features, rank))
+    scales = decay ** np.arange(rank)
+    mixing = scales[:, None] * basis.T  # rank x d
+
+    def make_block(block_info=None):
+        start, stop = block_info[None]["array-location"][0]
+        latent = gaussian_rows(seed, 1, start, stop, rank)
+        rows = latent @ mixing
+        if noise:
+            rows += noise * gaussian_rows(seed, 2, start, stop, n_features)
+        return rows.astype(dtype, copy=False)
+
+    chunk_rows = int(min(chunk_rows, n_rows))
+    lazy = da.map_blocks(make_block, dtype=dtype,
+                         chunks=(da.core.normalize_chunks(chunk_rows, (n_rows,))[0],
+                                 (n_features,)))
+    _write_atomically(lambda target: da.to_zarr(lazy, target, overwrite=True),
+                      path, overwrite)
+    return open_zarr_array(path)
+
+
+def _write_atomically(write, path, overwrite):
+    """Write to a temporary sibling, then move it into place.
+
+    A failure leaves nothing at ``path`` that could be mistaken for a complete
+    output. Remote (fsspec) targets are written in place.
+    """
+    if not _is_local(path):
+        write(os.fspath(path))
+        return
+    path = os.path.abspath(_local_path(path))
+    parent = os.path.dirname(path) or "."
+    os.makedirs(parent, exist_ok=True)
+    base = os.path.basename(path)
+    tmp = os.path.join(parent, f".{base}.{uuid.uuid4().hex}.tmp")
+    try:
+        write(tmp)
+        if os.path.exists(path):
+            if not overwrite:
+                raise FileExistsError(f"path: {path!r} exists; pass overwrite=True")
+            old = tmp + ".old"
+            os.replace(path, old)
+            os.replace(tmp, path)
+            _remove(old)
+        else:
+            os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            _remove(tmp)
+
+
+def _remove(path):
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.exists(path):
+        os.remove(path)
+
+
+def _sketch_metadata(sketch):
+    return {
+        "format": "dasketch.Sketch",
+        "format_version": SKETCH_FORMAT_VERSION,
+        "method": sketch.method,
+        "sketch_size": int(sketch.sketch_size),
+        "alpha0": float(sketch.alpha0),
+        "shrinkage": float(sketch.shrinkage),
+        "n_rows": int(sketch.n_rows),
+        "n_features": int(sketch.n_features),
+        "frobenius_sq": float(sketch.frobenius_sq),
+        "centered": bool(sketch.centered),
+    }
+
+
+def save_sketch(sketch, path, *, overwrite=False):
+    """Save a :class:`~dasketch.Sketch` to a ``.npz`` file or a zarr directory.
+
+    The format is chosen by the suffix: ``.npz`` writes a NumPy archive, anything
+    else a zarr group with arrays ``B`` (and ``mean`` for centred sketches) and
+    the metadata in its attributes. Both carry a format version. The file is
+    written to a temporary sibling and moved into place, so an interrupted save
+    never leaves a partial sketch.
+
+    Raises
+    ------
+    FileExistsError
+        If ``path`` exists and ``overwrite`` is False.
+    """
+    if not isinstance(sketch, Sketch):
+        raise TypeError(f"sketch must be a dasketch.Sketch, got {type(sketch).__name__}")
+    if not _is_path(path):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    if _is_local(path) and os.path.exists(_local_path(path)) and not overwrite:
+        raise FileExistsError(f"path: {os.fspath(path)!r} exists; pass overwrite=True "
+                              "to replace it")
+    meta = _sketch_metadata(sketch)
+    arrays = {"B": sketch.B}
+    if sketch.centered:
+        arrays["mean"] = sketch.mean
+
+    if str(path).endswith(".npz"):
+        def write(target):
+            with open(target, "wb") as fh:
+                np.savez(fh, metadata=np.array(json.dumps(meta)), **arrays)
+    else:
+        def write(target):
+            import zarr
+
+            group = zarr.open_group(target, mode="w")
+            group.attrs.update(meta)
+            for name, values in arrays.items():
+                group.create_array(name, data=np.ascontiguousarray(values))
+    _write_atomically(write, path, overwrite)
+
+
+def load_sketch(path):
+    """Load a sketch written by :func:`save_sketch` (``.npz`` or zarr).
+
+    Raises
+    ------
+    FileNotFoundError
+        If nothing exists at ``path``.
+    ValueError
+        If the file is not a dasketch sketch or has an unknown format version.
+    """
+    if not _is_path(path):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    if _is_local(path) and not os.path.exists(_local_path(path)):
+        raise FileNotFoundError(f"path: no sketch at {os.fspath(path)!r}")
+    if str(path).endswith(".npz"):
+        with np.load(_local_path(path), allow_pickle=False) as archive:
+            if "metadata" not in archive:
+                raise ValueError(f"path: {os.fspath(path)!r} is not a dasketch sketch")
+            meta = json.loads(str(archive["metadata"]))
+            arrays = {name: archive[name] for name in _SKETCH_ARRAYS if name in archive}
+    else:
+        import zarr
+
+        group = zarr.open_group(os.fspath(path), mode="r")
+        meta = dict(group.attrs)
+        arrays = {name: group[name][...] for name in _SKETCH_ARRAYS if name in group}
+    if meta.get("format") != "dasketch.Sketch":
+        raise ValueError(f"path: {os.fspath(path)!r} is not a dasketch sketch")
+    if meta.get("format_version") != SKETCH_FORMAT_VERSION:
+        raise ValueError(f"path: sketch format version {meta.get('format_version')!r} is "
+                         f"not supported (expected {SKETCH_FORMAT_VERSION})")
+    return Sketch(
+        B=np.asarray(arrays["B"], dtype=np.float64),
+        shrinkage=meta["shrinkage"],
+        n_rows=meta["n_rows"],
+        sketch_size=meta["sketch_size"],
+        method=meta["method"],
+        alpha0=meta["alpha0"],
+        mean=arrays.get("mean") if meta["centered"] else None,
+        frobenius_sq=meta["frobenius_sq"],
+    )
+
