@@ -1,0 +1,3 @@
+"""Linear models solved through random projections and sketches."""
+
+__all__ = []
