@@ -1,6 +1,7 @@
 """dasketch: sketching and solving with matrices too large for one machine."""
 
 from dasketch.blocked import sketch
+from dasketch.cluster import get_client
 from dasketch.decomposition import SketchPCA
 from dasketch.io import load_sketch, save_sketch, write_synthetic
 from dasketch.sketch.frequent_directions import Sketch, merge_sketches
@@ -10,6 +11,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Sketch",
     "SketchPCA",
+    "get_client",
     "load_sketch",
     "merge_sketches",
     "save_sketch",
