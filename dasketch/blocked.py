@@ -314,3 +314,117 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
 
 def _merge_all(*sketches):
     return merge_sketches(sketches)
+
+
+# ------------------------------------------- random projection and matrix products
+def _project_block(block, start, stop, *, seed, stream, n_components):
+    """``block @ R / sqrt(m)`` with ``R`` (d x m) regenerated tile by tile over the
+    feature index, so that at most one tile of ``R`` is in memory at a time."""
+    from dasketch.sketch.embeddings import TILE, gaussian_rows
+
+    if scipy.sparse.issparse(block):
+        block = scipy.sparse.csc_matrix(block)
+    n_features = block.shape[1]
+    out = np.zeros((block.shape[0], n_components))
+    for lo in range(0, n_features, TILE):
+        hi = min(lo + TILE, n_features)
+        out += block[:, lo:hi] @ gaussian_rows(seed, stream, lo, hi, n_components)
+    out /= np.sqrt(n_components)
+    return out
+
+
+def random_projection(blocks, n_components, seed, *, stream=0):
+    """Lazy ``X R / sqrt(m)`` (n x m, float64) for a Gaussian ``R`` (d x m).
+
+    ``R`` is a function of ``(seed, stream, feature index)`` (see
+    :func:`dasketch.sketch.embeddings.gaussian_rows`): every block task regenerates
+    it tile by tile, it is never materialised whole on the client nor shipped to
+    workers, and the result does not depend on how ``X`` is chunked.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch.blocked import as_row_blocks, random_projection
+    >>> from dasketch.sketch.embeddings import gaussian_rows
+    >>> X = np.random.default_rng(0).standard_normal((100, 30))
+    >>> P = random_projection(as_row_blocks(X, block_rows=16), 5, seed=3)
+    >>> R = gaussian_rows(3, 0, 0, 30, 5)
+    >>> bool(np.allclose(P.compute(), X @ R / np.sqrt(5)))
+    True
+    """
+    func = partial(_project_block, seed=int(seed), stream=int(stream),
+                   n_components=int(n_components))
+    return map_rows(blocks, func, int(n_components), dtype=np.float64)
+
+
+def as_row_aligned(v, blocks, name="v"):
+    """``v`` (numpy or Dask, 1-D or 2-D with ``n`` rows) as a Dask array whose row
+    chunks are the blocks of ``blocks`` (one chunk along any other axis)."""
+    if not isinstance(v, da.Array):
+        v = np.asarray(v)
+    if v.ndim not in (1, 2) or v.shape[0] != blocks.n_rows:
+        raise ValueError(f"{name} must have {blocks.n_rows} rows, got shape {tuple(v.shape)}")
+    chunks = (tuple(np.diff(blocks.offsets)),) + tuple((s,) for s in v.shape[1:])
+    if isinstance(v, da.Array):
+        return v.rechunk(chunks)
+    return da.from_array(v, chunks=chunks)
+
+
+def _row_pieces(arrays):
+    """Delayed row chunks of Dask arrays with equal row chunks, zipped."""
+    rows = arrays[0].chunks[0]
+    for a in arrays:
+        if a.chunks[0] != rows or any(len(c) > 1 for c in a.chunks[1:]):
+            raise ValueError("arrays must share their row chunks and have one chunk "
+                             "along every other axis")
+    return list(zip(*(a.to_delayed(optimize_graph=True).ravel() for a in arrays)))
+
+
+def tree_sum_rows(arrays, func, *, split_every=None):
+    """Delayed sum over row chunks of ``func(*chunks)`` for Dask arrays with equal
+    row chunks (e.g. a projection ``X R``, labels and margins), tree-reduced."""
+    mapped = dask.delayed(func, pure=True)
+    return tree_reduce([mapped(*pieces) for pieces in _row_pieces(arrays)], _add, split_every)
+
+
+def _matvec_block(block, start, stop, w):
+    return np.asarray(block @ w, dtype=np.float64).reshape(stop - start, -1)
+
+
+def matvec(blocks, w):
+    """Lazy ``X w`` as an ``(n, k)`` Dask array chunked like ``blocks`` (``w`` is
+    ``(d,)`` or ``(d, k)``; a 1-D ``w`` gives ``k = 1``)."""
+    w = np.asarray(w, dtype=np.float64)
+    k = 1 if w.ndim == 1 else w.shape[1]
+    mapped = dask.delayed(_matvec_block, pure=True)
+    shared = dask.delayed(w, pure=True)  # one key, not one copy per task
+    pieces = [da.from_delayed(mapped(block, start, stop, shared), shape=(stop - start, k),
+                              dtype=np.float64)
+              for block, (start, stop) in zip(blocks.blocks, blocks.ranges())]
+    return da.concatenate(pieces, axis=0)
+
+
+def _rmatvec_block(block, v):
+    out = block.T @ np.asarray(v, dtype=np.float64)
+    return np.asarray(out, dtype=np.float64)
+
+
+def rmatvec(blocks, v, *, split_every=None):
+    """Delayed ``X^T v`` (``v`` of shape ``(n,)`` or ``(n, k)``, numpy or Dask),
+    summed over row blocks by a deterministic tree."""
+    pieces = as_row_aligned(v, blocks).to_delayed(optimize_graph=True).ravel()
+    mapped = dask.delayed(_rmatvec_block, pure=True)
+    parts = [mapped(block, piece) for block, piece in zip(blocks.blocks, pieces)]
+    return tree_reduce(parts, _add, split_every)
+
+
+def persist(*arrays, client=None):
+    """Persist Dask arrays in (worker) memory with ``client`` or the default scheduler."""
+    if client is not None:
+        return tuple(client.persist(list(arrays)))
+    return dask.persist(*arrays)
+
+
+def rechunk_rows(array, rows):
+    """Rechunk a Dask array to ``rows`` rows per chunk and one chunk along other axes."""
+    return array.rechunk({0: int(rows), **{ax: -1 for ax in range(1, array.ndim)}})
