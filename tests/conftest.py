@@ -14,7 +14,7 @@ def cluster_client():
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster,
+                      dashboard_address=":0") as cluster, Client(cluster,
                                                                  set_as_default=False) as client:
         yield client
 

@@ -1,0 +1,47 @@
+"""Test data and exact reference quantities."""
+
+import numpy as np
+
+
+def spectral_norm(M):
+    """Exact spectral norm of a symmetric matrix."""
+    return float(np.abs(np.linalg.eigvalsh(M)).max())
+
+
+def tail_energy(A, k):
+    """``||A - [A]_k||_F^2``: energy outside the best rank-k approximation."""
+    s = np.linalg.svd(A, compute_uv=False)
+    return float(np.sum(s[k:] ** 2))
+
+
+def low_rank_plus_noise(n, d, rank, noise=0.05, seed=0):
+    rng = np.random.default_rng(seed)
+    U = rng.standard_normal((n, rank))
+    V = np.linalg.qr(rng.standard_normal((d, rank)))[0]
+    return U * (0.8 ** np.arange(rank)) * 10 @ V.T + noise * rng.standard_normal((n, d))
+
+
+def decaying(n, d, seed=0, decay=0.85):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, d)) * decay ** np.arange(d)
+
+
+def check_guarantees(sketch, A, ks=(0, 1, 2)):
+    """Assert FD and RFD guarantees of a sketch of A (Liberty 2013; Luo et al. 2019).
+
+    ``0 <= A^T A - B^T B <= Delta I``, ``Delta <= ||A - A_k||_F^2 / (l - k)``, and
+    ``||A^T A + alpha0 I - (B^T B + alpha I)|| <= error_bound`` (RFD) or the FD
+    one-sided bound.
+    """
+    gram = A.T @ A
+    scale = max(spectral_norm(gram), 1.0)
+    tol = 1e-9 * scale
+    residual = gram - sketch.B.T @ sketch.B
+    eig = np.linalg.eigvalsh(residual)
+    assert eig.min() >= -tol, "B^T B exceeds A^T A"
+    assert eig.max() <= sketch.shrinkage + tol, "A^T A - B^T B exceeds Delta"
+    for k in ks:
+        if k < sketch.sketch_size:
+            assert sketch.shrinkage <= tail_energy(A, k) / (sketch.sketch_size - k) + tol
+    estimate = sketch.covariance() - sketch.alpha0 * np.eye(A.shape[1])
+    assert spectral_norm(gram - estimate) <= sketch.error_bound + tol

@@ -1,0 +1,166 @@
+"""dasketch.sketch over Dask: chunking, trees, schedulers, zarr, bad input, real data."""
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse
+import zarr
+
+import dasketch
+from dasketch.blocked import as_row_blocks, default_block_rows
+from tests.helpers import check_guarantees, decaying, low_rank_plus_noise, spectral_norm
+
+
+@pytest.fixture(scope="module")
+def data():
+    return low_rank_plus_noise(3000, 40, 8, noise=0.3, seed=11)
+
+
+def _same_sketch(a, b, rtol=1e-9):
+    scale = spectral_norm(a.B.T @ a.B)
+    np.testing.assert_allclose(a.B.T @ a.B, b.B.T @ b.B, atol=rtol * scale)
+    assert a.shrinkage == pytest.approx(b.shrinkage, rel=rtol, abs=rtol * scale)
+    assert a.n_rows == b.n_rows
+
+
+@pytest.mark.parametrize("method", ["rfd", "fd"])
+@pytest.mark.parametrize("center", [False, True])
+def test_numpy_input_guarantees(data, method, center):
+    sk = dasketch.sketch(data, 10, method=method, center=center, block_rows=400)
+    A = data - data.mean(axis=0) if center else data
+    check_guarantees(sk, A, ks=(0, 4, 8))
+
+
+def test_result_independent_of_input_chunking(data):
+    reference = dasketch.sketch(data, 10, block_rows=256)
+    for chunks in [(3000, 40), (1, 40), (7, 40), (1000, 13), ((1, 999, 2000), (40,))]:
+        X = da.from_array(data, chunks=chunks)
+        with dask.config.set(scheduler="threads"):
+            if len(X.chunks[1]) > 1:
+                with pytest.warns(UserWarning, match="chunked along columns"):
+                    sk = dasketch.sketch(X, 10, block_rows=256)
+            else:
+                sk = dasketch.sketch(X, 10, block_rows=256)
+        _same_sketch(sk, reference)
+
+
+def test_split_every_and_block_rows_keep_guarantee(data):
+    lambda_l = np.linalg.eigvalsh(data.T @ data)[::-1][9]
+    bounds = {}
+    for split_every in (2, 3, 8, 100):
+        for block_rows in (1, 97, 256, 3000):
+            if block_rows == 1 and split_every != 100:
+                continue
+            sk = dasketch.sketch(data, 10, split_every=split_every, block_rows=block_rows)
+            check_guarantees(sk, data, ks=(0, 4, 8))
+            bounds[split_every, block_rows] = sk.shrinkage
+    # Weyl: any rank-(l-1) B with A^T A - B^T B <= Delta I has Delta >= lambda_l, which
+    # the one-shot sketch of a single block attains; every tree stays within the
+    # tail-energy bound checked above.
+    assert min(bounds.values()) == pytest.approx(bounds[8, 3000], rel=1e-12)
+    assert bounds[8, 3000] == pytest.approx(lambda_l, rel=1e-9)
+
+
+def test_ragged_last_block_and_tiny_inputs():
+    A = decaying(1001, 9, seed=3)
+    check_guarantees(dasketch.sketch(A, 4, block_rows=100), A)
+    one_row = A[:1]
+    sk = dasketch.sketch(one_row, 4)
+    np.testing.assert_allclose(sk.B.T @ sk.B, one_row.T @ one_row)
+    assert sk.shrinkage == 0.0
+
+
+def test_local_cluster_matches_threads(data, cluster_client):
+    threaded = dasketch.sketch(data, 10, block_rows=300, center=True)
+    distributed = dasketch.sketch(data, 10, block_rows=300, center=True, client=cluster_client)
+    _same_sketch(distributed, threaded)
+    np.testing.assert_allclose(distributed.mean, threaded.mean, rtol=1e-12)
+
+
+def test_zarr_path_and_group_component(tmp_path, data, cluster_client):
+    path = tmp_path / "a.zarr"
+    zarr.create_array(str(path), data=data, chunks=(500, 40))
+    group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    group.create_array("inner/x", data=data, chunks=(333, 40))
+    reference = dasketch.sketch(data, 10, block_rows=512)
+    _same_sketch(dasketch.sketch(str(path), 10, block_rows=512), reference)
+    _same_sketch(dasketch.sketch(tmp_path / "g.zarr", 10, component="inner/x", block_rows=512,
+                                 client=cluster_client), reference)
+    with pytest.raises(ValueError, match="component"):
+        dasketch.sketch(tmp_path / "g.zarr", 10)
+
+
+def test_missing_zarr_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no zarr store"):
+        dasketch.sketch(tmp_path / "missing.zarr", 10)
+
+
+def test_sparse_input_matches_dense():
+    X = scipy.sparse.random(2000, 500, density=0.01, random_state=2, format="csr")
+    sparse = dasketch.sketch(X, 16, block_rows=300)
+    dense = dasketch.sketch(X.toarray(), 16, block_rows=300)
+    _same_sketch(sparse, dense, rtol=1e-8)
+    check_guarantees(sparse, X.toarray(), ks=(0, 5))
+
+
+def test_float32_input(data):
+    sk = dasketch.sketch(da.from_array(data.astype(np.float32), chunks=(700, 40)), 10)
+    check_guarantees(sk, data.astype(np.float32).astype(np.float64))
+
+
+def test_nan_block_is_named(data):
+    bad = data.copy()
+    bad[1234, 3] = np.nan
+    with pytest.raises(ValueError, match=r"rows 1234 .*\[1024, 1280\)"):
+        dasketch.sketch(da.from_array(bad, chunks=(100, 40)), 10, block_rows=256)
+
+
+@pytest.mark.parametrize("X,kwargs,error,match", [
+    (np.ones(10), {}, ValueError, "2-D"),
+    (np.ones((4, 3, 2)), {}, ValueError, "2-D"),
+    (np.ones((0, 3)), {}, ValueError, "zero rows"),
+    (np.ones((10, 3)), dict(sketch_size=1), ValueError, "sketch_size"),
+    (np.ones((10, 3)), dict(method="pca"), ValueError, "method"),
+    (np.ones((10, 3)), dict(alpha0=-0.1), ValueError, "alpha0"),
+    (np.ones((10, 3)), dict(split_every=1), ValueError, "split_every"),
+    (np.ones((10, 3)), dict(block_rows=0), ValueError, "block_rows"),
+    (np.ones((10, 3)), dict(block_update="fast"), ValueError, "block_update"),
+    (np.ones((10, 3), dtype=complex), {}, TypeError, "real numbers"),
+    ({"a": 1}, {}, TypeError, "X must be"),
+])
+def test_bad_input(X, kwargs, error, match):
+    params = dict(sketch_size=4) | kwargs
+    with pytest.raises(error, match=match):
+        dasketch.sketch(X, **params)
+
+
+def test_default_block_rows_is_shape_only():
+    assert default_block_rows(256) == 16384
+    assert default_block_rows(10 ** 6) == 256
+    assert default_block_rows(1) == 65536
+    blocks = as_row_blocks(np.ones((70000, 3)))
+    assert blocks.offsets[1] == 65536 and blocks.n_rows == 70000
+
+
+# Reference figures of ../shared/data/README.md: best possible RFD error
+# (lambda_l - lambda_d) / 2 / lambda_1 on a9a train.
+A9A_BEST = {5: 0.0312, 10: 0.0165, 20: 0.0110, 30: 0.0062, 50: 0.0018}
+
+
+@pytest.mark.parametrize("block_rows", [None, 4096])
+def test_a9a_rfd_near_best_possible(a9a_train, block_rows):
+    X, _ = a9a_train
+    A = X.toarray()
+    gram = A.T @ A
+    eig = np.linalg.eigvalsh(gram)[::-1]
+    for l, best_reference in A9A_BEST.items():
+        best = (eig[l - 1] - eig[-1]) / 2
+        assert best / eig[0] == pytest.approx(best_reference, abs=1e-4)
+        rfd = dasketch.sketch(X, l, block_rows=block_rows)
+        fd = dasketch.sketch(X, l, method="fd", block_rows=block_rows)
+        error = spectral_norm(gram - rfd.covariance())
+        assert error <= rfd.error_bound * (1 + 1e-9)
+        assert error <= 1.1 * best, f"l={l}: RFD error {error / eig[0]:.4f} vs best {best / eig[0]:.4f}"
+        assert error <= 0.5 * fd.error_bound * (1 + 1e-9)
+        check_guarantees(fd, A, ks=(0, l // 2))

@@ -1,0 +1,16 @@
+"""The README quickstart runs and its bound holds."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_quickstart_script():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "quickstart.py"), "--rows", "20000",
+         "--features", "32", "--sketch-size", "8"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "bound holds" in result.stdout
