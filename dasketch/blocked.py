@@ -428,3 +428,14 @@ def persist(*arrays, client=None):
 def rechunk_rows(array, rows):
     """Rechunk a Dask array to ``rows`` rows per chunk and one chunk along other axes."""
     return array.rechunk({0: int(rows), **{ax: -1 for ax in range(1, array.ndim)}})
+
+
+def map_row_chunks(arrays, func, n_columns=None, dtype=np.float64):
+    """Lazy Dask array of ``func(*chunks)`` over the row chunks of Dask arrays with
+    equal row chunks: 1-D when ``n_columns`` is None, else ``(n, n_columns)``."""
+    mapped = dask.delayed(func, pure=True)
+    pieces = []
+    for chunks, rows in zip(_row_pieces(arrays), arrays[0].chunks[0]):
+        shape = (rows,) if n_columns is None else (rows, int(n_columns))
+        pieces.append(da.from_delayed(mapped(*chunks), shape=shape, dtype=dtype))
+    return da.concatenate(pieces, axis=0)
