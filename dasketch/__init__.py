@@ -1,6 +1,6 @@
 """dasketch: sketching and solving with matrices too large for one machine."""
 
-from dasketch.blocked import sketch
+from dasketch.blocked import sketch, sparse_embed
 from dasketch.cluster import get_client
 from dasketch.decomposition import SketchPCA
 from dasketch.io import load_sketch, save_sketch, write_synthetic
@@ -16,5 +16,6 @@ __all__ = [
     "merge_sketches",
     "save_sketch",
     "sketch",
+    "sparse_embed",
     "write_synthetic",
 ]

@@ -439,3 +439,140 @@ def map_row_chunks(arrays, func, n_columns=None, dtype=np.float64):
         shape = (rows,) if n_columns is None else (rows, int(n_columns))
         pieces.append(da.from_delayed(mapped(*chunks), shape=shape, dtype=dtype))
     return da.concatenate(pieces, axis=0)
+
+
+# -------------------------------------------------------- sparse embeddings S X
+def _embed_block(block, start, stop, *pieces, seed, specs):
+    """``[S_1 X_blk; S_2 X_blk; ...]`` (float64, dense) for the embeddings ``specs``
+    (tuples ``(stream, sketch_size, kind, nnz_per_column)``); extra row-aligned
+    ``pieces`` (vectors or matrices) are appended to the block as columns."""
+    from dasketch.sketch.embeddings import sparse_embedding_block
+
+    columns = [np.asarray(p, dtype=np.float64).reshape(stop - start, -1) for p in pieces]
+    out = []
+    for stream, size, kind, k in specs:
+        S = sparse_embedding_block(seed, stream, start, stop, size, kind=kind,
+                                   nnz_per_column=k)
+        SX = S @ block
+        SX = SX.toarray() if scipy.sparse.issparse(SX) else np.asarray(SX)
+        out.append(np.hstack([SX.astype(np.float64, copy=False)] + [S @ c for c in columns]))
+    return np.vstack(out)
+
+
+def sparse_embed_streams(blocks, specs, seed, *, extra=(), split_every=None):
+    """Delayed ``[S_1 [X E]; S_2 [X E]; ...]`` in one pass over the blocks.
+
+    ``specs`` lists independent sparse embeddings ``(stream, sketch_size, kind,
+    nnz_per_column)`` (see
+    :func:`dasketch.sketch.embeddings.sparse_embedding_block`); ``extra`` are
+    row-aligned vectors or matrices ``E`` (numpy or Dask, e.g. the targets ``b``)
+    appended as columns. Each block contributes ``S_blk [X_blk E_blk]`` from its
+    global row indices; the contributions are tree-summed, so the result does not
+    depend on the chunking of ``X`` nor on the scheduler.
+    """
+    specs = tuple((int(st), int(s), str(kd), int(k)) for st, s, kd, k in specs)
+    func = partial(_embed_block, seed=int(seed), specs=specs)
+    mapped = dask.delayed(func, pure=True)
+    if extra:
+        aligned = [as_row_aligned(e, blocks, name="extra") for e in extra]
+        columns = list(zip(*(a.to_delayed(optimize_graph=True).ravel() for a in aligned)))
+    else:
+        columns = [()] * len(blocks.blocks)
+    parts = [mapped(block, start, stop, *cols)
+             for block, (start, stop), cols in zip(blocks.blocks, blocks.ranges(), columns)]
+    return tree_reduce(parts, _add, split_every)
+
+
+def sparse_embed(X, sketch_size, *, kind="osnap", nnz_per_column=None, random_state=None,
+                 stream=0, split_every=None, client=None, block_rows=None, component=None,
+                 storage_options=None):
+    """The small dense ``S X`` (``s x d``) for a sparse random embedding ``S``.
+
+    ``S`` is CountSketch (Clarkson and Woodruff, STOC 2013), OSNAP with ``k``
+    nonzeros per column (Nelson and Nguyen, FOCS 2013) or the sparse Cauchy
+    transform (Meng and Mahoney, STOC 2013), the embeddings that precondition
+    pwSGD (Yang, Chow, Re, Mahoney, JMLR 2018, Section 3). Column ``i`` of ``S``
+    is drawn from ``(random_state, stream, i // TILE)``, so each block of rows
+    builds only its own columns, the block products ``S_blk X_blk`` are
+    tree-summed, and the result is the same for any chunking or scheduler.
+    ``scipy.linalg.clarkson_woodruff_transform`` draws the same distribution for
+    ``kind="countsketch"`` but needs the whole matrix in memory and its result
+    depends on the row count only through one global draw, so it cannot be
+    computed block by block.
+
+    Parameters
+    ----------
+    X : dask.array.Array, numpy.ndarray, scipy.sparse matrix, str or os.PathLike
+        Rows are samples; a string or path is a zarr store.
+    sketch_size : int
+        Number of rows ``s`` of ``S X``.
+    kind : {"osnap", "countsketch", "cauchy"}
+    nnz_per_column : int, optional
+        Nonzeros per column of ``S``: 1 for CountSketch and Cauchy; default
+        ``min(4, sketch_size)`` for OSNAP.
+    random_state : None, int or numpy random generator
+    stream : int
+        Index of an independent stream of embeddings for the same seed.
+    split_every, client, block_rows, component, storage_options
+        See :func:`sketch`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``S X`` in float64, shape ``(sketch_size, d)``.
+
+    Examples
+    --------
+    >>> import numpy as np, dasketch
+    >>> X = np.random.default_rng(0).standard_normal((2000, 5))
+    >>> SX = dasketch.sparse_embed(X, 40, random_state=0)
+    >>> SX.shape
+    (40, 5)
+    >>> same = dasketch.sparse_embed(X, 40, random_state=0, block_rows=300)
+    >>> bool(np.allclose(SX, same))
+    True
+    """
+    from dasketch.sketch.embeddings import check_sparse_kind, resolve_seed
+
+    if nnz_per_column is None:
+        nnz_per_column = min(4, int(sketch_size)) if kind == "osnap" else 1
+    if isinstance(sketch_size, (bool, np.bool_)) or not isinstance(
+        sketch_size, numbers.Integral
+    ) or sketch_size < 1:
+        raise ValueError(f"sketch_size must be a positive integer, got {sketch_size!r}")
+    check_sparse_kind(kind, nnz_per_column)
+    if nnz_per_column > sketch_size:
+        raise ValueError(f"nnz_per_column ({nnz_per_column}) must not exceed sketch_size "
+                         f"({sketch_size})")
+    blocks = as_row_blocks(X, block_rows=block_rows, component=component,
+                           storage_options=storage_options)
+    root = sparse_embed_streams(blocks, [(stream, sketch_size, kind, nnz_per_column)],
+                                resolve_seed(random_state), split_every=split_every)
+    (result,) = compute(root, client=client)
+    return result
+
+
+def _gather_block(block, start, stop, rows):
+    out = block[np.asarray(rows) - start]
+    out = out.toarray() if scipy.sparse.issparse(out) else np.asarray(out)
+    return out.astype(np.float64, copy=False)
+
+
+def gather_rows(blocks, rows, *, client=None):
+    """Rows ``rows`` (sorted global indices) of the blocked matrix, as float64 ndarray.
+
+    Each block returns only the rows drawn in its range, in one pass over the
+    blocks in order: no random access to the storage.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.size and (np.any(np.diff(rows) < 0) or rows[0] < 0
+                      or rows[-1] >= blocks.n_rows):
+        raise ValueError("rows must be sorted indices in [0, n_rows)")
+    cuts = np.searchsorted(rows, np.asarray(blocks.offsets))
+    mapped = dask.delayed(_gather_block, pure=True)
+    parts = [mapped(block, start, stop, rows[lo:hi])
+             for block, (start, stop), lo, hi in zip(blocks.blocks, blocks.ranges(),
+                                                     cuts[:-1], cuts[1:]) if hi > lo]
+    if not parts:
+        return np.zeros((0, blocks.n_features))
+    return np.concatenate(compute(*parts, client=client), axis=0)
