@@ -248,9 +248,17 @@ def _sketch_block(block, start, stop, **params):
     return sketch_rows(block, row_offset=start, **params)
 
 
+def default_working_size(sketch_size, n_features):
+    """Working sketch size of block sketches and inner merges: ``2 l`` while such a
+    sketch stays under 32 MiB, else ``l``."""
+    if 2 * sketch_size * n_features <= _BLOCK_VALUES:
+        return 2 * sketch_size
+    return sketch_size
+
+
 def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_every=None,
-           client=None, block_rows=None, block_update="auto", component=None,
-           storage_options=None):
+           client=None, block_rows=None, block_update="auto", working_size=None,
+           component=None, storage_options=None):
     """Sketch the rows of a (possibly larger than memory) matrix with FD or RFD.
 
     Every block of rows is sketched on a worker and the block sketches are merged
@@ -281,6 +289,11 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
     block_update : {"auto", "block", "stream"}
         How a block is absorbed: one shrink of the whole block, the streaming
         Algorithm 5 with a buffer of ``2 l`` rows, or chosen by a cost model.
+    working_size : int, optional
+        Sketch size ``>= sketch_size`` of the block sketches and inner merges; the
+        root is shrunk to ``sketch_size`` (:meth:`Sketch.resize`). Oversampled
+        inner sketches lose less to the many shrinks of a tree, while every
+        guarantee holds for the final size. Default :func:`default_working_size`.
     component, storage_options
         For zarr inputs.
 
@@ -305,11 +318,16 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
     split_every = _check_split_every(split_every)
     blocks = as_row_blocks(X, block_rows=block_rows, component=component,
                            storage_options=storage_options)
-    func = partial(_sketch_block, sketch_size=sketch_size, method=method,
+    if working_size is None:
+        working_size = default_working_size(sketch_size, blocks.n_features)
+    elif not isinstance(working_size, numbers.Integral) or working_size < sketch_size:
+        raise ValueError(f"working_size must be an integer >= sketch_size ({sketch_size}), "
+                         f"got {working_size!r}")
+    func = partial(_sketch_block, sketch_size=int(working_size), method=method,
                    alpha0=float(alpha0), center=bool(center), block_update=block_update)
     root = map_reduce(blocks, func, _merge_all, split_every=split_every)
     (result,) = compute(root, client=client)
-    return result
+    return result.resize(sketch_size)
 
 
 def _merge_all(*sketches):
@@ -576,3 +594,8 @@ def gather_rows(blocks, rows, *, client=None):
     if not parts:
         return np.zeros((0, blocks.n_features))
     return np.concatenate(compute(*parts, client=client), axis=0)
+
+
+def is_dask_collection(obj):
+    """Whether ``obj`` is a Dask collection (array, delayed, ...)."""
+    return dask.is_dask_collection(obj)

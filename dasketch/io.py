@@ -70,12 +70,13 @@ def open_zarr_array(path, *, component=None, storage_options=None, chunks=None):
             f"X: no zarr array in {os.fspath(path)!r}{where}{hint}") from exc
 
 
-def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, noise=0.01,
+def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=None, noise=0.01,
                     chunk_rows=16384, dtype="float64", random_state=0, overwrite=False):
     """Write a synthetic data set with a decaying spectrum to a zarr store.
 
     Row ``i`` is ``g_i^T diag(s) V^T + noise * e_i^T`` with ``g_i, e_i`` standard
-    Gaussian, ``s_j = decay ** j`` for the first ``rank`` directions and ``V`` a
+    Gaussian, ``s_j = decay ** j`` (or ``(j + 1) ** -power`` when ``power`` is
+    given) for the first ``rank`` directions and ``V`` a
     fixed random orthogonal basis; so ``A^T A / n`` approaches
     ``V diag(s^2) V^T + noise^2 I``. Rows are generated block by block from
     tile-indexed seeds (the same rows for any ``chunk_rows``), so the data set can
@@ -97,7 +98,7 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, noise=0.0
                               "to replace it")
     seed = resolve_seed(random_state)
     basis, _ = np.linalg.qr(gaussian_rows(seed, 0, 0, n_features, rank))
-    scales = decay ** np.arange(rank)
+    scales = decay ** np.arange(rank) if power is None else (1.0 + np.arange(rank)) ** -power
     mixing = scales[:, None] * basis.T  # rank x d
 
     def make_block(block_info=None):

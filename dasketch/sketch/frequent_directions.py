@@ -214,6 +214,23 @@ class Sketch:
                             block_update=block_update, row_offset=offset)
         return merge_sketches((self, block))
 
+    def resize(self, sketch_size):
+        """Shrink to a smaller ``sketch_size`` (one more shrink; ``Delta`` grows by its
+        ``delta``).
+
+        Sketching with a larger working size and resizing at the end keeps every
+        guarantee for the final size: each shrink with size ``m >= l`` removes at
+        least ``m delta >= l delta`` of Frobenius mass, which is all the proof of
+        ``Delta <= ||A - [A]_k||_F^2 / (l - k)`` uses ([2]_ Thm. 3.1).
+        """
+        check_sketch_parameters(sketch_size, self.method, self.alpha0)
+        if sketch_size > self.sketch_size:
+            raise ValueError(f"sketch_size must not exceed the current size "
+                             f"{self.sketch_size}, got {sketch_size}")
+        B, delta = shrink(np.zeros((0, self.n_features)), self.B, sketch_size)
+        return replace(self, B=B, shrinkage=self.shrinkage + delta,
+                       sketch_size=int(sketch_size), _svd=[])
+
     def save(self, path, *, overwrite=False):
         """Save to ``path`` (``.npz`` file or zarr directory); see :mod:`dasketch.io`."""
         from dasketch.io import save_sketch

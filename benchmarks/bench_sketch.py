@@ -1,0 +1,179 @@
+"""dasketch.sketch against its peers on one zarr store, side by side in one run.
+
+Writes a zarr store of n x d float64 rows with a decaying spectrum, then on one
+LocalCluster (2 single-threaded worker processes) times:
+
+* reading the store (``X.sum()``),
+* a one-pass random projection ``X @ G`` with ``l`` columns,
+* the exact Gram ``X.T @ X``,
+* ``dask.array.linalg.svd_compressed(X, k=l, n_power_iter=2)``,
+* ``dasketch.sketch(X, l)`` (RFD),
+
+and reports each one's relative spectral error ``||A^T A - approx||_2 / ||A||_2^2``
+against the exact Gram, with the best possible RFD error ``(lambda_l - lambda_d) / 2``.
+For ``X @ G`` the estimate is ``A^T Q Q^T A`` with ``Q = orth(X G)`` (a second pass,
+not timed). Results go to ``benchmarks/results/sketch.json`` and ``sketch.png``.
+
+Usage: ``python benchmarks/bench_sketch.py [--quick] [--rows N] [--features D]``
+"""
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import dask
+import dask.array as da
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from distributed import Client, LocalCluster, wait  # noqa: E402
+
+import dasketch  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def timed(func, repeat):
+    """Best wall time of ``repeat`` runs, and the last result."""
+    best, result = np.inf, None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = func()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def persisted(array):
+    """Compute ``array`` into worker memory and wait for it."""
+    array = array.persist()
+    wait(array)
+    return array
+
+
+def relative_error(gram, approx, top):
+    return float(np.abs(np.linalg.eigvalsh(gram - approx)).max() / top)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--features", type=int, default=256)
+    parser.add_argument("--sketch-size", type=int, default=32)
+    parser.add_argument("--chunk-rows", type=int, default=16384)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="small smoke run")
+    parser.add_argument("--out", default=str(RESULTS / "sketch"))
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rows, args.repeat = 50_000, 1
+    l = args.sketch_size
+
+    with tempfile.TemporaryDirectory(prefix="bench-sketch-") as tmp, \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                         dashboard_address=":0") as cluster, Client(cluster) as client:
+        path = os.path.join(tmp, "X.zarr")
+        start = time.perf_counter()
+        # Power-law spectrum s_j = (j + 1)^(-1/2) on d/2 directions, plus a small noise floor.
+        dasketch.write_synthetic(path, args.rows, args.features, rank=args.features // 2,
+                                 power=0.5, noise=0.01,
+                                 chunk_rows=args.chunk_rows)
+        write_time = time.perf_counter() - start
+        X = da.from_zarr(path)
+        G = da.from_array(np.random.default_rng(1).standard_normal((args.features, l)))
+
+        def svd_compressed():
+            u, s, v = da.linalg.svd_compressed(X, k=l, n_power_iter=2, seed=0)
+            s, v = dask.compute(s, v)
+            return (v.T * s ** 2) @ v
+
+        runs = {
+            "read (X.sum())": lambda: X.sum().compute(),
+            "random projection X @ G": lambda: persisted(X @ G),
+            "exact Gram X.T @ X": lambda: (X.T @ X).compute(),
+            "svd_compressed (k=l, 2 power iters)": svd_compressed,
+            "dasketch.sketch (RFD)": lambda: dasketch.sketch(path, l, client=client),
+        }
+        times, outputs = {}, {}
+        for name, func in runs.items():
+            times[name], outputs[name] = timed(func, args.repeat)
+            print(f"{name:40s} {times[name]:8.2f} s", flush=True)
+
+        gram = outputs["exact Gram X.T @ X"]
+        eig = np.linalg.eigvalsh(gram)[::-1]
+        top = eig[0]
+        Y = outputs["random projection X @ G"]
+        Q, _ = da.linalg.qr(Y)
+        QtX = (Q.T @ X).compute()
+        sketch = outputs["dasketch.sketch (RFD)"]
+        errors = {
+            "random projection X @ G": relative_error(gram, QtX.T @ QtX, top),
+            "exact Gram X.T @ X": 0.0,
+            "svd_compressed (k=l, 2 power iters)": relative_error(
+                gram, outputs["svd_compressed (k=l, 2 power iters)"], top),
+            "dasketch.sketch (RFD)": relative_error(gram, sketch.covariance(), top),
+        }
+        best = float((eig[l - 1] - eig[-1]) / 2 / top)
+
+    read = times["read (X.sum())"]
+    ours = times["dasketch.sketch (RFD)"]
+    svd = times["svd_compressed (k=l, 2 power iters)"]
+    report = {
+        "rows": args.rows, "features": args.features, "sketch_size": l,
+        "chunk_rows": args.chunk_rows, "store_gib": args.rows * args.features * 8 / 2 ** 30,
+        "workers": "LocalCluster, 2 processes x 1 thread", "machine": platform.platform(),
+        "cpu_count": os.cpu_count(), "write_seconds": write_time,
+        "seconds": times, "relative_spectral_error": errors,
+        "best_possible_rfd_error": best,
+        "certified_bound": sketch.error_bound / top,
+        "ratios": {
+            "sketch_time_over_read_time": ours / read,
+            "svd_compressed_time_over_sketch_time": svd / ours,
+            "sketch_error_over_best_possible": errors["dasketch.sketch (RFD)"] / best,
+            "sketch_error_over_svd_compressed_error":
+                errors["dasketch.sketch (RFD)"] / errors["svd_compressed (k=l, 2 power iters)"],
+        },
+        "goals": {"sketch_time_over_read_time": "<= 1.3",
+                  "svd_compressed_time_over_sketch_time": ">= 2",
+                  "sketch_error_over_best_possible": "<= 1.1",
+                  "sketch_error_over_svd_compressed_error": "<= 0.55"},
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=2))
+    plot(report, out.with_suffix(".png"))
+    print(json.dumps(report["ratios"], indent=2))
+    return report
+
+
+def plot(report, path):
+    names = list(report["seconds"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    left.barh(names, [report["seconds"][n] for n in names], color="tab:blue")
+    left.set_xlabel("wall time (s)")
+    left.invert_yaxis()
+    left.set_title(f"{report['rows']:,} x {report['features']} float64 zarr, l = "
+                   f"{report['sketch_size']}")
+    err_names = [n for n in report["relative_spectral_error"] if "exact" not in n]
+    right.barh(err_names, [report["relative_spectral_error"][n] for n in err_names],
+               color="tab:orange")
+    right.axvline(report["best_possible_rfd_error"], color="k", ls="--",
+                  label="best possible (RFD Thm. 1)")
+    right.axvline(report["certified_bound"], color="tab:green", ls=":",
+                  label="dasketch certified bound")
+    right.set_xscale("log")
+    right.set_xlabel("||A^T A - approx||_2 / ||A||_2^2")
+    right.invert_yaxis()
+    right.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
