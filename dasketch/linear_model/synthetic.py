@@ -1,0 +1,79 @@
+"""Synthetic ill-conditioned regression problems with non-uniform leverage.
+
+The test problems of pwSGD-type solvers (Yang et al., JMLR 2018, Section 6;
+Avron, Maymounkov, Toledo, SIAM J. Sci. Comput. 2010, Section 6): a prescribed
+condition number and a few rows of high leverage, which defeat uniform
+sampling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dasketch.sketch.embeddings import resolve_seed
+
+
+def ill_conditioned_regression(n_rows, n_features, *, condition_number=1e6, n_heavy=None,
+                               heavy_scale=None, noise="gaussian", noise_scale=1.0,
+                               rotate=True, random_state=0, dtype=np.float64):
+    """``A = D W diag(s) V^T`` and ``b = A x_true + e``.
+
+    ``W`` is standard Gaussian, ``s`` is log-spaced from 1 to
+    ``1 / condition_number``, ``V`` a random orthogonal matrix (identity when
+    ``rotate=False``: then the ill-conditioning is a column scaling that a
+    diagonal preconditioner removes), and ``D`` scales ``n_heavy`` random rows by
+    ``heavy_scale`` so that they carry a large share of the leverage. ``e`` is
+    Gaussian or Laplace noise.
+
+    Parameters
+    ----------
+    n_rows, n_features : int
+    condition_number : float
+        ``cond(W diag(s) V^T)`` up to the factor ``cond(W)`` (about 1 for
+        ``n >> d``).
+    n_heavy : int, optional
+        Default ``max(n_features // 4, 1)``.
+    heavy_scale : float, optional
+        Default ``sqrt(n_rows / n_features)``: each heavy row then has leverage
+        about 1/2.
+    noise : {"gaussian", "laplace"}
+    noise_scale : float
+    rotate : bool
+    random_state : int
+    dtype : numpy dtype
+
+    Returns
+    -------
+    A : ndarray (n_rows, n_features)
+    b : ndarray (n_rows,)
+    x_true : ndarray (n_features,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch.linear_model.synthetic import ill_conditioned_regression
+    >>> A, b, x = ill_conditioned_regression(2000, 10, condition_number=1e4)
+    >>> bool(5e3 < np.linalg.cond(A) < 5e4)
+    True
+    """
+    if noise not in ("gaussian", "laplace"):
+        raise ValueError(f"noise must be 'gaussian' or 'laplace', got {noise!r}")
+    rng = np.random.default_rng(resolve_seed(random_state))
+    d = int(n_features)
+    s = np.logspace(0, -np.log10(condition_number), d)
+    A = rng.standard_normal((n_rows, d))
+    A *= s
+    if rotate:
+        V, _ = np.linalg.qr(rng.standard_normal((d, d)))
+        A = A @ V.T
+    n_heavy = max(d // 4, 1) if n_heavy is None else int(n_heavy)
+    heavy_scale = np.sqrt(n_rows / d) if heavy_scale is None else float(heavy_scale)
+    heavy = rng.choice(n_rows, size=n_heavy, replace=False)
+    A[heavy] *= heavy_scale
+    x_true = rng.standard_normal(d)
+    if noise == "gaussian":
+        e = rng.standard_normal(n_rows)
+    else:
+        e = rng.laplace(size=n_rows)
+    b = A @ x_true + noise_scale * e
+    return A.astype(dtype, copy=False), b, x_true
