@@ -22,8 +22,10 @@ def ill_conditioned_regression(n_rows, n_features, *, condition_number=1e6, n_he
     ``1 / condition_number``, ``V`` a random orthogonal matrix (identity when
     ``rotate=False``: then the ill-conditioning is a column scaling that a
     diagonal preconditioner removes), and ``D`` scales ``n_heavy`` random rows by
-    ``heavy_scale`` so that they carry a large share of the leverage. ``e`` is
-    Gaussian or Laplace noise.
+    ``heavy_scale`` so that they carry a large share of the leverage.
+    ``x_true = V diag(1/s) g`` puts as much signal along every singular
+    direction of ``A`` as the noise ``e`` (Gaussian or Laplace) carries in
+    total, so ``||A x_true||^2`` is about ``d`` times ``||e||^2``.
 
     Parameters
     ----------
@@ -70,10 +72,51 @@ def ill_conditioned_regression(n_rows, n_features, *, condition_number=1e6, n_he
     heavy_scale = np.sqrt(n_rows / d) if heavy_scale is None else float(heavy_scale)
     heavy = rng.choice(n_rows, size=n_heavy, replace=False)
     A[heavy] *= heavy_scale
-    x_true = rng.standard_normal(d)
+    # Equal signal along every right singular direction: x_true = V diag(1/s) g,
+    # so the objective is as sensitive to the small singular directions as to
+    # the large ones and an unpreconditioned method must resolve all of them.
+    x_true = rng.standard_normal(d) / s
+    if rotate:
+        x_true = V @ x_true
     if noise == "gaussian":
         e = rng.standard_normal(n_rows)
     else:
         e = rng.laplace(size=n_rows)
     b = A @ x_true + noise_scale * e
     return A.astype(dtype, copy=False), b, x_true
+
+
+def l1_regression_linprog(A, b, bounds=None):
+    """Exact ``argmin_x ||A x - b||_1`` (optionally in a box) with HiGHS.
+
+    The reference solution for small problems: the linear program
+    ``min sum(t)`` subject to ``-t <= A x - b <= t``, solved by
+    ``scipy.optimize.linprog(method="highs")`` (``n + d`` variables, ``2 n``
+    constraints, so only for ``n`` up to about 10^5).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch.linear_model.synthetic import l1_regression_linprog
+    >>> A = np.ones((5, 1)); b = np.array([0.0, 1.0, 2.0, 3.0, 100.0])
+    >>> l1_regression_linprog(A, b)          # the median
+    array([2.])
+    """
+    import scipy.optimize
+    import scipy.sparse
+
+    A = np.asarray(A, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    n, d = A.shape
+    eye = scipy.sparse.identity(n, format="csr")
+    A_ub = scipy.sparse.vstack([scipy.sparse.hstack([A, -eye]),
+                                scipy.sparse.hstack([-A, -eye])]).tocsr()
+    c = np.concatenate([np.zeros(d), np.ones(n)])
+    box = [(None, None)] * d if bounds is None else [
+        (None if np.isinf(lo) else lo, None if np.isinf(hi) else hi)
+        for lo, hi in zip(np.broadcast_to(bounds[0], d), np.broadcast_to(bounds[1], d))]
+    res = scipy.optimize.linprog(c, A_ub=A_ub, b_ub=np.concatenate([b, -b]),
+                                 bounds=box + [(0, None)] * n, method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"linprog failed: {res.message}")
+    return res.x[:d]

@@ -1,0 +1,150 @@
+"""PWSGDRegressor: accuracy against exact solvers, the gap to plain SGD, box
+constraints, invariance to chunking and scheduler, bad input."""
+
+import dask.array as da
+import numpy as np
+import pytest
+from scipy.optimize import lsq_linear
+from sklearn.linear_model import SGDRegressor
+
+from dasketch.linear_model import PWSGDRegressor
+from dasketch.linear_model.synthetic import ill_conditioned_regression, l1_regression_linprog
+
+
+def rel_error(A, b, x, x_opt, p):
+    f = lambda v: np.sum(np.abs(A @ v - b) ** p)
+    return (f(x) - f(x_opt)) / f(x_opt)
+
+
+@pytest.fixture(scope="module")
+def l2_problem():
+    A, b, _ = ill_conditioned_regression(20000, 20, condition_number=1e6, random_state=1)
+    return A, b, np.linalg.lstsq(A, b, rcond=None)[0]
+
+
+@pytest.fixture(scope="module")
+def l1_problem():
+    A, b, _ = ill_conditioned_regression(4000, 10, condition_number=1e6, noise="laplace",
+                                         random_state=2)
+    return A, b, l1_regression_linprog(A, b)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_l2_reaches_1e_2(l2_problem, seed):
+    A, b, x_opt = l2_problem
+    model = PWSGDRegressor(p=2, random_state=seed).fit(A, b)
+    assert rel_error(A, b, model.coef_, x_opt, 2) <= 1e-2
+    # it improves on the sketch-and-solve start by SGD, not by luck of the start
+    assert rel_error(A, b, model.sketch_solution_, x_opt, 2) > 3e-2
+    assert model.condition_number_estimate_ < 10
+    assert model.n_features_in_ == 20 and model.history_steps_[-1] == model.n_iter_
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_l1_reaches_5e_2(l1_problem, seed):
+    A, b, x_opt = l1_problem
+    model = PWSGDRegressor(p=1, random_state=seed).fit(A, b)
+    assert rel_error(A, b, model.coef_, x_opt, 1) <= 5e-2
+    # the objective estimate on the fixed sample tracks the true objective
+    f_true = np.sum(np.abs(A @ model.coef_ - b))
+    assert model.objective_history_[-1] == pytest.approx(f_true, rel=0.2)
+
+
+def test_plain_uniform_sgd_is_far_worse(l2_problem):
+    A, b, x_opt = l2_problem
+    n_visits = A.shape[0]  # one epoch of plain SGD
+    pw = PWSGDRegressor(p=2, n_iter=n_visits, random_state=0).fit(A, b)
+    plain = SGDRegressor(loss="squared_error", penalty=None, fit_intercept=False,
+                         max_iter=1, tol=None, shuffle=True, random_state=0)
+    plain.fit(A, b)
+    err_pw = rel_error(A, b, pw.coef_, x_opt, 2)
+    err_plain = rel_error(A, b, plain.coef_, x_opt, 2)
+    assert err_pw <= 1e-2
+    assert err_plain > 100 * err_pw and err_plain > 0.5
+
+
+@pytest.fixture(scope="module")
+def box_problem():
+    # ill-conditioned by column scaling, which the diagonal metric removes
+    A, b, x_true = ill_conditioned_regression(8000, 10, condition_number=1e6, rotate=False,
+                                              random_state=3)
+    lower = np.full(10, -0.5)
+    upper = np.full(10, 0.5)
+    lower[0], upper[3] = -np.inf, np.inf
+    return A, b, (lower, upper)
+
+
+def _feasible(x, bounds):
+    return np.all(x >= bounds[0]) and np.all(x <= bounds[1])
+
+
+def test_box_constrained_l2(box_problem):
+    A, b, bounds = box_problem
+    x_opt = lsq_linear(A, b, bounds=bounds, tol=1e-12, lsmr_tol="auto").x
+    assert not _feasible(np.linalg.lstsq(A, b, rcond=None)[0], bounds)  # box is active
+    model = PWSGDRegressor(p=2, preconditioner="diag", bounds=bounds, random_state=0).fit(A, b)
+    assert all(_feasible(x, bounds) for x in model.coef_history_)
+    assert rel_error(A, b, model.coef_, x_opt, 2) <= 1e-2
+
+
+def test_box_constrained_l1(box_problem):
+    A, b, bounds = box_problem
+    A, b = A[:3000], b[:3000] + np.random.default_rng(0).laplace(size=3000)
+    x_opt = l1_regression_linprog(A, b, bounds)
+    model = PWSGDRegressor(p=1, preconditioner="diag", bounds=bounds, random_state=0).fit(A, b)
+    assert all(_feasible(x, bounds) for x in model.coef_history_)
+    assert rel_error(A, b, model.coef_, x_opt, 1) <= 5e-2
+
+
+def test_no_preconditioner_keeps_the_box(box_problem):
+    A, b, bounds = box_problem
+    model = PWSGDRegressor(preconditioner="none", bounds=bounds, n_iter=3000,
+                           random_state=0).fit(A, b)
+    assert all(_feasible(x, bounds) for x in model.coef_history_)
+
+
+def test_invariant_to_chunking_scheduler_and_storage(l2_problem, cluster_client, tmp_path):
+    A, b, _ = l2_problem
+    params = dict(p=2, n_iter=5000, random_state=11)
+    ref = PWSGDRegressor(**params).fit(A, b).coef_
+    scale = np.abs(ref).max()
+    A_dask = da.from_array(A, chunks=(2999, 20))
+    path = str(tmp_path / "A.zarr")
+    da.to_zarr(da.from_array(A, chunks=(4096, 20)), path)
+    for X, extra in ((A, dict(block_rows=1500)), (A_dask, {}),
+                     (A_dask, dict(client=cluster_client)), (path, {})):
+        coef = PWSGDRegressor(**params, **extra).fit(X, b).coef_
+        np.testing.assert_allclose(coef, ref, rtol=1e-7, atol=1e-9 * scale)
+
+
+@pytest.mark.parametrize("params,match", [
+    (dict(p=3), "p must be 1 or 2"),
+    (dict(preconditioner="jacobi"), "preconditioner"),
+    (dict(bounds=(-1.0, 1.0)), "bounds need preconditioner"),
+    (dict(preconditioner="diag", bounds=(1.0, -1.0)), "inconsistent"),
+    (dict(preconditioner="diag", bounds=(np.zeros(3), 1.0)), "length n_features"),
+    (dict(preconditioner="diag", bounds=(np.nan, 1.0)), "NaN"),
+    (dict(sketch_size=5), "sketch_size must be >= d"),
+    (dict(n_iter=0), "n_iter"),
+    (dict(step_size=-1.0), "step_size"),
+])
+def test_bad_parameters(l1_problem, params, match):
+    A, b, _ = l1_problem
+    with pytest.raises(ValueError, match=match):
+        PWSGDRegressor(**params).fit(A, b)
+
+
+def test_bad_data(l1_problem):
+    A, b, _ = l1_problem
+    with pytest.raises(ValueError, match="b has 3999 entries"):
+        PWSGDRegressor().fit(A, b[:-1])
+    with pytest.raises(ValueError, match="n >> d"):
+        PWSGDRegressor().fit(A[:8], b[:8])
+    bad = A.copy()
+    bad[10, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        PWSGDRegressor().fit(bad, b)
+    b_bad = b.copy()
+    b_bad[0] = -np.inf
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        PWSGDRegressor().fit(A, b_bad)
