@@ -21,7 +21,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 
-from dasketch.io import open_zarr_array
+from dasketch.io import is_sparse_store, open_zarr_array, read_csr_rows, sparse_store_info
 from dasketch.sketch.frequent_directions import (
     BLOCK_UPDATES, check_sketch_parameters, merge_sketches, sketch_rows)
 
@@ -129,6 +129,8 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     if isinstance(X, RowBlocks):
         return X
     if isinstance(X, (str, os.PathLike)):
+        if is_sparse_store(X, component=component, storage_options=storage_options):
+            return _sparse_store_blocks(X, block_rows, component, storage_options)
         X = open_zarr_array(X, component=component, storage_options=storage_options)
     elif component is not None or storage_options is not None:
         raise ValueError(f"component and storage_options apply only when {name} is a "
@@ -172,6 +174,20 @@ def _sparse_row_blocks(X, block_rows, name):
     blocks = tuple(dask.delayed(X[start:stop], pure=True)
                    for start, stop in zip(offsets[:-1], offsets[1:]))
     return RowBlocks(blocks, offsets, n_features, dtype, True, None)
+
+
+def _sparse_store_blocks(path, block_rows, component, storage_options):
+    n_rows, n_features, nnz, dtype = sparse_store_info(
+        path, component=component, storage_options=storage_options)
+    if block_rows is None:
+        block_rows = default_block_rows(max(nnz / max(n_rows, 1), 1.0))
+    rows = min(_check_block_rows(block_rows), n_rows)
+    offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
+    read = dask.delayed(read_csr_rows, pure=True)
+    blocks = tuple(read(os.fspath(path), start, stop, component=component,
+                        storage_options=storage_options)
+                   for start, stop in zip(offsets[:-1], offsets[1:]))
+    return RowBlocks(blocks, offsets, n_features, np.dtype(dtype), True, None)
 
 
 # ------------------------------------------------------------------ primitives
@@ -235,12 +251,39 @@ def tree_sum(blocks, func, *, split_every=None):
     return map_reduce(blocks, func, _add, split_every=split_every)
 
 
-def compute(*objs, client=None):
+def _default_client():
+    try:
+        from distributed import default_client
+
+        return default_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def compute(*objs, client=None, progress=False):
     """Compute Dask objects with ``client`` (a ``distributed.Client``) if given,
-    else with the active default scheduler."""
-    if client is not None:
-        return dask.compute(*objs, scheduler=client)
-    return dask.compute(*objs)
+    else with the active default scheduler.
+
+    With ``progress=True`` a progress bar is shown: ``distributed.progress``
+    (a text bar in a terminal, a widget in a notebook) on a cluster, Dask's
+    ``ProgressBar`` with the local schedulers.
+    """
+    if not progress:
+        if client is not None:
+            return dask.compute(*objs, scheduler=client)
+        return dask.compute(*objs)
+    client = client if client is not None else _default_client()
+    if client is None:
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar():
+            return dask.compute(*objs)
+    from distributed import progress as show_progress
+
+    futures = client.compute(list(objs))
+    with client.as_current():
+        show_progress(futures)
+    return tuple(client.gather(futures))
 
 
 # ---------------------------------------------------------------------- sketch
@@ -258,7 +301,7 @@ def default_working_size(sketch_size, n_features):
 
 def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_every=None,
            client=None, block_rows=None, block_update="auto", working_size=None,
-           component=None, storage_options=None):
+           component=None, storage_options=None, progress=False):
     """Sketch the rows of a (possibly larger than memory) matrix with FD or RFD.
 
     Every block of rows is sketched on a worker and the block sketches are merged
@@ -296,6 +339,8 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
         guarantee holds for the final size. Default :func:`default_working_size`.
     component, storage_options
         For zarr inputs.
+    progress : bool
+        Show a progress bar (see :func:`compute`).
 
     Returns
     -------
@@ -326,7 +371,7 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
     func = partial(_sketch_block, sketch_size=int(working_size), method=method,
                    alpha0=float(alpha0), center=bool(center), block_update=block_update)
     root = map_reduce(blocks, func, _merge_all, split_every=split_every)
-    (result,) = compute(root, client=client)
+    (result,) = compute(root, client=client, progress=progress)
     return result.resize(sketch_size)
 
 

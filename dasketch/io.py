@@ -70,6 +70,114 @@ def open_zarr_array(path, *, component=None, storage_options=None, chunks=None):
             f"X: no zarr array in {os.fspath(path)!r}{where}{hint}") from exc
 
 
+CSR_FORMAT = "dasketch.csr"
+
+
+def is_sparse_store(path, *, component=None, storage_options=None):
+    """Whether ``path`` (``/component``) is a sparse-by-rows zarr group
+    written by :func:`write_sparse_synthetic`."""
+    import zarr
+
+    try:
+        node = zarr.open(os.fspath(path), mode="r", path=component or "",
+                         storage_options=storage_options)
+    except Exception:  # not zarr, or missing: the dense reader reports it
+        return False
+    return isinstance(node, zarr.Group) and node.attrs.get("format") == CSR_FORMAT
+
+
+def sparse_store_info(path, *, component=None, storage_options=None):
+    """``(n_rows, n_features, nnz, dtype)`` of a sparse-by-rows zarr group."""
+    import zarr
+
+    group = zarr.open_group(os.fspath(path), mode="r", path=component or "",
+                            storage_options=storage_options)
+    n_rows, n_features = group.attrs["shape"]
+    return int(n_rows), int(n_features), int(group["data"].shape[0]), group["data"].dtype
+
+
+def read_csr_rows(path, start, stop, *, component=None, storage_options=None):
+    """Rows ``[start, stop)`` of a sparse-by-rows zarr group as a CSR matrix.
+
+    The group holds ``indptr`` (n + 1), ``indices`` and ``data`` (nnz) of a CSR
+    matrix; a block reads only its slice of each, so no task ever holds more than
+    its rows.
+    """
+    import scipy.sparse
+    import zarr
+
+    group = zarr.open_group(os.fspath(path), mode="r", path=component or "",
+                            storage_options=storage_options)
+    n_features = int(group.attrs["shape"][1])
+    indptr = np.asarray(group["indptr"][start:stop + 1], dtype=np.int64)
+    lo, hi = int(indptr[0]), int(indptr[-1])
+    indices = group["indices"][lo:hi]
+    data = group["data"][lo:hi]
+    return scipy.sparse.csr_matrix((data, indices, indptr - lo),
+                                   shape=(stop - start, n_features))
+
+
+def write_sparse_synthetic(path, n_rows, n_features, *, density=1e-3, chunk_rows=16384,
+                           dtype="float64", random_state=0, overwrite=False):
+    """Write a synthetic sparse-by-rows data set as a CSR zarr group.
+
+    Each row has about ``density * n_features`` nonzeros at uniform columns; the
+    values are Gaussian with a column scale ``(j + 1) ** -0.5`` (a decaying
+    spectrum). Rows are generated chunk by chunk (seeded by ``random_state`` and
+    the chunk's first row) and appended, so the data set can be larger than
+    memory.
+
+    Returns
+    -------
+    tuple
+        ``(n_rows, n_features, nnz)``.
+    """
+    import zarr
+
+    if n_rows < 1 or n_features < 1:
+        raise ValueError(f"n_rows and n_features must be >= 1, got {n_rows}, {n_features}")
+    if not 0 < density <= 1:
+        raise ValueError(f"density must be in (0, 1], got {density}")
+    if _is_local(path) and os.path.exists(_local_path(path)) and not overwrite:
+        raise FileExistsError(f"path: {os.fspath(path)!r} exists; pass overwrite=True "
+                              "to replace it")
+    seed = resolve_seed(random_state)
+    column_scale = (1.0 + np.arange(n_features)) ** -0.5
+    chunk_rows = int(min(chunk_rows, n_rows))
+    nnz_chunk = max(int(chunk_rows * n_features * density), 1)
+
+    def write(target):
+        group = zarr.open_group(target, mode="w")
+        group.attrs.update({"format": CSR_FORMAT, "shape": [int(n_rows), int(n_features)]})
+        indptr = group.create_array("indptr", shape=(n_rows + 1,), chunks=(chunk_rows + 1,),
+                                    dtype="int64")
+        indices = group.create_array("indices", shape=(0,), chunks=(nnz_chunk,), dtype="int64")
+        data = group.create_array("data", shape=(0,), chunks=(nnz_chunk,), dtype=dtype)
+        nnz = 0
+        indptr[0:1] = [0]
+        for start in range(0, n_rows, chunk_rows):
+            stop = min(start + chunk_rows, n_rows)
+            counts, cols, vals = _sparse_rows(seed, start, stop, n_features, density)
+            row_of = np.repeat(np.arange(stop - start), counts)
+            cols_sorted = cols[np.lexsort((cols, row_of))]
+            indptr[start + 1:stop + 1] = nnz + np.cumsum(counts)
+            indices.append(cols_sorted)
+            data.append((vals * column_scale[cols_sorted]).astype(dtype))
+            nnz += int(counts.sum())
+
+    _write_atomically(write, path, overwrite)
+    return n_rows, n_features, sparse_store_info(path)[2]
+
+
+def _sparse_rows(seed, start, stop, n_features, density):
+    """Nonzero counts, column indices and values of rows ``[start, stop)``."""
+    rng = np.random.default_rng([seed, 3, start])
+    mean_count = density * n_features
+    counts = np.clip(rng.poisson(mean_count, size=stop - start), 1, n_features)
+    total = int(counts.sum())
+    return counts, rng.integers(0, n_features, size=total), rng.standard_normal(total)
+
+
 def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=None, noise=0.01,
                     chunk_rows=16384, dtype="float64", random_state=0, overwrite=False):
     """Write a synthetic data set with a decaying spectrum to a zarr store.
