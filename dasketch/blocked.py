@@ -644,3 +644,38 @@ def gather_rows(blocks, rows, *, client=None):
 def is_dask_collection(obj):
     """Whether ``obj`` is a Dask collection (array, delayed, ...)."""
     return dask.is_dask_collection(obj)
+
+
+def iter_row_blocks(blocks, *aligned, client=None):
+    """Walk the blocks in order, computing one block at a time.
+
+    Memory stays bounded by one block (plus its rows of the ``aligned`` arrays),
+    whatever the number of rows: the online learners of :mod:`dasketch.online`
+    consume a larger-than-memory matrix this way.
+
+    Parameters
+    ----------
+    blocks : RowBlocks
+    *aligned : array_like or dask.array.Array
+        Arrays with one entry (or row) per row of ``blocks``, e.g. labels; each
+        block comes with its matching piece.
+    client : distributed.Client, optional
+
+    Yields
+    ------
+    tuple
+        ``(start, stop, block, *pieces)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> blocks = as_row_blocks(np.arange(10.0).reshape(5, 2), block_rows=2)
+    >>> [(start, stop, float(y.sum())) for start, stop, _, y in
+    ...  iter_row_blocks(blocks, np.ones(5))]
+    [(0, 2, 2.0), (2, 4, 2.0), (4, 5, 1.0)]
+    """
+    pieces = [as_row_aligned(a, blocks, name=f"aligned[{i}]").to_delayed(
+        optimize_graph=True).ravel() for i, a in enumerate(aligned)]
+    for i, (start, stop) in enumerate(blocks.ranges()):
+        objs = (blocks.blocks[i],) + tuple(p[i] for p in pieces)
+        yield (start, stop) + tuple(compute(*objs, client=client))
