@@ -1,0 +1,243 @@
+"""Real ``dask scheduler`` / ``dask worker`` processes on 127.0.0.1, started with the
+command lines of ``deploy/docker-compose.yml``.
+
+The compose file is the source of truth: its commands and environment are read,
+``${VAR:-default}`` is interpolated as docker compose does, and only what
+loopback needs is changed (scheduler host name, bind addresses, ports). Every
+process is started in its own session so that it and the worker processes its
+nanny spawns can be killed as a group; :meth:`ProcessCluster.close` kills them
+all, and every wait here is bounded in time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+DEPLOY = REPO / "deploy"
+COMPOSE_FILE = DEPLOY / "docker-compose.yml"
+COMPOSE_SCHEDULER = "tcp://scheduler:8786"
+
+_VARIABLE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
+                       r"(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
+
+
+def interpolate(value, env):
+    """Docker compose variable interpolation: ``${VAR}``, ``${VAR:-default}``,
+    ``${VAR-default}``, ``${VAR:?message}``; ``$$`` is a literal ``$``."""
+    if not isinstance(value, str):
+        return value
+
+    def substitute(match):
+        name, op, arg = match.group("name"), match.group("op"), match.group("arg")
+        current = env.get(name)
+        if op == ":-":
+            return current if current else arg
+        if op == "-":
+            return arg if current is None else current
+        if op in (":?", "?") and not current:
+            raise KeyError(f"compose variable {name} is required: {arg}")
+        return current or ""
+
+    return _VARIABLE.sub(substitute, value).replace("$$", "$")
+
+
+def load_compose(path=COMPOSE_FILE):
+    with open(path) as fh:
+        return yaml.safe_load(fh)
+
+
+def compose_service(name, env=None, compose=None):
+    """``(command, environment)`` of a compose service, interpolated with ``env``."""
+    env = {} if env is None else env
+    service = (compose or load_compose())["services"][name]
+    command = [interpolate(arg, env) for arg in service["command"]]
+    environment = service.get("environment") or {}
+    if isinstance(environment, list):
+        environment = dict(item.split("=", 1) for item in environment)
+    environment = {key: str(interpolate(value, env)) for key, value in environment.items()}
+    return command, environment
+
+
+def set_option(command, option, value):
+    """Replace the value of ``option`` in ``command`` (append the option if absent)."""
+    command = list(command)
+    if option in command:
+        command[command.index(option) + 1] = value
+    else:
+        command += [option, value]
+    return command
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(predicate, timeout, interval=0.05, what="condition"):
+    """Poll ``predicate`` until it returns a truthy value, for at most ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError(f"{what} not reached within {timeout} s")
+
+
+def _kill_group(proc, timeout=10.0):
+    """SIGTERM the process group of ``proc``, then SIGKILL what is left."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    try:  # the nanny's worker processes share the group, even after the nanny exits
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:  # pragma: no cover - a zombie we cannot reap
+        pass
+
+
+class ProcessCluster:
+    """A scheduler and worker processes on loopback, from the compose command lines.
+
+    Parameters
+    ----------
+    logdir : path
+        Where each process's output goes (``scheduler.log``, ``worker-<i>.log``).
+    n_workers : int
+        Worker processes (each one ``dask worker`` with its nanny, like one
+        replica of the compose ``worker`` service).
+    env : dict
+        Values for the compose variables (``DASK_WORKER_MEMORY_LIMIT``, ...).
+    """
+
+    def __init__(self, logdir, n_workers=2, env=None, compose_path=COMPOSE_FILE):
+        self.logdir = Path(logdir)
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        self.env = dict(env or {})
+        self.compose = load_compose(compose_path)
+        self.procs = {}
+        self.address = None
+        self.dashboard_port = None
+        self.n_started = 0
+        try:
+            self.start_scheduler()
+            for _ in range(n_workers):
+                self.start_worker()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- processes
+    def _popen(self, name, command, extra_env=None):
+        environ = dict(os.environ)
+        environ.update(extra_env or {})
+        environ.setdefault("PYTHONUNBUFFERED", "1")
+        # The console script of the running interpreter, so the tests use the
+        # environment they run in (the image has exactly one).
+        if command[0] == "dask":
+            command = [sys.executable, "-m", "dask"] + command[1:]
+        log = open(self.logdir / f"{name}.log", "ab")
+        try:
+            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=environ,
+                                    start_new_session=True, cwd=self.logdir)
+        finally:
+            log.close()
+        self.procs[name] = proc
+        return proc
+
+    def scheduler_command(self, port=None):
+        command, _ = compose_service("scheduler", self.env, self.compose)
+        self.port = port or free_port()
+        self.dashboard_port = free_port()
+        command = set_option(command, "--host", "127.0.0.1")
+        command = set_option(command, "--port", str(self.port))
+        return set_option(command, "--dashboard-address", f"127.0.0.1:{self.dashboard_port}")
+
+    def start_scheduler(self, port=None):
+        command = self.scheduler_command(port)
+        self.address = f"tcp://127.0.0.1:{self.port}"
+        self.scheduler_cmdline = command
+        self._popen("scheduler", command)
+        wait_until(self._scheduler_listening, 30, what="scheduler listening")
+
+    def _scheduler_listening(self):
+        if self.procs["scheduler"].poll() is not None:
+            raise RuntimeError("scheduler exited:\n" + self.log("scheduler")[-3000:])
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    def worker_command(self):
+        command, environment = compose_service("worker", self.env, self.compose)
+        assert COMPOSE_SCHEDULER in command, command
+        command = [self.address if arg == COMPOSE_SCHEDULER else arg for arg in command]
+        command = set_option(command, "--dashboard-address", "127.0.0.1:0")
+        command = set_option(command, "--host", "127.0.0.1")
+        return command, environment
+
+    def start_worker(self):
+        command, environment = self.worker_command()
+        self.worker_cmdline = command
+        self.worker_environment = environment
+        name = f"worker-{self.n_started}"
+        self.n_started += 1
+        return self._popen(name, command, environment)
+
+    def log(self, name):
+        path = self.logdir / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def logs(self, prefix="worker"):
+        return "\n".join(self.log(name) for name in self.procs if name.startswith(prefix))
+
+    def kill_scheduler(self):
+        proc = self.procs["scheduler"]
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def close(self):
+        for name in sorted(self.procs, key=lambda n: n == "scheduler"):  # workers first
+            _kill_group(self.procs[name])
+
+    # -- client side
+    def client(self, timeout="20s", n_workers=None, wait=60):
+        from distributed import Client
+
+        client = Client(self.address, timeout=timeout, set_as_default=False)
+        if n_workers:
+            client.wait_for_workers(n_workers, timeout=wait)
+        return client
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def worker_pids(client):
+    """``{worker address: pid}`` of the worker processes (children of the nannies)."""
+    return client.run(os.getpid)

@@ -1,0 +1,353 @@
+"""What dasketch promises on a real Dask cluster under faults.
+
+Real ``dask scheduler`` / ``dask worker`` processes, started with the command lines
+of ``deploy/docker-compose.yml`` (see ``cluster_procs.py``), are killed in the
+middle of jobs. Results must equal the fault-free ones (tile-seeded operators and
+a deterministic merge tree make every retry recompute the same values), jobs over
+stores larger than the workers' memory must finish without a worker being killed
+for memory, a lost scheduler must give a clear error in bounded time, and bad
+data must name its rows and leave no output behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+import cloudpickle
+import numpy as np
+import pytest
+
+import dasketch
+from cluster_procs import ProcessCluster, wait_until, worker_pids
+from dasketch.io import write_synthetic
+
+# Functions run on the scheduler and workers travel by value: those processes
+# cannot import the test modules.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+JOB_TIMEOUT = 180  # no job here may take longer; a hang fails the test instead
+
+
+# ------------------------------------------------------------------ helpers
+def _progress(dask_scheduler):
+    """Finished / total tasks on the scheduler, and keys held by each worker."""
+    done_states = {"memory", "released", "forgotten", "erred"}
+    states = [ts.state for ts in dask_scheduler.tasks.values()]
+    held = {addr: len(ws.has_what) for addr, ws in dask_scheduler.workers.items()}
+    return sum(s in done_states for s in states), len(states), held
+
+
+class Job:
+    """Run ``func`` in a thread; keep its result or exception; bounded join."""
+
+    def __init__(self, func):
+        self.result = self.error = None
+        self.elapsed = None
+        self._thread = threading.Thread(target=self._run, args=(func,), daemon=True)
+        self._start = time.monotonic()
+        self._thread.start()
+
+    def _run(self, func):
+        try:
+            self.result = func()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            self.error = exc
+        self.elapsed = time.monotonic() - self._start
+
+    @property
+    def running(self):
+        return self._thread.is_alive()
+
+    def join(self, timeout=JOB_TIMEOUT):
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"job still running after {timeout} s")
+        return self
+
+
+def kill_mid_job(client, func, *, kill, at_fraction=0.3, timeout=JOB_TIMEOUT):
+    """Start ``func`` and, once ``at_fraction`` of the scheduler's tasks are done and
+    a worker holds results, kill the worker holding the most (``kill(addr, pid)``).
+
+    Returns ``(job, info)`` with what was killed and when.
+    """
+    pids = worker_pids(client)
+    job = Job(func)
+    state = {}
+
+    def ready():
+        if not job.running:
+            raise AssertionError("the job finished before the fault was injected; "
+                                 "make it larger")
+        done, total, held = client.run_on_scheduler(_progress)
+        if total and done >= at_fraction * total and max(held.values(), default=0):
+            state.update(done=done, total=total, held=held)
+            return True
+        return False
+
+    wait_until(ready, timeout, interval=0.02, what="fault injection point")
+    victim = max(state["held"], key=state["held"].get)
+    kill(victim, pids[victim])
+    info = {"victim": victim, "tasks_done": state["done"], "tasks_total": state["total"],
+            "results_lost": state["held"][victim], "killed_at_s": time.monotonic() - job._start}
+    job.join(timeout)
+    return job, info
+
+
+def kill_process(_address, pid):
+    """SIGKILL a worker process; its nanny starts a fresh one (a container restart)."""
+    os.kill(pid, signal.SIGKILL)
+
+
+def _sketch_job(client, path, **kwargs):
+    params = dict(sketch_size=8, block_rows=1024, block_update="stream")
+    params.update(kwargs)
+    return lambda: dasketch.sketch(path, client=client, **params)
+
+
+def assert_same_sketch(a, b, exact=True, label=""):
+    """Bitwise equal sketches (``exact``), or equal estimates to rounding."""
+    assert a.n_rows == b.n_rows and a.sketch_size == b.sketch_size, label
+    if exact:
+        np.testing.assert_array_equal(a.B, b.B, err_msg=str(label))
+        assert a.shrinkage == b.shrinkage, label
+    else:
+        np.testing.assert_allclose(a.B.T @ a.B, b.B.T @ b.B, rtol=1e-10,
+                                   atol=1e-10 * np.abs(b.B).max() ** 2, err_msg=str(label))
+        np.testing.assert_allclose(a.shrinkage, b.shrinkage, rtol=1e-10, err_msg=str(label))
+
+
+# ------------------------------------------------------------------ fixtures
+@pytest.fixture(scope="module")
+def fault_store(tmp_path_factory):
+    """~80 MB zarr store: 160 blocks of 1024 rows, a few seconds of sketching."""
+    path = tmp_path_factory.mktemp("faults") / "X.zarr"
+    write_synthetic(path, 160 * 1024, 64, rank=16, noise=0.05, chunk_rows=4096)
+    return path
+
+
+@pytest.fixture
+def procs(tmp_path):
+    """Two compose workers (2 threads each, as in the compose defaults)."""
+    cluster = ProcessCluster(tmp_path / "logs", n_workers=2)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+# ------------------------------------------------------------------ worker loss
+@pytest.mark.timeout(240)
+def test_worker_killed_mid_sketch_gives_the_fault_free_result(procs, fault_store):
+    with procs.client(n_workers=2) as client:
+        reference = Job(_sketch_job(client, fault_store)).join().result
+        job, info = kill_mid_job(client, _sketch_job(client, fault_store), kill=kill_process)
+        assert job.error is None, f"sketch failed after a worker was killed: {job.error!r}"
+        assert info["results_lost"] > 0 and info["tasks_done"] < info["tasks_total"]
+        # The killed worker left the cluster and the nanny replaced it.
+        assert info["victim"] not in client.scheduler_info()["workers"]
+        client.wait_for_workers(2, timeout=60)
+        assert_same_sketch(job.result, reference)
+
+
+@pytest.mark.timeout(240)
+def test_worker_and_nanny_lost_mid_sketch(procs, fault_store):
+    """A whole ``dask worker`` (nanny and process) dies: the job finishes on the rest."""
+    with procs.client(n_workers=2) as client:
+        reference = Job(_sketch_job(client, fault_store)).join().result
+        def kill_group(address, pid):
+            import psutil
+
+            # The worker process's parent is the nanny, which is the group leader.
+            os.killpg(os.getpgid(psutil.Process(pid).ppid()), signal.SIGKILL)
+
+        job, info = kill_mid_job(client, _sketch_job(client, fault_store), kill=kill_group)
+        assert job.error is None, f"sketch failed after a worker was lost: {job.error!r}"
+        assert len(client.scheduler_info()["workers"]) == 1
+        assert_same_sketch(job.result, reference)
+
+
+# ------------------------------------------------------------------ memory limits
+def _memory_job(tmp_path_factory, n_rows, n_features, limit, n_workers, timeout):
+    """Sketch a zarr store of ``n_rows x n_features`` float64 on ``n_workers``
+    compose workers with ``--memory-limit limit``; return store / total limit."""
+    from dask.utils import parse_bytes
+
+    path = tmp_path_factory.mktemp("memory") / "big.zarr"
+    block_rows = 1024  # 4 MiB blocks at 512 features: what a worker holds at once
+    store = write_synthetic(path, n_rows, n_features, rank=8, noise=0.0,
+                            chunk_rows=block_rows)
+    env = {"DASK_WORKER_MEMORY_LIMIT": limit, "DASK_WORKER_THREADS": "1"}
+    with ProcessCluster(tmp_path_factory.mktemp("memlogs"), n_workers=n_workers,
+                        env=env) as cluster, cluster.client(n_workers=n_workers) as client:
+        workers = client.scheduler_info()["workers"]
+        total_limit = sum(w["memory_limit"] for w in workers.values())
+        assert total_limit == n_workers * parse_bytes(limit)
+        ratio = store.nbytes / total_limit
+        peak = {}
+
+        def rss():
+            import psutil
+
+            return psutil.Process().memory_info().rss
+
+        job = Job(lambda: dasketch.sketch(path, 8, client=client, block_rows=block_rows,
+                                          block_update="stream"))
+        deadline = time.monotonic() + timeout
+        while job.running and time.monotonic() < deadline:  # sample worker memory
+            try:
+                for address, value in client.run(rss).items():
+                    peak[address] = max(peak.get(address, 0), value)
+            except Exception:  # noqa: BLE001 - a worker may be restarting
+                pass
+            time.sleep(0.25)
+        job.join(max(deadline - time.monotonic(), 1))
+        assert job.error is None, f"job over a store {ratio:.1f}x memory failed: {job.error!r}"
+        # No worker was killed or restarted for memory: same workers, no nanny restarts.
+        assert set(client.scheduler_info()["workers"]) == set(workers)
+        logs = cluster.logs("worker")
+        for marker in ("exceeded 95% memory", "Restarting worker", "Worker process",
+                       "KilledWorker"):
+            assert marker not in logs, f"{marker!r} in worker logs"
+        assert max(peak.values()) < 0.95 * parse_bytes(limit)
+        assert job.result.n_rows == n_rows
+        return ratio, peak
+
+
+@pytest.mark.timeout(240)
+def test_store_three_times_the_workers_memory(tmp_path_factory):
+    """805 MB store, one worker limited to 240 MiB (a worker process with numpy,
+    scipy, zarr and dasketch loaded already holds ~150 MiB of it)."""
+    ratio, _ = _memory_job(tmp_path_factory, 192 * 1024, 512, "240MiB", 1, timeout=200)
+    assert ratio > 3.0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_store_ten_times_the_workers_memory(tmp_path_factory):
+    """5.1 GB store, two workers limited to 240 MiB each."""
+    ratio, _ = _memory_job(tmp_path_factory, 1_250_000, 512, "240MiB", 2, timeout=840)
+    assert ratio > 10.0
+
+
+# ------------------------------------------------------------------ scheduler loss
+@pytest.mark.timeout(240)
+def test_scheduler_lost_gives_a_clear_error_then_a_restart_works(procs, fault_store):
+    from distributed.client import FutureCancelledError
+
+    with procs.client(n_workers=2) as client:
+        reference = Job(_sketch_job(client, fault_store)).join().result
+        job = Job(_sketch_job(client, fault_store))
+        wait_until(lambda: client.run_on_scheduler(_progress)[0] > 5, 60,
+                   what="job under way")
+        killed = time.monotonic()
+        procs.kill_scheduler()
+        job.join(60)  # bounded: the client must not hang on a dead scheduler
+        assert isinstance(job.error, FutureCancelledError), repr(job.error)
+        assert "scheduler" in str(job.error).lower()
+        assert time.monotonic() - killed < 60
+
+    # A new client on the dead address fails in bounded time, naming the address.
+    started = time.monotonic()
+    with pytest.raises(OSError, match=procs.address.split("//")[1].replace(".", r"\.")):
+        with dasketch.get_client(procs.address, timeout="3s"):
+            pass
+    assert time.monotonic() - started < 30
+
+    # Workers leave when their scheduler goes (the recipes restart them); a
+    # scheduler restarted on the same address serves the same job again.
+    for name, proc in procs.procs.items():
+        if name.startswith("worker"):
+            proc.wait(timeout=60)
+    procs.start_scheduler(port=procs.port)
+    procs.start_worker()
+    with dasketch.get_client(procs.address) as client:
+        client.wait_for_workers(1, timeout=60)
+        assert_same_sketch(_sketch_job(client, fault_store)(), reference)
+
+
+# ------------------------------------------------------------------ determinism
+@pytest.fixture(scope="module")
+def chunkings(tmp_path_factory):
+    """The same 40k x 48 values stored in three zarr chunkings."""
+    import dask.array as da
+
+    root = tmp_path_factory.mktemp("chunkings")
+    base = write_synthetic(root / "base.zarr", 40_000, 48, rank=12, noise=0.1,
+                           chunk_rows=4096)
+    paths = []
+    for chunk_rows in (1000, 4096, 7777):
+        path = root / f"X-{chunk_rows}.zarr"
+        base.rechunk((chunk_rows, -1)).to_zarr(str(path))
+        paths.append(path)
+    assert da.from_zarr(str(paths[2])).chunks[0][0] == 7777
+    return paths
+
+
+@pytest.mark.timeout(300)
+def test_same_result_for_1_2_4_workers_and_3_chunkings(tmp_path, chunkings):
+    results = {}
+    env = {"DASK_WORKER_THREADS": "1"}
+    with ProcessCluster(tmp_path / "logs", n_workers=1, env=env) as cluster, \
+            cluster.client(n_workers=1) as client:
+        for n_workers in (1, 2, 4):
+            while cluster.n_started < n_workers:
+                cluster.start_worker()
+            client.wait_for_workers(n_workers, timeout=90)
+            assert len(client.scheduler_info()["workers"]) == n_workers
+            for path in chunkings:
+                results[n_workers, path.name] = dasketch.sketch(
+                    path, 10, client=client, block_rows=2048, center=True)
+    reference = results[1, chunkings[0].name]
+    assert reference.n_rows == 40_000
+    for key, result in results.items():
+        assert_same_sketch(result, reference, label=key)
+        np.testing.assert_array_equal(result.mean, reference.mean, err_msg=str(key))
+    # The threaded scheduler (no cluster) agrees to rounding.
+    local = dasketch.sketch(chunkings[1], 10, block_rows=2048, center=True)
+    assert_same_sketch(local, reference, exact=False)
+
+
+# ------------------------------------------------------------------ bad data
+def test_nan_in_block_37_names_the_rows_and_writes_nothing(tmp_path, cluster_client):
+    import zarr
+
+    path = tmp_path / "X.zarr"
+    write_synthetic(path, 60 * 500, 16, chunk_rows=500)
+    array = zarr.open_array(str(path), mode="r+")
+    bad_rows = (37 * 500 + 123, 37 * 500 + 499)
+    for row in bad_rows:
+        array[row, 5] = np.nan
+    out = tmp_path / "out"
+    out.mkdir()
+    target = out / "sketch.npz"
+
+    def sketch_and_save():
+        result = dasketch.sketch(path, 8, client=cluster_client, block_rows=500)
+        dasketch.save_sketch(result, target)
+
+    with pytest.raises(ValueError) as excinfo:
+        sketch_and_save()
+    message = str(excinfo.value)
+    for row in bad_rows:
+        assert str(row) in message, message
+    assert "NaN" in message
+    assert list(out.iterdir()) == []  # no output, no temporary left behind
+
+    # An existing output is left intact by a failed run that would overwrite it.
+    good = dasketch.sketch(np.ones((10, 16)), 4)
+    dasketch.save_sketch(good, target)
+    before = target.read_bytes()
+
+    def sketch_and_overwrite():
+        result = dasketch.sketch(path, 8, client=cluster_client, block_rows=500)
+        dasketch.save_sketch(result, target, overwrite=True)
+
+    with pytest.raises(ValueError):
+        sketch_and_overwrite()
+    assert target.read_bytes() == before
+    assert [p.name for p in out.iterdir()] == ["sketch.npz"]
