@@ -32,7 +32,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from distributed import Client, LocalCluster, wait  # noqa: E402
+from distributed import Client, LocalCluster, futures_of, wait  # noqa: E402
 
 import dasketch  # noqa: E402
 
@@ -52,7 +52,7 @@ def timed(func, repeat):
 def persisted(array):
     """Compute ``array`` into worker memory and wait for it."""
     array = array.persist()
-    wait(array)
+    wait(futures_of(array))
     return array
 
 
