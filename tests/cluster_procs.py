@@ -128,12 +128,19 @@ class ProcessCluster:
         replica of the compose ``worker`` service).
     env : dict
         Values for the compose variables (``DASK_WORKER_MEMORY_LIMIT``, ...).
+    protocol : str
+        ``"tcp"``, or ``"tls"`` with the certificate options in ``extra_args``.
+    extra_args : sequence of str
+        Appended to both command lines (e.g. ``--tls-ca-file``, ``--tls-cert``).
     """
 
-    def __init__(self, logdir, n_workers=2, env=None, compose_path=COMPOSE_FILE):
+    def __init__(self, logdir, n_workers=2, env=None, compose_path=COMPOSE_FILE,
+                 protocol="tcp", extra_args=()):
         self.logdir = Path(logdir)
         self.logdir.mkdir(parents=True, exist_ok=True)
         self.env = dict(env or {})
+        self.protocol = protocol
+        self.extra_args = list(extra_args)
         self.compose = load_compose(compose_path)
         self.procs = {}
         self.address = None
@@ -172,11 +179,14 @@ class ProcessCluster:
         self.dashboard_port = free_port()
         command = set_option(command, "--host", "127.0.0.1")
         command = set_option(command, "--port", str(self.port))
-        return set_option(command, "--dashboard-address", f"127.0.0.1:{self.dashboard_port}")
+        command = set_option(command, "--dashboard-address", f"127.0.0.1:{self.dashboard_port}")
+        if self.protocol != "tcp":
+            command = set_option(command, "--protocol", self.protocol)
+        return command + self.extra_args
 
     def start_scheduler(self, port=None):
         command = self.scheduler_command(port)
-        self.address = f"tcp://127.0.0.1:{self.port}"
+        self.address = f"{self.protocol}://127.0.0.1:{self.port}"
         self.scheduler_cmdline = command
         self._popen("scheduler", command)
         wait_until(self._scheduler_listening, 30, what="scheduler listening")
@@ -196,7 +206,7 @@ class ProcessCluster:
         command = [self.address if arg == COMPOSE_SCHEDULER else arg for arg in command]
         command = set_option(command, "--dashboard-address", "127.0.0.1:0")
         command = set_option(command, "--host", "127.0.0.1")
-        return command, environment
+        return command + self.extra_args, environment
 
     def start_worker(self):
         command, environment = self.worker_command()

@@ -1,0 +1,413 @@
+"""The cluster recipes in ``deploy/``: parsed and checked for what their tools need,
+and, where this machine can, executed.
+
+No Docker engine, Kubernetes API server, Helm or SLURM is available to the tests,
+so the processes the recipes start are started directly: the scheduler and
+worker command lines and the worker environment of ``docker-compose.yml`` run as
+real processes on 127.0.0.1 (``cluster_procs.py``); the SLURM batch script that
+dask-jobqueue generates from ``jobqueue.yaml`` is rendered and its worker line
+run; the TLS set-up of ``deploy/README.md`` is run with a throwaway CA.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import shlex
+import subprocess
+import sys
+import urllib.request
+
+import cloudpickle
+import numpy as np
+import pytest
+import yaml
+from dask.utils import parse_bytes
+
+import dasketch
+from cluster_procs import (COMPOSE_SCHEDULER, DEPLOY, REPO, ProcessCluster, compose_service,
+                           free_port, interpolate, load_compose, wait_until)
+from dasketch.io import write_synthetic
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+BLAS_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _load(relative):
+    with open(DEPLOY / relative) as fh:
+        return yaml.safe_load(fh)
+
+
+def _option(args, name):
+    """Value of ``--name value`` or ``--name=value`` in an argument list (last wins)."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            value = args[i + 1]
+        elif isinstance(arg, str) and arg.startswith(name + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def _sketch_and_check(client, n_rows, n_features, sketch_size, seed):
+    """Sketch decaying-spectrum data on ``client``; assert the RFD certificate."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n_rows, n_features)) * 0.8 ** np.arange(n_features)
+    sketch = dasketch.sketch(X, sketch_size, client=client, block_rows=n_rows // 6)
+    error = np.linalg.norm(X.T @ X - sketch.covariance(), 2)
+    assert error <= sketch.error_bound * (1 + 1e-9)
+    assert sketch.error_bound < 0.5 * np.linalg.norm(X, 2) ** 2
+
+
+def _env_list(env):
+    return {item["name"]: str(item["value"]) for item in env or []}
+
+
+# ------------------------------------------------------------------ compose
+def test_compose_services_commands_and_limits():
+    compose = load_compose()
+    services = compose["services"]
+    assert {"scheduler", "worker", "jupyter"} <= set(services)
+    scheduler, _ = compose_service("scheduler")
+    worker, worker_env = compose_service("worker")
+    # Current command names; the old dask-scheduler / dask-worker scripts are gone.
+    assert scheduler[:2] == ["dask", "scheduler"]
+    assert worker[:2] == ["dask", "worker"] and COMPOSE_SCHEDULER in worker
+    assert _option(scheduler, "--port") == "8786"
+    assert _option(scheduler, "--dashboard-address").endswith(":8787")
+    # Memory limit of the worker process, below the container's hard limit so that
+    # the nanny (not the kernel OOM killer) handles memory pressure.
+    limit = parse_bytes(_option(worker, "--memory-limit"))
+    container = parse_bytes(interpolate(
+        services["worker"]["deploy"]["resources"]["limits"]["memory"], {}))
+    assert 0 < limit < container
+    # BLAS threads set deliberately, identically for every BLAS, and the CPU budget
+    # of a worker container is not oversubscribed.
+    blas = {worker_env[name] for name in BLAS_VARIABLES}
+    assert len(blas) == 1
+    threads = int(_option(worker, "--nthreads"))
+    cpus = float(interpolate(services["worker"]["deploy"]["resources"]["limits"]["cpus"], {}))
+    assert threads * int(blas.pop()) <= cpus
+    # Interpolation works as compose does: the variables resize the workers.
+    resized, resized_env = compose_service("worker", {"DASK_WORKER_MEMORY_LIMIT": "1GiB",
+                                                      "DASK_BLAS_THREADS": "4"})
+    assert _option(resized, "--memory-limit") == "1GiB"
+    assert {resized_env[name] for name in BLAS_VARIABLES} == {"4"}
+    # Every container runs the image built from deploy/Dockerfile.
+    for name in ("scheduler", "worker", "jupyter"):
+        build = services[name]["build"]
+        assert (DEPLOY / build["context"] / build["dockerfile"]).resolve() == \
+            (DEPLOY / "Dockerfile").resolve()
+    # Workers wait for a healthy scheduler; the health check hits the dashboard.
+    assert services["worker"]["depends_on"]["scheduler"]["condition"] == "service_healthy"
+    assert "/health" in " ".join(services["scheduler"]["healthcheck"]["test"])
+    # Workers and the notebook see the data at the same path.
+    mounts = [{v.split(":")[-1] for v in services[name]["volumes"]}
+              for name in ("worker", "jupyter")]
+    assert "/data" in mounts[0] & mounts[1]
+    env = services["jupyter"]["environment"]
+    assert env["DASK_SCHEDULER_ADDRESS"] == COMPOSE_SCHEDULER
+    # Workers come back after a scheduler restart (they exit with status 0).
+    assert services["worker"]["restart"] in ("always", "unless-stopped")
+
+
+def _published(service):
+    """``(host_ip, host_port, container_port)`` of each published port, interpolated
+    with no variables set (the defaults)."""
+    out = []
+    for entry in service.get("ports", []):
+        if isinstance(entry, dict):
+            out.append((entry.get("host_ip", ""), str(entry.get("published")),
+                        str(entry["target"])))
+            continue
+        parts = interpolate(str(entry), {}).split(":")
+        if len(parts) == 3:
+            out.append(tuple(parts))
+        elif len(parts) == 2:
+            out.append(("", parts[0], parts[1]))
+        else:
+            out.append(("", "", parts[0]))
+    return out
+
+
+def test_compose_does_not_publish_the_scheduler():
+    services = load_compose()["services"]
+    published = {name: _published(service) for name, service in services.items()}
+    for name, ports in published.items():
+        for host_ip, _, container_port in ports:
+            assert container_port != "8786", f"{name} publishes the scheduler port"
+            assert host_ip == "127.0.0.1", f"{name} publishes {container_port} beyond loopback"
+    assert "8786" in [str(p) for p in services["scheduler"]["expose"]]
+    assert ("127.0.0.1", "8787", "8787") in published["scheduler"]  # the dashboard
+
+
+def test_dockerfile_installs_the_repository():
+    text = (DEPLOY / "Dockerfile").read_text()
+    instructions = [line.split(None, 1) for line in text.splitlines()
+                    if line and not line.startswith("#") and not line.startswith(" ")]
+    keywords = [parts[0] for parts in instructions]
+    assert keywords[keywords.index("FROM") - 1] == "ARG" and "python:" in text
+    copies = [parts[1].split()[:-1] for parts in instructions if parts[0] == "COPY"]
+    sources = [src for srcs in copies for src in srcs]
+    for src in sources:  # every COPY source exists relative to the build context
+        assert (REPO / src).exists(), src
+    assert {"pyproject.toml", "dasketch", "deploy/bin/dask-scheduler"} <= set(sources)
+    assert re.search(r"RUN pip install \.\s", text)
+    for name in BLAS_VARIABLES:
+        assert re.search(rf"{name}=1\b", text)
+    assert re.search(r"^USER \w+", text, re.M)  # not root
+    # The ignore file keeps what COPY needs.
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+    for src in ("pyproject.toml", "dasketch/", "deploy/bin/"):
+        assert f"!{src}" in ignore
+
+
+@pytest.mark.parametrize("name", ["dask-scheduler", "dask-worker"])
+def test_compatibility_names_run_current_commands(name):
+    """The Helm chart calls ``dask-scheduler`` / ``dask-worker``; the image's
+    wrappers must start the current commands."""
+    out = subprocess.run([str(DEPLOY / "bin" / name), "--help"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert f"Usage: dask {name.split('-')[1]}" in out.stdout
+
+
+# ------------------------------------------------------------------ helm / kubernetes
+def test_helm_values_for_the_dask_chart():
+    values = _load("helm/values.yaml")
+    for part in ("scheduler", "worker", "jupyter"):
+        image = values[part]["image"]
+        assert image["repository"] and str(image["tag"])
+    assert values["scheduler"]["serviceType"] == "ClusterIP"
+    assert values["jupyter"]["serviceType"] == "ClusterIP"
+    assert not values["webUI"]["ingress"]["enabled"]
+    assert values["scheduler"]["readinessProbe"]["httpGet"]["path"] == "/health"
+    worker = values["worker"]
+    # The chart execs this name; the image must provide it.
+    assert (DEPLOY / "bin" / worker["image"]["dask_worker"]).exists()
+    limits = worker["resources"]["limits"]
+    memory_limit = parse_bytes(_option(worker["extraArgs"], "--memory-limit"))
+    assert 0 < memory_limit < parse_bytes(limits["memory"])
+    blas = {v for k, v in _env_list(worker["env"]).items() if k in BLAS_VARIABLES}
+    assert len(blas) == 1 and len(_env_list(worker["env"])) >= 3
+    assert worker["threads_per_worker"] * int(blas.pop()) <= float(limits["cpu"])
+    assert worker["replicas"] >= 1
+
+
+def test_daskcluster_for_the_operator():
+    doc = _load("kubernetes/daskcluster.yaml")
+    assert doc["apiVersion"] == "kubernetes.dask.org/v1" and doc["kind"] == "DaskCluster"
+    name = doc["metadata"]["name"]
+    spec = doc["spec"]
+    # Required by the operator's schema: scheduler.{spec, service}, worker.spec.
+    scheduler_pod, service = spec["scheduler"]["spec"], spec["scheduler"]["service"]
+    worker_pod = spec["worker"]["spec"]
+    assert spec["worker"]["replicas"] >= 1
+    (scheduler,) = scheduler_pod["containers"]
+    (worker,) = worker_pod["containers"]
+    assert scheduler["args"][:2] == ["dask", "scheduler"]
+    assert worker["args"][:2] == ["dask", "worker"]
+    assert "$(DASK_WORKER_NAME)" in worker["args"]
+    # The service is internal and routes to the named container ports.
+    assert service["type"] == "ClusterIP"
+    assert service["selector"] == {"dask.org/cluster-name": name,
+                                   "dask.org/component": "scheduler"}
+    port_names = {p["name"] for p in scheduler["ports"]}
+    assert {p["targetPort"] for p in service["ports"]} <= port_names
+    assert {p["port"] for p in service["ports"]} == {8786, 8787}
+    probe = scheduler["readinessProbe"]["httpGet"]
+    assert probe["path"] == "/health" and probe["port"] in port_names
+    memory_limit = parse_bytes(_option(worker["args"], "--memory-limit"))
+    assert 0 < memory_limit < parse_bytes(worker["resources"]["limits"]["memory"])
+    env = _env_list(worker["env"])
+    threads = int(_option(worker["args"], "--nthreads"))
+    assert threads * int(env["OMP_NUM_THREADS"]) <= float(worker["resources"]["limits"]["cpu"])
+    assert {env[k] for k in BLAS_VARIABLES} == {env["OMP_NUM_THREADS"]}
+    mounts = {m["name"] for m in worker["volumeMounts"]}
+    assert mounts <= {v["name"] for v in worker_pod["volumes"]}
+
+
+# ------------------------------------------------------------------ slurm
+def test_slurm_config_and_batch_script(tmp_path):
+    """dask-jobqueue renders a batch script from jobqueue.yaml; its worker line,
+    pointed at a loopback scheduler, joins and runs a sketch."""
+    pytest.importorskip("dask_jobqueue", reason="dask-jobqueue is not installed")
+    config = _load("slurm/jobqueue.yaml")["jobqueue"]["slurm"]
+    assert config["cores"] % config["processes"] == 0
+    out = subprocess.run([sys.executable, str(DEPLOY / "slurm" / "launch.py"),
+                          "--print-job-script"], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    script = out.stdout
+    assert f"#SBATCH --cpus-per-task={config['cores']}" in script
+    assert "#SBATCH --mem=" in script and "#SBATCH -t " in script
+    for name in BLAS_VARIABLES:
+        assert f"export {name}=1" in script
+    (line,) = [ln for ln in script.splitlines() if "dask_worker" in ln]
+    args = shlex.split(line)
+    threads = int(_option(args, "--nthreads"))
+    assert threads * int(_option(args, "--nworkers")) == config["cores"]
+    per_process = parse_bytes(_option(args, "--memory-limit"))
+    assert per_process * config["processes"] <= parse_bytes(config["memory"]) * 1.001
+
+    # Run that worker line here: one process, small memory, loopback scheduler.
+    with ProcessCluster(tmp_path / "logs", n_workers=0) as cluster:
+        args = [sys.executable if i == 0 else a for i, a in enumerate(args)]
+        args[args.index(next(a for a in args if a.startswith("tcp://")))] = cluster.address
+        for option, value in (("--nworkers", "1"), ("--nthreads", "1"),
+                              ("--memory-limit", "1GiB"),
+                              ("--local-directory", str(tmp_path)), ("--host", "127.0.0.1")):
+            if option in args:
+                args[args.index(option) + 1] = value
+            else:
+                args += [option, value]
+        cluster._popen("slurm-worker", args, {"OMP_NUM_THREADS": "1"})
+        with cluster.client(n_workers=1) as client:
+            _sketch_and_check(client, 3000, 12, 6, seed=0)
+
+
+# ------------------------------------------------------------------ running it
+@pytest.fixture(scope="module")
+def compose_cluster(tmp_path_factory):
+    """The compose cluster with its defaults: 2 workers x 2 threads, 3.5 GiB limit."""
+    cluster = ProcessCluster(tmp_path_factory.mktemp("compose-logs"), n_workers=2)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(scope="module")
+def compose_store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("compose-data") / "X.zarr"
+    write_synthetic(path, 30_000, 40, rank=10, noise=0.05, chunk_rows=3000)
+    return path
+
+
+def _blas_threads():
+    from threadpoolctl import threadpool_info
+
+    return sorted({pool["num_threads"] for pool in threadpool_info()
+                   if pool["user_api"] == "blas"})
+
+
+def test_compose_cluster_runs_sketch_pca_and_cli(compose_cluster, compose_store, tmp_path,
+                                                  monkeypatch):
+    cluster = compose_cluster
+    health = urllib.request.urlopen(f"http://127.0.0.1:{cluster.dashboard_port}/health",
+                                    timeout=10).read()
+    assert health == b"ok"
+    worker_cmd, worker_env = compose_service("worker")
+    local = dasketch.sketch(compose_store, 12, block_rows=2048)
+    with dasketch.get_client(cluster.address) as client:
+        client.wait_for_workers(2, timeout=60)
+        workers = client.scheduler_info()["workers"].values()
+        assert {w["nthreads"] for w in workers} == {int(_option(worker_cmd, "--nthreads"))}
+        assert {w["memory_limit"] for w in workers} == {
+            parse_bytes(_option(worker_cmd, "--memory-limit"))}
+        # The workers run with the BLAS threads the recipe sets.
+        expected = int(worker_env["OMP_NUM_THREADS"])
+        assert set(map(tuple, client.run(_blas_threads).values())) == {(expected,)}
+        remote = dasketch.sketch(compose_store, 12, client=client, block_rows=2048)
+        default_blocks = dasketch.sketch(compose_store, 12, client=client)
+        pca = dasketch.SketchPCA(3, 12, block_rows=2048, client=client).fit(compose_store)
+    np.testing.assert_allclose(remote.covariance(), local.covariance(), rtol=1e-9,
+                               atol=1e-9 * np.abs(local.covariance()).max())
+    exact = dasketch.SketchPCA(3, 12, block_rows=2048).fit(compose_store)
+    np.testing.assert_allclose(np.abs(pca.components_ @ exact.components_.T),
+                               np.eye(3), atol=1e-8)
+
+    # The address from the environment, as the Jupyter service gets it.
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", cluster.address)
+    with dasketch.get_client() as client:
+        assert client.scheduler.address == cluster.address
+
+    # The command-line tool pointed at the scheduler.
+    out_file = tmp_path / "X.sketch.npz"
+    run = subprocess.run([sys.executable, "-m", "dasketch.cli", "sketch", str(compose_store),
+                          "-l", "12", "--scheduler", cluster.address, "--out", str(out_file),
+                          "--quiet"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    saved = dasketch.load_sketch(out_file)
+    assert saved.n_rows == 30_000
+    np.testing.assert_array_equal(saved.B, default_blocks.B)
+    assert saved.shrinkage == default_blocks.shrinkage
+
+
+def test_blas_threads_follow_the_compose_variable(compose_cluster):
+    """DASK_BLAS_THREADS reaches the worker processes through the nanny (whose
+    own default would be one thread)."""
+    cluster = compose_cluster
+    cluster.env["DASK_BLAS_THREADS"] = "2"
+    try:
+        cluster.start_worker()
+    finally:
+        del cluster.env["DASK_BLAS_THREADS"]
+    with cluster.client(n_workers=3) as client:
+        threads = client.run(_blas_threads)
+    assert sorted(map(tuple, threads.values())) == [(1,), (1,), (2,)]
+
+
+# ------------------------------------------------------------------ TLS
+def _write_test_ca(directory):
+    """A throwaway CA and one certificate signed by it (as in deploy/README.md)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def name(text):
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
+
+    def build(subject, issuer, public_key, signing_key, ca):
+        builder = (x509.CertificateBuilder().subject_name(name(subject))
+                   .issuer_name(name(issuer)).public_key(public_key)
+                   .serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None),
+                                  critical=True))
+        return builder.sign(signing_key, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_cert = build("dasketch-test-ca", "dasketch-test-ca", ca_key.public_key(), ca_key, True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = build("dask", "dasketch-test-ca", key.public_key(), ca_key, False)
+    paths = {"ca": directory / "ca.pem", "cert": directory / "dask.pem",
+             "key": directory / "dask-key.pem"}
+    paths["ca"].write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    paths["cert"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths["key"].write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                               serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
+    return {k: str(v) for k, v in paths.items()}
+
+
+@pytest.mark.timeout(180)
+def test_tls_cluster_accepts_only_clients_with_certificates(tmp_path):
+    pytest.importorskip("cryptography")
+    import dask
+
+    certs = _write_test_ca(tmp_path)
+    tls_args = ["--tls-ca-file", certs["ca"], "--tls-cert", certs["cert"],
+                "--tls-key", certs["key"]]
+    with ProcessCluster(tmp_path / "logs", n_workers=1, protocol="tls",
+                        extra_args=tls_args) as cluster:
+        assert cluster.address.startswith("tls://")
+        security = {"distributed.comm.require-encryption": True,
+                    "distributed.comm.tls.ca-file": certs["ca"],
+                    "distributed.comm.tls.client.cert": certs["cert"],
+                    "distributed.comm.tls.client.key": certs["key"]}
+        with dask.config.set(security), dasketch.get_client(cluster.address) as client:
+            client.wait_for_workers(1, timeout=60)
+            assert all(a.startswith("tls://") for a in client.scheduler_info()["workers"])
+            _sketch_and_check(client, 2400, 10, 5, seed=1)
+        # Without a certificate, or in plain TCP, a client is refused in bounded time.
+        for address in (cluster.address, cluster.address.replace("tls://", "tcp://")):
+            with pytest.raises((OSError, TypeError, ValueError)):
+                with dasketch.get_client(address, timeout="3s"):
+                    pass
