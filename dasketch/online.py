@@ -58,7 +58,7 @@ class _BaseRFDSON(BaseEstimator):
     _losses = ("squared",)
 
     def __init__(self, sketch_size=20, *, sketch="rfd", alpha0=0.0, loss="squared", C=1.0,
-                 eta="auto", mu="auto", fit_intercept=False, update="buffered",
+                 eta=1.0, mu="auto", fit_intercept=False, update="buffered",
                  block_rows=None, progress=False, client=None, random_state=None):
         self.sketch_size = sketch_size
         self.sketch = sketch
@@ -79,13 +79,13 @@ class _BaseRFDSON(BaseEstimator):
         return 1.0
 
     def _step_constants(self):
-        """Resolve ``eta="auto"`` and ``mu="auto"``.
+        """Resolve ``mu="auto"``.
 
         ``mu`` defaults to half the exp-concavity constant of the loss on the
         constraint set ``|w^T x| <= C`` (the ``mu_t`` of [1]_, the online Newton
         step's curvature): ``1 / (4 (C + |y|max)^2)`` for the squared loss,
         ``exp(-C) / 2`` for the logistic loss, 0 for the hinge loss (not
-        exp-concave). ``eta`` defaults to 0, or 1 when ``mu`` is 0.
+        exp-concave).
         """
         if self.loss not in self._losses:
             raise ValueError(f"loss must be one of {self._losses}, got {self.loss!r}")
@@ -93,7 +93,7 @@ class _BaseRFDSON(BaseEstimator):
         if isinstance(C, (bool, np.bool_)) or not isinstance(C, numbers.Real) \
                 or not np.isfinite(C) or C <= 0:
             raise ValueError(f"C must be a finite number > 0, got {C!r}")
-        mu = self.mu
+        mu, eta = self.mu, self.eta
         if isinstance(mu, str):
             if mu != "auto":
                 raise ValueError(f"mu must be a number >= 0 or 'auto', got {mu!r}")
@@ -103,11 +103,6 @@ class _BaseRFDSON(BaseEstimator):
                 mu = float(np.exp(-C)) / 2.0
             else:
                 mu = 0.0
-        eta = self.eta
-        if isinstance(eta, str):
-            if eta != "auto":
-                raise ValueError(f"eta must be a number >= 0 or 'auto', got {eta!r}")
-            eta = 1.0 if (isinstance(mu, numbers.Real) and mu == 0) else 0.0
         return eta, mu
 
     def _new_learner(self, n_features):
@@ -298,11 +293,14 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
         Loss of the margin ``w^T x`` against labels mapped to {-1, +1}.
     C : float
         Predictions are kept in ``[-C, C]`` (the constraint set ``K_t``).
-    eta, mu : float or "auto"
-        The sketched rows are ``sqrt(mu + eta / t) g_t``. ``"auto"``: ``mu`` is
-        half the loss's exp-concavity constant on ``|w^T x| <= C``
-        (``1 / (4 (C + 1)^2)`` squared, ``exp(-C) / 2`` logistic, 0 hinge) and
-        ``eta`` is 0, or 1 when ``mu`` is 0. Larger values mean smaller steps.
+    eta : float
+        ``eta_t = eta / t`` (Algorithm 3's ``eta_t = O(1/t)``).
+    mu : float or "auto"
+        ``mu_t = mu``; the sketched rows are ``sqrt(mu_t + eta_t) g_t``.
+        ``"auto"``: half the loss's exp-concavity constant on ``|w^T x| <= C``
+        (``1 / (4 (C + 1)^2)`` squared, ``exp(-C) / 2`` logistic, 0 hinge).
+        Larger ``eta`` and ``mu`` mean smaller steps; with ``eta = mu = 0``
+        nothing is learned and a ValueError is raised.
     fit_intercept : bool
         Learn an intercept (a constant feature appended to every row).
     update : {"buffered", "per_step"}
@@ -495,7 +493,7 @@ class RFDSONRegressor(RegressorMixin, _BaseRFDSON):
     True
     """
 
-    def __init__(self, sketch_size=20, *, sketch="rfd", alpha0=0.0, C=1.0, eta="auto",
+    def __init__(self, sketch_size=20, *, sketch="rfd", alpha0=0.0, C=1.0, eta=1.0,
                  mu="auto", fit_intercept=False, update="buffered", block_rows=None,
                  progress=False, client=None, random_state=None):
         super().__init__(sketch_size, sketch=sketch, alpha0=alpha0, loss="squared", C=C,

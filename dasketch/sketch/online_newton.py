@@ -116,6 +116,16 @@ def loss_derivative(loss, z, y):
     return 0.0, 0.0
 
 
+def _small_svd(M):
+    """Singular values and right singular vectors of a small matrix."""
+    try:
+        _, s, wt = scipy.linalg.svd(M, full_matrices=False, check_finite=False)
+    except np.linalg.LinAlgError:  # gesdd did not converge: the slower, safer driver
+        _, s, wt = scipy.linalg.svd(M, full_matrices=False, lapack_driver="gesvd",
+                                    check_finite=False)
+    return s, wt
+
+
 class _Row:
     """One example as a dense vector or as (indices, values) of its non-zeros."""
 
@@ -232,6 +242,10 @@ class OnlineNewton:
             self.n_rows = 0
             self.rank = 0
             self._svd = None
+            # (K + alpha I)^{-1} with K = M^T M, kept by rank-one updates while H is
+            # non-singular (alpha above the cut-off); None when it must be rebuilt.
+            self._P = np.zeros((cap, cap)) if self.alpha0 > 0 else None
+            self._frob = 0.0  # ||M||_F^2 = trace(K), bounds the largest eigenvalue
 
     # ---------------------------------------------------------------- derived
     @property
@@ -268,16 +282,23 @@ class OnlineNewton:
         return copy.deepcopy(self)
 
     # ------------------------------------------------------------------ solve
+    def _nonsingular(self):
+        """Whether H is non-singular above the cut-off, so that the maintained
+        inverse ``(K + alpha I)^{-1}`` applies (no eigen-decomposition needed)."""
+        alpha = self.alpha
+        return (self._P is not None and alpha > 0
+                and alpha > RCOND * (self._frob + alpha))
+
+    def _top_eigenvalue(self):
+        if self._nonsingular():
+            return self._frob + self.alpha  # an upper bound is enough for the test
+        return self._factor()[3]
+
     def _factor(self):
         """Eigen-decomposition of H restricted to span(Q): ``(S^2 + alpha, W)``."""
         if self._svd is None:
             if self.rank:
-                try:
-                    _, s, wt = scipy.linalg.svd(self.M, full_matrices=False,
-                                                check_finite=False)
-                except np.linalg.LinAlgError:  # gesdd failed to converge
-                    _, s, wt = scipy.linalg.svd(self.M, full_matrices=False,
-                                                lapack_driver="gesvd", check_finite=False)
+                s, wt = _small_svd(self.M)
             else:
                 s, wt = np.zeros(0), np.zeros((0, 0))
             eig = s * s + self.alpha
@@ -296,12 +317,16 @@ class OnlineNewton:
         of x outside the range of H (None when H is non-singular there)."""
         if self.sketch == "full":
             return self._full_solve(row.to_dense(self.n_features))
-        wt, inv, inv_alpha, _ = self._factor()
         Q = self.Q
-        inside = Q.T @ (wt.T @ (inv * (wt @ qx)))
         out_of_span = row.to_dense(self.n_features)
         if self.rank:
             out_of_span -= Q.T @ qx
+        if self._nonsingular():
+            # Woodbury: H^{-1} v = Q^T (K + alpha I)^{-1} Q v + (v - Q^T Q v) / alpha.
+            k = self.rank
+            return Q.T @ (self._P[:k, :k] @ qx) + out_of_span / self.alpha, None
+        wt, inv, inv_alpha, _ = self._factor()
+        inside = Q.T @ (wt.T @ (inv * (wt @ qx)))
         if inv_alpha > 0:
             return inside + inv_alpha * out_of_span, None
         # Singular H: directions of span(Q) dropped by the cut-off and the
@@ -331,9 +356,10 @@ class OnlineNewton:
             return self._inverse @ v, None
         if self._eig is None:
             eig, vecs = scipy.linalg.eigh(self._H, check_finite=False)
-            keep = eig > RCOND * max(eig[-1], 0.0)
-            self._eig = (vecs[:, keep], 1.0 / eig[keep], vecs[:, ~keep])
-        vecs, inv, null = self._eig
+            top = max(eig[-1], 0.0)
+            keep = eig > RCOND * top
+            self._eig = (vecs[:, keep], 1.0 / eig[keep], vecs[:, ~keep], top)
+        vecs, inv, null, _ = self._eig
         return vecs @ (inv * (vecs.T @ v)), null @ (null.T @ v)
 
     def _full_add(self, a):
@@ -356,12 +382,25 @@ class OnlineNewton:
         coef = qa + corr
         rho = float(np.sqrt(resid @ resid))
         self._M[r, :k] = coef
+        P = self._P
         if rho > _BASIS_TOL * float(np.sqrt(a @ a)) and k < self.n_features:
             Q[k] = resid / rho
             self._M[:r, k] = 0.0
             self._M[r, k] = rho
-            self.rank = k + 1
+            if P is not None:
+                # Bordering: the new direction enters K + alpha I with alpha.
+                P[k, :k] = 0.0
+                P[:k, k] = 0.0
+                P[k, k] = 1.0 / self.alpha if self.alpha > 0 else 0.0
+            k += 1
+            self.rank = k
         self.n_rows = r + 1
+        row = self._M[r, :k]
+        self._frob += float(row @ row)
+        if P is not None:
+            # Sherman-Morrison: (K + a a^T + alpha I)^{-1}, O(l^2).
+            pa = P[:k, :k] @ row
+            P[:k, :k] -= np.outer(pa, pa / (1.0 + row @ pa))
         self._svd = None
         if self.n_rows == self.capacity:
             self._shrink()
@@ -375,11 +414,7 @@ class OnlineNewton:
         matrix so that the rotated basis stays orthonormal to machine precision.
         """
         l = self.sketch_size
-        try:
-            _, s, wt = scipy.linalg.svd(self.M, full_matrices=False, check_finite=False)
-        except np.linalg.LinAlgError:
-            _, s, wt = scipy.linalg.svd(self.M, full_matrices=False, lapack_driver="gesvd",
-                                        check_finite=False)
+        s, wt = _small_svd(self.M)
         sq = s * s
         delta = float(sq[l - 1]) if sq.size >= l else 0.0
         lead = sq[:l - 1] - delta
@@ -393,6 +428,16 @@ class OnlineNewton:
         self.shrinkage += delta
         self.n_shrinks += 1
         self._svd = None
+        self._frob = float(lead[keep].sum())
+        alpha = self.alpha
+        if alpha > 0:
+            # K is diagonal right after a shrink: rebuild its inverse exactly.
+            if self._P is None:
+                self._P = np.zeros((self.capacity, self.capacity))
+            self._P[:] = 0.0
+            self._P[np.arange(k), np.arange(k)] = 1.0 / (lead[keep] + alpha)
+        else:
+            self._P = None
 
     # ------------------------------------------------------------------ step
     def step(self, row, y):
@@ -419,23 +464,30 @@ class OnlineNewton:
         if excess > 0:
             hx, perp = self._solve_row(row, qx)
             denom = row.dot(hx)
-            top = self._factor()[3] if not full else 1.0
-            if perp is not None and denom <= RCOND * top * row.norm_sq():
+            if perp is not None and denom <= RCOND * row.norm_sq() * (
+                    self._eig[3] if full else self._top_eigenvalue()):
                 hx = perp
                 denom = row.dot(hx)
             if denom > 0:
                 w = u - (np.copysign(excess, zu) / denom) * hx
-        z = row.dot(w)
+        # The projected prediction is exactly +-C; using that value (not the
+        # rounded w^T x) keeps the gradient exactly 0 where the loss is flat there.
+        z = row.dot(w) if w is u else float(np.copysign(self.C, zu))
         value, slope = loss_derivative(self.loss, z, y)
         self.t += 1
         if slope != 0.0:
             scale = np.sqrt(self.mu + self.eta / self.t)
             g = row.to_dense(self.n_features) * slope
+            a = scale * g
+            if not np.isfinite(a @ a):
+                raise DivergenceError(
+                    f"the gradient overflowed at example {self.t} (prediction {z:.3g}, "
+                    f"loss derivative {slope:.3g}); rescale the features")
             if full:
-                self._full_add(scale * g)
+                self._full_add(a)
                 step, _ = self._full_solve(g)
             else:
-                self._append(scale * g, (scale * slope) * qx)
+                self._append(a, (scale * slope) * qx)
                 qg = slope * row.left(self.Q)
                 step, _ = self._solve_row(_Row(dense=g), qg)
             self.u = w - step
