@@ -319,12 +319,17 @@ class OnlineNewton:
             return self._full_solve(row.to_dense(self.n_features))
         Q = self.Q
         out_of_span = row.to_dense(self.n_features)
+        if self._nonsingular():
+            # Woodbury: H^{-1} v = Q^T (K + alpha I)^{-1} Q v + (v - Q^T Q v) / alpha,
+            # both products with Q^T in one pass over Q.
+            k = self.rank
+            both = Q.T @ np.column_stack([self._P[:k, :k] @ qx, qx])
+            out_of_span -= both[:, 1]
+            out_of_span *= 1.0 / self.alpha
+            out_of_span += both[:, 0]
+            return out_of_span, None
         if self.rank:
             out_of_span -= Q.T @ qx
-        if self._nonsingular():
-            # Woodbury: H^{-1} v = Q^T (K + alpha I)^{-1} Q v + (v - Q^T Q v) / alpha.
-            k = self.rank
-            return Q.T @ (self._P[:k, :k] @ qx) + out_of_span / self.alpha, None
         wt, inv, inv_alpha, _ = self._factor()
         inside = Q.T @ (wt.T @ (inv * (wt @ qx)))
         if inv_alpha > 0:
@@ -376,14 +381,19 @@ class OnlineNewton:
         r, k = self.n_rows, self.rank
         Q = self._Q
         resid = a - Q[:k].T @ qa
-        # Second Gram-Schmidt pass keeps Q orthonormal to working precision.
-        corr = Q[:k] @ resid
-        resid -= Q[:k].T @ corr
-        coef = qa + corr
         rho = float(np.sqrt(resid @ resid))
+        norm_a = float(np.sqrt(a @ a))
+        coef = qa
+        if k and rho < 0.7 * norm_a:
+            # Cancellation: a second Gram-Schmidt pass keeps Q orthonormal to
+            # working precision ("twice is enough", Kahan-Parlett criterion).
+            corr = Q[:k] @ resid
+            resid -= Q[:k].T @ corr
+            coef = qa + corr
+            rho = float(np.sqrt(resid @ resid))
         self._M[r, :k] = coef
         P = self._P
-        if rho > _BASIS_TOL * float(np.sqrt(a @ a)) and k < self.n_features:
+        if rho > _BASIS_TOL * norm_a and k < self.n_features:
             Q[k] = resid / rho
             self._M[:r, k] = 0.0
             self._M[r, k] = rho
