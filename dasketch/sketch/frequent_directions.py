@@ -335,8 +335,9 @@ def rows_per_shrink(n_rows, n_features, sketch_size, *, nnz_per_row=None,
     """How many rows of a block to absorb per shrink.
 
     ``"block"`` absorbs the whole block in one shrink (near-optimal error);
-    ``"stream"`` streams through it ``l`` rows at a time, the buffer of ``2 l``
-    rows of the paper's fast Algorithm 5 ([3]_), O(b d l) work. ``"auto"``
+    ``"stream"`` streams through it with the buffer of ``2 l`` rows of the
+    paper's fast Algorithms 4 and 5 ([3]_): after each shrink ``l + 1`` rows
+    are free, O(b d l) work. ``"auto"``
     picks, from ``l, 2l, 4l, ..., b``, the largest chunk whose estimated cost
     (flops plus a per-call overhead) is within 2x of the cheapest: larger
     chunks mean fewer shrinks and so a smaller ``Delta``.
@@ -348,7 +349,7 @@ def rows_per_shrink(n_rows, n_features, sketch_size, *, nnz_per_row=None,
     if block_update == "block":
         return n_rows
     if block_update == "stream":
-        return sketch_size
+        return sketch_size + 1
     sparse = nnz_per_row is not None
     if not sparse:
         nnz_per_row = n_features
@@ -432,8 +433,13 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
     B = result.B
     shrinkage = 0.0
     frobenius_sq = 0.0
-    for start in range(0, n_rows, step):
+    start = 0
+    while start < n_rows:
+        if block_update == "stream":
+            # Algorithm 5's buffer of 2 l rows: fill what the last shrink freed.
+            step = 2 * sketch_size - B.shape[0]
         chunk = _to_float64(rows[start:start + step])
+        start += step
         if center:
             chunk = (chunk.toarray() if sparse else chunk) - mean
         frobenius_sq += float(chunk.multiply(chunk).sum() if scipy.sparse.issparse(chunk)

@@ -72,7 +72,7 @@ def test_block_update_beats_streaming_and_is_near_best_possible():
 
 def test_rows_per_shrink_choices():
     assert rows_per_shrink(5000, 100, 10, block_update="block") == 5000
-    assert rows_per_shrink(5000, 100, 10, block_update="stream") == 10
+    assert rows_per_shrink(5000, 100, 10, block_update="stream") == 11
     # Tall dense block with small d: one shrink through the d x d Gram is cheapest.
     assert rows_per_shrink(5000, 100, 10) == 5000
     # Very wide sparse rows: never one eigendecomposition of the whole block.
@@ -204,3 +204,22 @@ def test_bad_parameters(kwargs, match):
 def test_tail_energy_reference():
     A = np.diag([3.0, 2.0, 1.0])
     assert tail_energy(A, 1) == pytest.approx(5.0)
+
+
+# Reference figures of ../shared/data/README.md (plain numpy implementations of the
+# RFD paper's Algorithms 4 and 5 on a9a train): relative spectral error.
+A9A_STREAMING = {5: (0.1908, 0.0954), 10: (0.0870, 0.0435), 20: (0.0383, 0.0191),
+                 30: (0.0203, 0.0102), 50: (0.0058, 0.0029)}
+
+
+def test_a9a_streaming_reproduces_paper_algorithms(a9a_train):
+    X, _ = a9a_train
+    gram = (X.T @ X).toarray()
+    top = spectral_norm(gram)
+    for l, (fd_reference, rfd_reference) in A9A_STREAMING.items():
+        fd = sketch_rows(X, l, method="fd", block_update="stream")
+        rfd = sketch_rows(X, l, method="rfd", block_update="stream")
+        assert spectral_norm(gram - fd.covariance()) / top == pytest.approx(fd_reference,
+                                                                            abs=1e-4)
+        assert spectral_norm(gram - rfd.covariance()) / top == pytest.approx(rfd_reference,
+                                                                             abs=1e-4)
