@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 
@@ -20,14 +19,14 @@ def default_cluster_size(memory_limit=None):
             "memory_limit": "auto" if memory_limit is None else memory_limit}
 
 
-@contextmanager
 def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_worker=None,
                timeout="30s", dashboard_address=":0", **cluster_kwargs):
     """A ``distributed.Client``: connected to a scheduler, or on an embedded cluster.
 
-    Used as a context manager, it closes what it started and nothing else: a
-    client it opened on an existing scheduler is closed, the scheduler and its
-    workers are left running; an embedded ``LocalCluster`` is shut down.
+    Closing the client (``client.close()``, or leaving a ``with`` block) closes
+    what this function started and nothing else: on an existing scheduler only the
+    connection is closed, the scheduler and its workers keep running; an embedded
+    ``LocalCluster`` (owned by the client) is shut down with it.
 
     Parameters
     ----------
@@ -45,32 +44,32 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
     **cluster_kwargs
         Passed to ``LocalCluster``.
 
-    Yields
-    ------
+    Returns
+    -------
     distributed.Client
+        Not set as Dask's default scheduler: pass it as ``client=`` or use
+        ``client.as_current()``.
 
     Examples
     --------
-    >>> from dasketch.cluster import get_client
-    >>> with get_client(n_workers=1, dashboard_address=None) as client:  # doctest: +SKIP
-    ...     print(client.dashboard_link)
+    >>> from dasketch import get_client
+    >>> with get_client(n_workers=1, dashboard_address=None) as client:
+    ...     print(client.submit(sum, [1, 2]).result())
+    3
     """
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     address = address or os.environ.get(SCHEDULER_ENV) or None
     if address:
         if n_workers is not None or memory_limit is not None:
             raise ValueError("n_workers and memory_limit size an embedded cluster; they "
                              "cannot be used with a scheduler address")
-        with Client(address, timeout=timeout, set_as_default=False) as client:
-            yield client
-        return
+        return Client(address, timeout=timeout, set_as_default=False)
     sizing = default_cluster_size(memory_limit)
     if n_workers is not None:
         sizing["n_workers"] = n_workers
     if threads_per_worker is not None:
         sizing["threads_per_worker"] = threads_per_worker
-    with LocalCluster(processes=True, dashboard_address=dashboard_address,
-                      **sizing, **cluster_kwargs) as cluster, \
-            Client(cluster, set_as_default=False) as client:
-        yield client
+    # Without an address the client starts a LocalCluster that it owns and closes.
+    return Client(processes=True, dashboard_address=dashboard_address,
+                  set_as_default=False, **sizing, **cluster_kwargs)
