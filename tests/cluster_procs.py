@@ -17,10 +17,16 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import cloudpickle
 import yaml
+
+# Functions run on the scheduler and workers travel by value: those processes
+# cannot import this module.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
@@ -246,6 +252,88 @@ class ProcessCluster:
 
     def __exit__(self, *exc):
         self.close()
+
+
+# ------------------------------------------------------------------ fault injection
+JOB_TIMEOUT = 180  # no job may take longer; a hang fails instead of blocking
+
+
+def progress(dask_scheduler):
+    """Finished / total tasks on the scheduler, and keys held by each worker."""
+    done_states = {"memory", "released", "forgotten", "erred"}
+    states = [ts.state for ts in dask_scheduler.tasks.values()]
+    held = {addr: len(ws.has_what) for addr, ws in dask_scheduler.workers.items()}
+    return sum(s in done_states for s in states), len(states), held
+
+
+class Job:
+    """Run ``func`` in a thread; keep its result or exception; bounded join."""
+
+    def __init__(self, func):
+        self.result = self.error = None
+        self.elapsed = None
+        self._thread = threading.Thread(target=self._run, args=(func,), daemon=True)
+        self._start = time.monotonic()
+        self._thread.start()
+
+    def _run(self, func):
+        try:
+            self.result = func()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            self.error = exc
+        self.elapsed = time.monotonic() - self._start
+
+    @property
+    def running(self):
+        return self._thread.is_alive()
+
+    def join(self, timeout=JOB_TIMEOUT):
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"job still running after {timeout} s")
+        return self
+
+
+def kill_mid_job(client, func, *, kill, at_fraction=0.3, timeout=JOB_TIMEOUT):
+    """Start ``func`` and, once ``at_fraction`` of the scheduler's tasks are done and
+    a worker holds results, kill the worker holding the most (``kill(addr, pid)``).
+
+    Returns ``(job, info)`` with what was killed and when.
+    """
+    pids = worker_pids(client)
+    job = Job(func)
+    state = {}
+
+    def ready():
+        if not job.running:
+            raise AssertionError("the job finished before the fault was injected; "
+                                 "make it larger")
+        done, total, held = client.run_on_scheduler(progress)
+        if total and done >= at_fraction * total and max(held.values(), default=0):
+            state.update(done=done, total=total, held=held)
+            return True
+        return False
+
+    wait_until(ready, timeout, interval=0.02, what="fault injection point")
+    victim = max(state["held"], key=state["held"].get)
+    kill(victim, pids[victim])
+    info = {"victim": victim, "tasks_done": state["done"], "tasks_total": state["total"],
+            "results_lost": state["held"][victim], "killed_at_s": time.monotonic() - job._start}
+    job.join(timeout)
+    return job, info
+
+
+def kill_process(_address, pid):
+    """SIGKILL a worker process; its nanny starts a fresh one (a container restart)."""
+    os.kill(pid, signal.SIGKILL)
+
+
+def kill_worker_and_nanny(_address, pid):
+    """SIGKILL a whole ``dask worker``: the nanny (the parent of the worker process
+    and leader of its process group) and its worker process (a node lost)."""
+    import psutil
+
+    os.killpg(os.getpgid(psutil.Process(pid).ppid()), signal.SIGKILL)
 
 
 def worker_pids(client):

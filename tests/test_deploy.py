@@ -12,7 +12,6 @@ run; the TLS set-up of ``deploy/README.md`` is run with a throwaway CA.
 from __future__ import annotations
 
 import datetime
-import os
 import re
 import shlex
 import subprocess
@@ -27,7 +26,7 @@ from dask.utils import parse_bytes
 
 import dasketch
 from cluster_procs import (COMPOSE_SCHEDULER, DEPLOY, REPO, ProcessCluster, compose_service,
-                           free_port, interpolate, load_compose, wait_until)
+                           interpolate, load_compose)
 from dasketch.io import write_synthetic
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -11,10 +11,8 @@ data must name its rows and leave no output behind.
 
 from __future__ import annotations
 
-import os
-import signal
+import subprocess
 import sys
-import threading
 import time
 
 import cloudpickle
@@ -22,87 +20,16 @@ import numpy as np
 import pytest
 
 import dasketch
-from cluster_procs import ProcessCluster, wait_until, worker_pids
+from cluster_procs import (Job, ProcessCluster, kill_mid_job, kill_process,
+                           kill_worker_and_nanny, progress, wait_until)
 from dasketch.io import write_synthetic
 
 # Functions run on the scheduler and workers travel by value: those processes
 # cannot import the test modules.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-JOB_TIMEOUT = 180  # no job here may take longer; a hang fails the test instead
-
 
 # ------------------------------------------------------------------ helpers
-def _progress(dask_scheduler):
-    """Finished / total tasks on the scheduler, and keys held by each worker."""
-    done_states = {"memory", "released", "forgotten", "erred"}
-    states = [ts.state for ts in dask_scheduler.tasks.values()]
-    held = {addr: len(ws.has_what) for addr, ws in dask_scheduler.workers.items()}
-    return sum(s in done_states for s in states), len(states), held
-
-
-class Job:
-    """Run ``func`` in a thread; keep its result or exception; bounded join."""
-
-    def __init__(self, func):
-        self.result = self.error = None
-        self.elapsed = None
-        self._thread = threading.Thread(target=self._run, args=(func,), daemon=True)
-        self._start = time.monotonic()
-        self._thread.start()
-
-    def _run(self, func):
-        try:
-            self.result = func()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            self.error = exc
-        self.elapsed = time.monotonic() - self._start
-
-    @property
-    def running(self):
-        return self._thread.is_alive()
-
-    def join(self, timeout=JOB_TIMEOUT):
-        self._thread.join(timeout)
-        if self._thread.is_alive():
-            raise TimeoutError(f"job still running after {timeout} s")
-        return self
-
-
-def kill_mid_job(client, func, *, kill, at_fraction=0.3, timeout=JOB_TIMEOUT):
-    """Start ``func`` and, once ``at_fraction`` of the scheduler's tasks are done and
-    a worker holds results, kill the worker holding the most (``kill(addr, pid)``).
-
-    Returns ``(job, info)`` with what was killed and when.
-    """
-    pids = worker_pids(client)
-    job = Job(func)
-    state = {}
-
-    def ready():
-        if not job.running:
-            raise AssertionError("the job finished before the fault was injected; "
-                                 "make it larger")
-        done, total, held = client.run_on_scheduler(_progress)
-        if total and done >= at_fraction * total and max(held.values(), default=0):
-            state.update(done=done, total=total, held=held)
-            return True
-        return False
-
-    wait_until(ready, timeout, interval=0.02, what="fault injection point")
-    victim = max(state["held"], key=state["held"].get)
-    kill(victim, pids[victim])
-    info = {"victim": victim, "tasks_done": state["done"], "tasks_total": state["total"],
-            "results_lost": state["held"][victim], "killed_at_s": time.monotonic() - job._start}
-    job.join(timeout)
-    return job, info
-
-
-def kill_process(_address, pid):
-    """SIGKILL a worker process; its nanny starts a fresh one (a container restart)."""
-    os.kill(pid, signal.SIGKILL)
-
-
 def _sketch_job(client, path, **kwargs):
     params = dict(sketch_size=8, block_rows=1024, block_update="stream")
     params.update(kwargs)
@@ -159,13 +86,7 @@ def test_worker_and_nanny_lost_mid_sketch(procs, fault_store):
     """A whole ``dask worker`` (nanny and process) dies: the job finishes on the rest."""
     with procs.client(n_workers=2) as client:
         reference = Job(_sketch_job(client, fault_store)).join().result
-        def kill_group(address, pid):
-            import psutil
-
-            # The worker process's parent is the nanny, which is the group leader.
-            os.killpg(os.getpgid(psutil.Process(pid).ppid()), signal.SIGKILL)
-
-        job, info = kill_mid_job(client, _sketch_job(client, fault_store), kill=kill_group)
+        job, info = kill_mid_job(client, _sketch_job(client, fault_store), kill=kill_worker_and_nanny)
         assert job.error is None, f"sketch failed after a worker was lost: {job.error!r}"
         assert len(client.scheduler_info()["workers"]) == 1
         assert_same_sketch(job.result, reference)
@@ -242,7 +163,7 @@ def test_scheduler_lost_gives_a_clear_error_then_a_restart_works(procs, fault_st
     with procs.client(n_workers=2) as client:
         reference = Job(_sketch_job(client, fault_store)).join().result
         job = Job(_sketch_job(client, fault_store))
-        wait_until(lambda: client.run_on_scheduler(_progress)[0] > 5, 60,
+        wait_until(lambda: client.run_on_scheduler(progress)[0] > 5, 60,
                    what="job under way")
         killed = time.monotonic()
         procs.kill_scheduler()
@@ -337,6 +258,15 @@ def test_nan_in_block_37_names_the_rows_and_writes_nothing(tmp_path, cluster_cli
         assert str(row) in message, message
     assert "NaN" in message
     assert list(out.iterdir()) == []  # no output, no temporary left behind
+
+    # The command line on the same cluster: fails naming the rows, writes nothing.
+    run = subprocess.run([sys.executable, "-m", "dasketch.cli", "sketch", str(path), "-l", "8",
+                          "--scheduler", cluster_client.scheduler.address,
+                          "--out", str(target), "--quiet"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0
+    assert all(str(row) in run.stderr for row in bad_rows), run.stderr[-2000:]
+    assert list(out.iterdir()) == []
 
     # An existing output is left intact by a failed run that would overwrite it.
     good = dasketch.sketch(np.ones((10, 16)), 4)

@@ -1,0 +1,209 @@
+"""Fault matrix: jobs on a real Dask cluster with processes killed in the middle.
+
+A scheduler and two workers are started with the command lines of
+``deploy/docker-compose.yml`` on 127.0.0.1 (as the tests do). Each scenario runs a
+job over a zarr store and kills something once a given fraction of the
+scheduler's tasks is done: a worker process (its nanny restarts it, like a
+container restart), a whole ``dask worker`` with its nanny (capacity lost), or the
+scheduler. Recorded: whether the job finished, whether the result equals the
+fault-free one bit for bit, how many finished results the victim held, and the
+time overhead of recovery against the median fault-free time.
+
+Jobs: ``dasketch.sketch`` (RFD, streaming block updates) and, as the peer, the
+same pass written in plain ``dask.array`` (``X.T @ X`` tree reduction), under the
+same faults. Scheduler loss and a NaN in block 37 are timed to the error.
+
+Results: ``benchmarks/results/faults.json`` and ``faults.png``.
+Usage: ``python benchmarks/bench_faults.py [--quick]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import dasketch  # noqa: E402
+from cluster_procs import (Job, ProcessCluster, kill_mid_job, kill_process,  # noqa: E402
+                           kill_worker_and_nanny, progress, wait_until)
+from dasketch.io import write_synthetic  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+ENV = {"DASK_WORKER_THREADS": "1"}  # 2 workers x 1 thread on a 2-core machine
+
+
+def sketch_job(client, path, block_rows):
+    return lambda: dasketch.sketch(path, 16, client=client, block_rows=block_rows,
+                                   block_update="stream")
+
+
+def gram_job(client, path, block_rows):
+    import dask.array as da
+
+    def run():
+        X = da.from_zarr(str(path)).rechunk((block_rows, -1))
+        return (X.T @ X).compute(scheduler=client)
+    return run
+
+
+def same(a, b):
+    if isinstance(a, np.ndarray):
+        return bool(np.array_equal(a, b))
+    return bool(np.array_equal(a.B, b.B) and a.shrinkage == b.shrinkage)
+
+
+def timed(job_factory):
+    job = Job(job_factory()).join()
+    if job.error is not None:
+        raise job.error
+    return job.result, job.elapsed
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small smoke size")
+    args = parser.parse_args(argv)
+    n_blocks, block_rows, n_features = (48, 1024, 64) if args.quick else (240, 2048, 64)
+    repeats = 2 if args.quick else 3
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        store = tmp / "X.zarr"
+        X = write_synthetic(store, n_blocks * block_rows, n_features, rank=16, noise=0.05,
+                            chunk_rows=block_rows)
+        meta = {"n_rows": int(X.shape[0]), "n_features": n_features,
+                "store_bytes": int(X.nbytes), "block_rows": block_rows, "blocks": n_blocks,
+                "workers": 2, "threads_per_worker": 1, "sketch_size": 16,
+                "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores",
+                "quick": args.quick}
+        cluster = ProcessCluster(tmp / "logs", n_workers=2, env=ENV)
+        try:
+            client = cluster.client(n_workers=2)
+            jobs = {"dasketch.sketch": sketch_job, "dask.array X^T X": gram_job}
+            reference, baseline = {}, {}
+            for name, factory in jobs.items():
+                timed(lambda: factory(client, store, block_rows))  # warm-up, not counted
+                times = []
+                for _ in range(repeats):
+                    result, elapsed = timed(lambda: factory(client, store, block_rows))
+                    times.append(elapsed)
+                reference[name] = result
+                baseline[name] = statistics.median(times)
+                rows.append({"job": name, "fault": "none", "at": None, "finished": True,
+                             "equal": True, "seconds": baseline[name], "overhead_s": 0.0,
+                             "repeats": times})
+                print(f"{name:18s} fault-free  {baseline[name]:6.2f} s", flush=True)
+
+            scenarios = [("worker process killed", kill_process, 0.1),
+                         ("worker process killed", kill_process, 0.5),
+                         ("worker process killed", kill_process, 0.9),
+                         ("worker + nanny killed", kill_worker_and_nanny, 0.5)]
+            for fault, kill, at in scenarios:
+                for name, factory in jobs.items():
+                    if name != "dasketch.sketch" and at != 0.5:
+                        continue
+                    job, info = kill_mid_job(client, factory(client, store, block_rows),
+                                             kill=kill, at_fraction=at)
+                    ok = job.error is None
+                    row = {"job": name, "fault": fault, "at": at, "finished": ok,
+                           "equal": ok and same(job.result, reference[name]),
+                           "seconds": job.elapsed,
+                           "overhead_s": job.elapsed - baseline[name],
+                           "tasks_done_at_kill": info["tasks_done"],
+                           "tasks_total": info["tasks_total"],
+                           "results_lost": info["results_lost"],
+                           "error": None if ok else f"{type(job.error).__name__}: {job.error}"}
+                    rows.append(row)
+                    print(f"{name:18s} {fault} at {at:.0%}: finished={ok} "
+                          f"equal={row['equal']} {job.elapsed:6.2f} s "
+                          f"(+{row['overhead_s']:.2f} s), lost {info['results_lost']} results",
+                          flush=True)
+                    while len(client.scheduler_info()["workers"]) < 2:  # restore capacity
+                        if fault.startswith("worker + nanny"):
+                            cluster.start_worker()
+                        client.wait_for_workers(2, timeout=90)
+
+            # The scheduler dies at 50 %: time from the kill to the client's error.
+            job = Job(sketch_job(client, store, block_rows))
+            total = wait_until(lambda: client.run_on_scheduler(progress)[1], 60,
+                               what="job submitted")
+            wait_until(lambda: client.run_on_scheduler(progress)[0] >= 0.5 * total, 120,
+                       what="half of the job")
+            killed = time.monotonic()
+            cluster.kill_scheduler()
+            job.join(120)
+            rows.append({"job": "dasketch.sketch", "fault": "scheduler killed", "at": 0.5,
+                         "finished": job.error is None, "equal": False,
+                         "seconds_to_error": time.monotonic() - killed,
+                         "error": f"{type(job.error).__name__}: {job.error}"[:300]})
+            print(f"scheduler killed: error after {rows[-1]['seconds_to_error']:.3f} s: "
+                  f"{rows[-1]['error'][:120]}", flush=True)
+            client.close(timeout=5)
+        finally:
+            cluster.close()
+
+        # Bad data: NaN in block 37, on a fresh cluster.
+        import zarr
+
+        array = zarr.open_array(str(store), mode="r+")
+        bad_row = 37 * block_rows + 11
+        array[bad_row, 3] = np.nan
+        with ProcessCluster(tmp / "logs2", n_workers=2, env=ENV) as cluster2, \
+                cluster2.client(n_workers=2) as client2:
+            job = Job(sketch_job(client2, store, block_rows)).join()
+            rows.append({"job": "dasketch.sketch", "fault": "NaN in block 37", "at": None,
+                         "finished": False, "equal": False, "seconds_to_error": job.elapsed,
+                         "error_names_row": str(bad_row) in str(job.error),
+                         "error": f"{type(job.error).__name__}: {job.error}"[:300]})
+            print(f"NaN block 37: error after {job.elapsed:.2f} s, names row: "
+                  f"{rows[-1]['error_names_row']}", flush=True)
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    suffix = "-quick" if args.quick else ""
+    with open(RESULTS / f"faults{suffix}.json", "w") as fh:
+        json.dump({"meta": meta, "rows": rows}, fh, indent=2)
+    plot(rows, RESULTS / f"faults{suffix}.png")
+    return rows
+
+
+def plot(rows, path):
+    timed_rows = [r for r in rows if "seconds" in r and r["finished"]]
+    labels = [r["fault"] + ("" if r["at"] is None else f"\nat {r['at']:.0%}")
+              for r in timed_rows if r["job"] == "dasketch.sketch"]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for offset, name, colour in ((-0.2, "dasketch.sketch", "C0"),
+                                 (0.2, "dask.array X^T X", "C1")):
+        for i, row in enumerate(r for r in timed_rows if r["job"] == "dasketch.sketch"):
+            match = [r for r in timed_rows if r["job"] == name and r["fault"] == row["fault"]
+                     and r["at"] == row["at"]]
+            if match:
+                r = match[0]
+                ax.bar(i + offset, r["seconds"], width=0.38, color=colour,
+                       label=name if i == 0 else None)
+                ax.text(i + offset, r["seconds"], "=" if r["equal"] else "≠", ha="center",
+                        va="bottom")
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_ylabel("wall time (s)")
+    ax.set_title("Job time under faults, 2 workers ('=': result bitwise equal to fault-free)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
