@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from dasketch.blocked import as_row_blocks, is_dask_collection, iter_row_blocks, matvec
 from dasketch.sketch.frequent_directions import _check_finite
@@ -210,8 +211,11 @@ class _BaseRFDSON(BaseEstimator):
                 target = self._encode(_check_y_values(y_block))
                 if self.fit_intercept:
                     X_block = _with_intercept(X_block)
-                z, losses = learner.fit_rows(X_block, target,
-                                             callback=None if bar is None else bar.update)
+                # Each step is a few products with an l x d matrix: threaded BLAS
+                # only adds synchronisation (several times slower on a busy machine).
+                with threadpool_limits(limits=1, user_api="blas"):
+                    z, losses = learner.fit_rows(
+                        X_block, target, callback=None if bar is None else bar.update)
                 loss_sum += float(losses.sum())
                 mistakes += self._count_mistakes(z, target)
                 seen += X_block.shape[0]
