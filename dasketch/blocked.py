@@ -280,9 +280,15 @@ def compute(*objs, client=None, progress=False):
             return dask.compute(*objs)
     from distributed import progress as show_progress
 
+    try:
+        import ipywidgets  # noqa: F401
+
+        notebook = None  # a widget in a notebook, a text bar in a terminal
+    except ImportError:
+        notebook = False
     futures = client.compute(list(objs))
     with client.as_current():
-        show_progress(futures)
+        show_progress(futures, notebook=notebook)
     return tuple(client.gather(futures))
 
 

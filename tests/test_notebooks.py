@@ -1,0 +1,35 @@
+"""The example notebooks run top to bottom at small sizes and write their figures."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+NOTEBOOKS = sorted(EXAMPLES.glob("*.ipynb"))
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_and_writes_figures(notebook, tmp_path, monkeypatch):
+    figures = tmp_path / "figures"
+    monkeypatch.setenv("DASKETCH_EXAMPLES_SMALL", "1")
+    monkeypatch.setenv("DASKETCH_FIGURES", str(figures))
+    monkeypatch.setenv("DASKETCH_WORKDIR", str(tmp_path / "data"))
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    nb = nbformat.read(notebook, as_version=4)
+    assert all(not cell.get("outputs") for cell in nb.cells if cell.cell_type == "code"), \
+        "notebooks are stored with outputs stripped"
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                                     resources={"metadata": {"path": str(EXAMPLES)}})
+    client.execute()
+    prefix = notebook.stem.split("_")[0]
+    pngs = sorted(figures.glob(f"{prefix}_*.png"))
+    assert pngs, f"{notebook.name} wrote no figure"
+    for png in pngs:
+        data = png.read_bytes()
+        assert data[:8] == PNG_MAGIC and len(data) > 5000, png.name
+    assert not os.environ.get("DASK_SCHEDULER_ADDRESS")
