@@ -89,10 +89,12 @@ def ill_conditioned_regression(n_rows, n_features, *, condition_number=1e6, n_he
 def l1_regression_linprog(A, b, bounds=None):
     """Exact ``argmin_x ||A x - b||_1`` (optionally in a box) with HiGHS.
 
-    The reference solution for small problems: the linear program
-    ``min sum(t)`` subject to ``-t <= A x - b <= t``, solved by
-    ``scipy.optimize.linprog(method="highs")`` (``n + d`` variables, ``2 n``
-    constraints, so only for ``n`` up to about 10^5).
+    The reference solution for small problems, by
+    ``scipy.optimize.linprog(method="highs")``. Without bounds, the dual
+    ``max b^T u`` subject to ``A^T u = 0, -1 <= u <= 1`` (``n`` variables, ``d``
+    equalities; ``x`` is minus the multipliers of the equalities; 4 s for
+    20,000 x 20, 2 minutes for 10^5 x 20); with bounds, the primal ``min sum(t)``
+    subject to ``-t <= A x - b <= t`` (20x slower).
 
     Examples
     --------
@@ -108,6 +110,12 @@ def l1_regression_linprog(A, b, bounds=None):
     A = np.asarray(A, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     n, d = A.shape
+    if bounds is None:
+        res = scipy.optimize.linprog(-b, A_eq=A.T, b_eq=np.zeros(d), bounds=(-1, 1),
+                                     method="highs")
+        if res.status != 0:
+            raise RuntimeError(f"linprog failed: {res.message}")
+        return -res.eqlin.marginals
     eye = scipy.sparse.identity(n, format="csr")
     A_ub = scipy.sparse.vstack([scipy.sparse.hstack([A, -eye]),
                                 scipy.sparse.hstack([-A, -eye])]).tocsr()

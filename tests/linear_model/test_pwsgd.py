@@ -1,9 +1,11 @@
 """PWSGDRegressor: accuracy against exact solvers, the gap to plain SGD, box
-constraints, invariance to chunking and scheduler, bad input."""
+constraints, invariance to chunking, storage (Dask, zarr, scipy.sparse) and
+scheduler, bad input."""
 
 import dask.array as da
 import numpy as np
 import pytest
+import scipy.sparse
 from scipy.optimize import lsq_linear
 from sklearn.linear_model import SGDRegressor
 
@@ -112,7 +114,8 @@ def test_invariant_to_chunking_scheduler_and_storage(l2_problem, cluster_client,
     path = str(tmp_path / "A.zarr")
     da.to_zarr(da.from_array(A, chunks=(4096, 20)), path)
     for X, extra in ((A, dict(block_rows=1500)), (A_dask, {}),
-                     (A_dask, dict(client=cluster_client)), (path, {})):
+                     (A_dask, dict(client=cluster_client)), (path, {}),
+                     (scipy.sparse.csr_matrix(A), dict(block_rows=4000))):
         coef = PWSGDRegressor(**params, **extra).fit(X, b).coef_
         np.testing.assert_allclose(coef, ref, rtol=1e-7, atol=1e-9 * scale)
 
