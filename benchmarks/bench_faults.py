@@ -61,9 +61,17 @@ def gram_job(client, path, block_rows):
 
 
 def same(a, b):
+    """Bitwise equal?"""
     if isinstance(a, np.ndarray):
         return bool(np.array_equal(a, b))
     return bool(np.array_equal(a.B, b.B) and a.shrinkage == b.shrinkage)
+
+
+def deviation(a, b):
+    """Largest difference of the estimates of ``A^T A``, relative to its largest entry."""
+    if not isinstance(a, np.ndarray):
+        a, b = a.B.T @ a.B, b.B.T @ b.B
+    return float(np.abs(a - b).max() / np.abs(b).max())
 
 
 def timed(job_factory):
@@ -121,6 +129,8 @@ def main(argv=None):
                     ok = job.error is None
                     row = {"job": name, "fault": fault, "at": at, "finished": ok,
                            "equal": ok and same(job.result, reference[name]),
+                           "relative_deviation": deviation(job.result, reference[name])
+                           if ok else None,
                            "seconds": job.elapsed,
                            "overhead_s": job.elapsed - baseline[name],
                            "tasks_done_at_kill": info["tasks_done"],

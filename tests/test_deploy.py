@@ -335,6 +335,25 @@ def test_compose_cluster_runs_sketch_pca_and_cli(compose_cluster, compose_store,
     assert saved.shrinkage == default_blocks.shrinkage
 
 
+def test_compose_cluster_runs_regressions(compose_cluster, compose_store):
+    """pwSGD (preconditioner pass, leverage pass, row gathering) through the
+    compose cluster reaches the least-squares optimum within 1 %."""
+    from dasketch.linear_model import PWSGDRegressor
+
+    import zarr
+
+    A = zarr.open_array(str(compose_store))[:]
+    rng = np.random.default_rng(6)
+    b = A @ rng.standard_normal(A.shape[1]) + 0.1 * rng.standard_normal(A.shape[0])
+    x_opt = np.linalg.lstsq(A, b, rcond=None)[0]
+    best = np.linalg.norm(A @ x_opt - b)
+    with dasketch.get_client(compose_cluster.address) as client:
+        client.wait_for_workers(2, timeout=60)
+        pw = PWSGDRegressor(p=2, random_state=0, client=client, block_rows=2048).fit(
+            compose_store, b)
+    assert np.linalg.norm(A @ pw.coef_ - b) <= best * 1.01
+
+
 def test_blas_threads_follow_the_compose_variable(compose_cluster):
     """DASK_BLAS_THREADS reaches the worker processes through the nanny (whose
     own default would be one thread)."""
