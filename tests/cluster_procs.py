@@ -323,6 +323,31 @@ def kill_mid_job(client, func, *, kill, at_fraction=0.3, timeout=JOB_TIMEOUT):
     return job, info
 
 
+def kill_while_running(client, func, *, kill, after_s, timeout=JOB_TIMEOUT):
+    """Start ``func`` (a job that submits many small graphs, e.g. a stream over row
+    blocks), wait ``after_s`` seconds, then kill a worker that is computing.
+
+    Returns ``(job, info)``.
+    """
+    pids = worker_pids(client)
+    job = Job(func)
+    time.sleep(after_s)
+
+    def busy():
+        if not job.running:
+            raise AssertionError("the job finished before the fault was injected")
+        busy = client.run_on_scheduler(
+            lambda dask_scheduler: [a for a, ws in dask_scheduler.workers.items()
+                                    if ws.processing])
+        return busy[0] if busy else None
+
+    victim = wait_until(busy, timeout, interval=0.01, what="a busy worker")
+    kill(victim, pids[victim])
+    info = {"victim": victim, "killed_at_s": time.monotonic() - job._start}
+    job.join(timeout)
+    return job, info
+
+
 def kill_process(_address, pid):
     """SIGKILL a worker process; its nanny starts a fresh one (a container restart)."""
     os.kill(pid, signal.SIGKILL)

@@ -21,7 +21,7 @@ import pytest
 
 import dasketch
 from cluster_procs import (Job, ProcessCluster, kill_mid_job, kill_process,
-                           kill_worker_and_nanny, progress, wait_until)
+                           kill_while_running, kill_worker_and_nanny, progress, wait_until)
 from dasketch.io import write_synthetic
 
 # Functions run on the scheduler and workers travel by value: those processes
@@ -117,6 +117,28 @@ def test_worker_killed_mid_preconditioner_pass(procs, fault_store):
     np.testing.assert_allclose(run.result.x0, reference.x0, rtol=1e-8,
                                atol=1e-10 * np.abs(reference.x0).max())
     assert 1 <= run.result.condition_number_estimate < 10
+
+
+@pytest.mark.timeout(240)
+def test_worker_killed_mid_stream_of_rfdson(procs, tmp_path):
+    """RFD-SON walks the row blocks in order, one small graph per block: a worker
+    killed mid-stream costs a recomputed block, and the model is the fault-free one."""
+    online = pytest.importorskip("dasketch.online")
+    store = write_synthetic(tmp_path / "S.zarr", 24 * 256, 16, rank=8, chunk_rows=256)
+    rng = np.random.default_rng(8)
+    y = store.compute() @ rng.standard_normal(16) + 0.1 * rng.standard_normal(24 * 256)
+    with procs.client(n_workers=2) as client:
+        def job():
+            return online.RFDSONRegressor(sketch_size=6, block_rows=256, client=client,
+                                          random_state=0).fit(tmp_path / "S.zarr", y)
+
+        reference = Job(job).join()
+        assert reference.error is None, repr(reference.error)
+        run, info = kill_while_running(client, job, kill=kill_process,
+                                       after_s=0.4 * reference.elapsed)
+        assert run.error is None, f"RFD-SON failed after a worker was killed: {run.error!r}"
+    np.testing.assert_allclose(run.result.coef_, reference.result.coef_, rtol=1e-9,
+                               atol=1e-12 * np.abs(reference.result.coef_).max())
 
 
 # ------------------------------------------------------------------ memory limits
