@@ -337,8 +337,9 @@ def test_compose_cluster_runs_sketch_pca_and_cli(compose_cluster, compose_store,
 
 def test_compose_cluster_runs_regressions(compose_cluster, compose_store):
     """pwSGD (preconditioner pass, leverage pass, row gathering) through the
-    compose cluster reaches the least-squares optimum within 1 %."""
-    from dasketch.linear_model import PWSGDRegressor
+    compose cluster reaches the least-squares optimum within 1 %; dual random
+    projection through it gives the same model as without a cluster."""
+    from dasketch.linear_model import DualRandomProjectionRegressor, PWSGDRegressor
 
     import zarr
 
@@ -351,6 +352,12 @@ def test_compose_cluster_runs_regressions(compose_cluster, compose_store):
         client.wait_for_workers(2, timeout=60)
         pw = PWSGDRegressor(p=2, random_state=0, client=client, block_rows=2048).fit(
             compose_store, b)
+        drp = DualRandomProjectionRegressor(alpha=10.0, n_components=20, block_rows=2048,
+                                            client=client, random_state=0).fit(compose_store, b)
+    local = DualRandomProjectionRegressor(alpha=10.0, n_components=20, block_rows=2048,
+                                          random_state=0).fit(compose_store, b)
+    np.testing.assert_allclose(drp.coef_, local.coef_, rtol=1e-8,
+                               atol=1e-10 * np.abs(local.coef_).max())
     assert np.linalg.norm(A @ pw.coef_ - b) <= best * 1.01
 
 

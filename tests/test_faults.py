@@ -141,6 +141,37 @@ def test_worker_killed_mid_stream_of_rfdson(procs, tmp_path):
                                atol=1e-12 * np.abs(reference.result.coef_).max())
 
 
+@pytest.mark.timeout(240)
+def test_worker_killed_mid_dual_random_projection(procs, tmp_path):
+    """Dual random projection persists ``X R / sqrt(m)`` on the workers, solves the
+    projected problem and recovers ``w`` in a second pass; a worker killed mid-fit
+    loses persisted blocks, which are regenerated from the tile-seeded ``R``: the
+    model is the fault-free one."""
+    linear_model = pytest.importorskip("dasketch.linear_model")
+    if not hasattr(linear_model, "DualRandomProjectionRegressor"):
+        pytest.skip("dual random projection is not available")
+    store = write_synthetic(tmp_path / "D.zarr", 32 * 512, 48, rank=8, noise=0.0,
+                            chunk_rows=512)
+    rng = np.random.default_rng(9)
+    y = store.compute() @ rng.standard_normal(48) + 0.05 * rng.standard_normal(32 * 512)
+    with procs.client(n_workers=2) as client:
+        def job():
+            return linear_model.DualRandomProjectionRegressor(
+                alpha=1.0, n_components=24, n_iter=1, block_rows=512, client=client,
+                random_state=0).fit(tmp_path / "D.zarr", y)
+
+        reference = Job(job).join()
+        assert reference.error is None, repr(reference.error)
+        # The reference run was the first on these workers (imports included).
+        run, info = kill_while_running(client, job, kill=kill_process,
+                                       after_s=0.15 * reference.elapsed)
+        assert run.error is None, f"dual random projection failed after a worker was " \
+                                  f"killed: {run.error!r}"
+    coef = reference.result.coef_
+    np.testing.assert_allclose(run.result.coef_, coef, rtol=1e-9,
+                               atol=1e-12 * np.abs(coef).max())
+
+
 # ------------------------------------------------------------------ memory limits
 def _memory_job(tmp_path_factory, n_rows, n_features, limit, n_workers, timeout):
     """Sketch a zarr store of ``n_rows x n_features`` float64 on ``n_workers``
@@ -264,11 +295,12 @@ def chunkings(tmp_path_factory):
 
 @pytest.mark.timeout(300)
 def test_same_result_for_1_2_4_workers_and_3_chunkings(tmp_path, chunkings):
-    """The sketch and pwSGD's preconditioner (sparse embedding + QR)."""
-    from dasketch.linear_model import sketch_precondition
+    """The sketch, pwSGD's preconditioner (sparse embedding + QR) and dual random
+    projection."""
+    from dasketch.linear_model import DualRandomProjectionRegressor, sketch_precondition
 
     targets = np.random.default_rng(4).standard_normal(24_000)
-    results, preconditioners = {}, {}
+    results, preconditioners, drp = {}, {}, {}
     env = {"DASK_WORKER_THREADS": "1"}
     with ProcessCluster(tmp_path / "logs", n_workers=1, env=env) as cluster, \
             cluster.client(n_workers=1) as client:
@@ -282,6 +314,10 @@ def test_same_result_for_1_2_4_workers_and_3_chunkings(tmp_path, chunkings):
                     path, 10, client=client, block_rows=2048, center=True)
                 preconditioners[n_workers, path.name] = sketch_precondition(
                     path, targets, random_state=3, client=client, block_rows=2048)
+                if path is not chunkings[1]:
+                    drp[n_workers, path.name] = DualRandomProjectionRegressor(
+                        alpha=10.0, n_components=16, block_rows=2048, client=client,
+                        random_state=3).fit(path, targets).coef_
     reference = results[1, chunkings[0].name]
     assert reference.n_rows == 24_000
     for key, result in results.items():
@@ -291,6 +327,10 @@ def test_same_result_for_1_2_4_workers_and_3_chunkings(tmp_path, chunkings):
     for key, precond in preconditioners.items():
         np.testing.assert_allclose(precond.R, R_ref, rtol=0, atol=1e-10 * np.abs(R_ref).max(),
                                    err_msg=str(key))
+    coef_ref = drp[1, chunkings[0].name]
+    for key, coef in drp.items():
+        np.testing.assert_allclose(coef, coef_ref, rtol=1e-9,
+                                   atol=1e-12 * np.abs(coef_ref).max(), err_msg=str(key))
     # The threaded scheduler (no cluster) agrees to rounding.
     local = dasketch.sketch(chunkings[1], 10, block_rows=2048, center=True)
     assert_same_sketch(local, reference, exact=False)
