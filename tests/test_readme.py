@@ -1,0 +1,23 @@
+"""Every Python snippet of the README runs, in order, as a new user would run them."""
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def python_snippets():
+    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+
+
+def test_readme_has_snippets():
+    assert len(python_snippets()) >= 6
+
+
+def test_readme_snippets_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    namespace = {"__name__": "__readme__"}
+    for number, snippet in enumerate(python_snippets(), start=1):
+        code = compile(snippet, f"README.md snippet {number}", "exec")
+        exec(code, namespace)  # noqa: S102 - the README's own code, run as documentation
