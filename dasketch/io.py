@@ -194,6 +194,13 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
     -------
     dask.array.Array
         The written array, opened from the store.
+
+    Examples
+    --------
+    >>> import os, tempfile, dasketch
+    >>> X = dasketch.write_synthetic(os.path.join(tempfile.mkdtemp(), "X.zarr"), 1000, 8)
+    >>> X.shape, X.dtype.name
+    ((1000, 8), 'float64')
     """
     import dask.array as da
 
@@ -291,6 +298,16 @@ def save_sketch(sketch, path, *, overwrite=False):
     ------
     FileExistsError
         If ``path`` exists and ``overwrite`` is False.
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, dasketch
+    >>> s = dasketch.sketch(np.random.default_rng(0).standard_normal((100, 4)), 3)
+    >>> path = os.path.join(tempfile.mkdtemp(), "s.npz")
+    >>> dasketch.save_sketch(s, path)
+    >>> loaded = dasketch.load_sketch(path)
+    >>> bool(np.array_equal(loaded.B, s.B)), loaded.error_bound == s.error_bound
+    (True, True)
     """
     if not isinstance(sketch, Sketch):
         raise TypeError(f"sketch must be a dasketch.Sketch, got {type(sketch).__name__}")
@@ -328,6 +345,14 @@ def load_sketch(path):
         If nothing exists at ``path``.
     ValueError
         If the file is not a dasketch sketch or has an unknown format version.
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, dasketch
+    >>> path = os.path.join(tempfile.mkdtemp(), "s.zarr")
+    >>> dasketch.sketch(np.eye(5), 3).save(path)
+    >>> dasketch.load_sketch(path).n_rows
+    5
     """
     if not _is_path(path):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")

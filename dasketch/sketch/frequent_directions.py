@@ -85,6 +85,17 @@ class Sketch:
     * RFD: ``||A^T A + alpha0 I - (B^T B + alpha I)||_2 <= Delta / 2`` with
       ``alpha = alpha0 + Delta / 2``.
     * For every ``k < l``: ``Delta <= ||A - [A]_k||_F^2 / (l - k)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch import Sketch
+    >>> A = np.random.default_rng(0).standard_normal((200, 6)) * [5, 4, 3, 2, 1, 1]
+    >>> s = Sketch.from_rows(A[:100], 4).merge(Sketch.from_rows(A[100:], 4))
+    >>> s.n_rows, s.B.shape
+    (200, (3, 6))
+    >>> bool(np.linalg.norm(A.T @ A - s.covariance(), 2) <= s.error_bound * (1 + 1e-12))
+    True
     """
 
     B: np.ndarray
@@ -469,6 +480,16 @@ def merge_sketches(sketches):
     ``sqrt(n_i) (mu_i - mu)`` are added to the stack, ``mu`` the pooled mean
     (the parallel-variance identity, k-way form), so the result sketches the
     globally centred rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch import Sketch, merge_sketches
+    >>> A = np.random.default_rng(0).standard_normal((300, 5))
+    >>> parts = [Sketch.from_rows(A[i:i + 100], 3, center=True) for i in (0, 100, 200)]
+    >>> merged = merge_sketches(parts)
+    >>> bool(np.allclose(merged.mean, A.mean(axis=0)))
+    True
     """
     sketches = [s for s in sketches]
     if not sketches:
