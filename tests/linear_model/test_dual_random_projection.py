@@ -246,6 +246,30 @@ def test_divergence_is_reported_and_never_returned():
     assert returned < objectives[-1]
 
 
+# ------------------------------------------------------------ real data
+def test_a9a_accuracy_matches_exact_solver(a9a_train, a9a_test):
+    X_train, y_train = a9a_train
+    X_test, y_test = a9a_test
+    # 8,100 random sparse binary features appended to the 123 of a9a, so that
+    # d = 8,223 > n / 4 = 8,140.
+    rng = np.random.default_rng(0)
+
+    def augment(X):
+        noise = scipy.sparse.random(X.shape[0], 8100, density=1e-4, format="csr",
+                                    random_state=rng, data_rvs=np.ones)
+        return scipy.sparse.hstack([X, noise], format="csr")
+
+    A_train, A_test = augment(X_train), augment(X_test)
+    assert A_train.shape[1] > A_train.shape[0] / 4
+    alpha = 100.0
+    exact = LogisticRegression(C=1.0 / alpha, tol=1e-8, max_iter=5000).fit(A_train, y_train)
+    drp = DualRandomProjectionClassifier(alpha=alpha, n_components=1000, n_iter=3,
+                                         solver="lbfgs", random_state=0).fit(A_train, y_train)
+    exact_accuracy = exact.score(A_test, y_test)
+    drp_accuracy = drp.score(A_test, y_test)
+    assert abs(drp_accuracy - exact_accuracy) <= 0.005, (drp_accuracy, exact_accuracy)
+
+
 # ------------------------------------------------------------ bad input
 @pytest.fixture(scope="module")
 def small():
