@@ -323,19 +323,35 @@ def kill_mid_job(client, func, *, kill, at_fraction=0.3, timeout=JOB_TIMEOUT):
     return job, info
 
 
-def kill_while_running(client, func, *, kill, after_s, timeout=JOB_TIMEOUT):
-    """Start ``func`` (a job that submits many small graphs, e.g. a stream over row
-    blocks), wait ``after_s`` seconds, then kill a worker that is computing.
+def transitions(dask_scheduler):
+    """The scheduler's count of task state transitions so far (monotonic)."""
+    return dask_scheduler.transition_counter
+
+
+def measure(client, func):
+    """Run ``func`` to completion; return ``(job, scheduler transitions it took)``."""
+    before = client.run_on_scheduler(transitions)
+    job = Job(func).join()
+    return job, client.run_on_scheduler(transitions) - before
+
+
+def kill_while_running(client, func, *, kill, after_transitions, timeout=JOB_TIMEOUT):
+    """Start ``func`` (e.g. a stream over row blocks that submits one small graph per
+    block, so that no single graph shows the progress) and kill a busy worker once
+    the scheduler has made ``after_transitions`` task transitions for it (see
+    :func:`measure` for the count of a whole fault-free run).
 
     Returns ``(job, info)``.
     """
     pids = worker_pids(client)
+    start = client.run_on_scheduler(transitions)
     job = Job(func)
-    time.sleep(after_s)
 
     def busy():
         if not job.running:
             raise AssertionError("the job finished before the fault was injected")
+        if client.run_on_scheduler(transitions) - start < after_transitions:
+            return None
         busy = client.run_on_scheduler(
             lambda dask_scheduler: [a for a, ws in dask_scheduler.workers.items()
                                     if ws.processing])

@@ -21,7 +21,8 @@ import pytest
 
 import dasketch
 from cluster_procs import (Job, ProcessCluster, kill_mid_job, kill_process,
-                           kill_while_running, kill_worker_and_nanny, progress, wait_until)
+                           kill_while_running, kill_worker_and_nanny, measure, progress,
+                           wait_until)
 from dasketch.io import write_synthetic
 
 # Functions run on the scheduler and workers travel by value: those processes
@@ -132,10 +133,10 @@ def test_worker_killed_mid_stream_of_rfdson(procs, tmp_path):
             return online.RFDSONRegressor(sketch_size=6, block_rows=256, client=client,
                                           random_state=0).fit(tmp_path / "S.zarr", y)
 
-        reference = Job(job).join()
+        reference, n_transitions = measure(client, job)
         assert reference.error is None, repr(reference.error)
         run, info = kill_while_running(client, job, kill=kill_process,
-                                       after_s=0.4 * reference.elapsed)
+                                       after_transitions=0.4 * n_transitions)
         assert run.error is None, f"RFD-SON failed after a worker was killed: {run.error!r}"
     np.testing.assert_allclose(run.result.coef_, reference.result.coef_, rtol=1e-9,
                                atol=1e-12 * np.abs(reference.result.coef_).max())
@@ -160,11 +161,10 @@ def test_worker_killed_mid_dual_random_projection(procs, tmp_path):
                 alpha=1.0, n_components=24, n_iter=1, block_rows=512, client=client,
                 random_state=0).fit(tmp_path / "D.zarr", y)
 
-        reference = Job(job).join()
+        reference, n_transitions = measure(client, job)
         assert reference.error is None, repr(reference.error)
-        # The reference run was the first on these workers (imports included).
         run, info = kill_while_running(client, job, kill=kill_process,
-                                       after_s=0.15 * reference.elapsed)
+                                       after_transitions=0.3 * n_transitions)
         assert run.error is None, f"dual random projection failed after a worker was " \
                                   f"killed: {run.error!r}"
     coef = reference.result.coef_
