@@ -41,6 +41,16 @@ class SketchPreconditioner:
         ``S' A`` itself, to estimate the conditioning of other metrics.
     kind, sketch_size, nnz_per_column, seed
         The embedding used.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch.linear_model import sketch_precondition
+    >>> A = np.random.default_rng(0).standard_normal((4000, 5)) * [1, 10, 1e2, 1e3, 1e4]
+    >>> P = sketch_precondition(A, random_state=0)
+    >>> v = np.arange(5.0)
+    >>> bool(np.allclose(P.R @ P.solve(v), v)), bool(np.allclose(P.R.T @ P.solve_transpose(v), v))
+    (True, True)
     """
 
     R: np.ndarray
