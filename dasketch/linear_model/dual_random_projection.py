@@ -48,7 +48,7 @@ SOLVERS = ("newton", "lbfgs")
 
 
 # ------------------------------------------------------------------ losses
-def loss_value(t, y, loss, smoothing=1.0):
+def _loss_value(t, y, loss, smoothing=1.0):
     """``l(t, y)`` element-wise for margins ``t`` and targets ``y``."""
     if loss == "squared":
         return 0.5 * (t - y) ** 2
@@ -60,7 +60,7 @@ def loss_value(t, y, loss, smoothing=1.0):
                              (1.0 - u) ** 2 / (2.0 * smoothing)))
 
 
-def loss_derivative(t, y, loss, smoothing=1.0):
+def _loss_derivative(t, y, loss, smoothing=1.0):
     """``l'(t, y)``, the derivative in the margin ``t``: the dual variable."""
     if loss == "squared":
         return t - y
@@ -70,7 +70,7 @@ def loss_derivative(t, y, loss, smoothing=1.0):
     return -y * np.clip((1.0 - u) / smoothing, 0.0, 1.0)
 
 
-def loss_curvature(t, y, loss, smoothing=1.0):
+def _loss_curvature(t, y, loss, smoothing=1.0):
     """``l''(t, y)`` (the generalised second derivative for the smoothed hinge)."""
     if loss == "squared":
         return np.ones_like(t)
@@ -94,10 +94,10 @@ def _projected_terms(xhat, y, c=None, *, z, b, loss, smoothing, hessian):
     at the projected margins ``t = xhat z + c + b``."""
     t = _margins(xhat, c, z, b)
     y = y.reshape(-1)
-    dl = loss_derivative(t, y, loss, smoothing)
-    parts = [[loss_value(t, y, loss, smoothing).sum()], xhat.T @ dl, [dl.sum()]]
+    dl = _loss_derivative(t, y, loss, smoothing)
+    parts = [[_loss_value(t, y, loss, smoothing).sum()], xhat.T @ dl, [dl.sum()]]
     if hessian:
-        w = loss_curvature(t, y, loss, smoothing)
+        w = _loss_curvature(t, y, loss, smoothing)
         xw = xhat * w[:, None]
         column = xw.sum(axis=0)
         H = np.empty((xhat.shape[1] + 1,) * 2)
@@ -109,18 +109,18 @@ def _projected_terms(xhat, y, c=None, *, z, b, loss, smoothing, hessian):
 
 
 def _dual_variables(xhat, y, c=None, *, z, b, loss, smoothing):
-    return loss_derivative(_margins(xhat, c, z, b), y.reshape(-1), loss, smoothing)
+    return _loss_derivative(_margins(xhat, c, z, b), y.reshape(-1), loss, smoothing)
 
 
 def _loss_sum(y, c, *, b, loss, smoothing):
-    return np.array([loss_value(c.reshape(-1) + b, y.reshape(-1), loss, smoothing).sum()])
+    return np.array([_loss_value(c.reshape(-1) + b, y.reshape(-1), loss, smoothing).sum()])
 
 
 def _count_nonfinite(xhat):
     return np.array([np.count_nonzero(~np.isfinite(xhat))], dtype=np.float64)
 
 
-def gaussian_combination(seed, stream, n_rows, z):
+def _gaussian_combination(seed, stream, n_rows, z):
     """``R z`` for the Gaussian ``R`` (n_rows x m) of ``(seed, stream)``, tile by tile
     so that ``R`` is never held whole."""
     out = np.empty(n_rows)
@@ -371,7 +371,7 @@ class _DualRandomProjection(BaseEstimator):
                 warned = True
             z, b = v[:m], (float(v[m]) if fit_intercept else 0.0)
             if it == 1:
-                self.naive_coef_ = gaussian_combination(
+                self.naive_coef_ = _gaussian_combination(
                     seed, PROJECTION_STREAM, d, z) / np.sqrt(m)
                 self.naive_intercept_ = b
             # Step 3 (one blocked pass): dual variables and recovery w = -(1/lambda) X^T alpha.
