@@ -428,7 +428,16 @@ def random_projection(blocks, n_components, seed, *, stream=0):
 
 def as_row_aligned(v, blocks, name="v"):
     """``v`` (numpy or Dask, 1-D or 2-D with ``n`` rows) as a Dask array whose row
-    chunks are the blocks of ``blocks`` (one chunk along any other axis)."""
+    chunks are the blocks of ``blocks`` (one chunk along any other axis).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch.blocked import as_row_blocks, as_row_aligned
+    >>> blocks = as_row_blocks(np.ones((10, 3)), block_rows=4)
+    >>> as_row_aligned(np.arange(10.0), blocks).chunks
+    ((4, 4, 2),)
+    """
     if not isinstance(v, da.Array):
         v = np.asarray(v)
     if v.ndim not in (1, 2) or v.shape[0] != blocks.n_rows:
@@ -451,7 +460,17 @@ def _row_pieces(arrays):
 
 def tree_sum_rows(arrays, func, *, split_every=None):
     """Delayed sum over row chunks of ``func(*chunks)`` for Dask arrays with equal
-    row chunks (e.g. a projection ``X R``, labels and margins), tree-reduced."""
+    row chunks (e.g. a projection ``X R``, labels and margins), tree-reduced.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from dasketch.blocked import tree_sum_rows
+    >>> a = da.from_array(np.arange(6.0).reshape(3, 2), chunks=(2, 2))
+    >>> b = da.from_array(np.ones(3), chunks=2)
+    >>> tree_sum_rows((a, b), lambda x, y: x.T @ y).compute()
+    array([6., 9.])
+    """
     mapped = dask.delayed(func, pure=True)
     return tree_reduce([mapped(*pieces) for pieces in _row_pieces(arrays)], _add, split_every)
 
@@ -462,7 +481,16 @@ def _matvec_block(block, start, stop, w):
 
 def matvec(blocks, w):
     """Lazy ``X w`` as an ``(n, k)`` Dask array chunked like ``blocks`` (``w`` is
-    ``(d,)`` or ``(d, k)``; a 1-D ``w`` gives ``k = 1``)."""
+    ``(d,)`` or ``(d, k)``; a 1-D ``w`` gives ``k = 1``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch.blocked import as_row_blocks, matvec
+    >>> X = np.arange(12.0).reshape(4, 3)
+    >>> matvec(as_row_blocks(X, block_rows=3), np.ones(3)).compute().ravel()
+    array([ 3., 12., 21., 30.])
+    """
     w = np.asarray(w, dtype=np.float64)
     k = 1 if w.ndim == 1 else w.shape[1]
     mapped = dask.delayed(_matvec_block, pure=True)
@@ -480,7 +508,16 @@ def _rmatvec_block(block, v):
 
 def rmatvec(blocks, v, *, split_every=None):
     """Delayed ``X^T v`` (``v`` of shape ``(n,)`` or ``(n, k)``, numpy or Dask),
-    summed over row blocks by a deterministic tree."""
+    summed over row blocks by a deterministic tree.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch.blocked import as_row_blocks, rmatvec
+    >>> X = np.arange(12.0).reshape(4, 3)
+    >>> rmatvec(as_row_blocks(X, block_rows=3), np.ones(4)).compute()
+    array([18., 22., 26.])
+    """
     pieces = as_row_aligned(v, blocks).to_delayed(optimize_graph=True).ravel()
     mapped = dask.delayed(_rmatvec_block, pure=True)
     parts = [mapped(block, piece) for block, piece in zip(blocks.blocks, pieces)]
@@ -488,20 +525,46 @@ def rmatvec(blocks, v, *, split_every=None):
 
 
 def persist(*arrays, client=None):
-    """Persist Dask arrays in (worker) memory with ``client`` or the default scheduler."""
+    """Persist Dask arrays in (worker) memory with ``client`` or the default scheduler.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from dasketch.blocked import persist
+    >>> (a,) = persist(da.ones(4, chunks=2) * 2)
+    >>> float(a.sum().compute())
+    8.0
+    """
     if client is not None:
         return tuple(client.persist(list(arrays)))
     return dask.persist(*arrays)
 
 
 def rechunk_rows(array, rows):
-    """Rechunk a Dask array to ``rows`` rows per chunk and one chunk along other axes."""
+    """Rechunk a Dask array to ``rows`` rows per chunk and one chunk along other axes.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from dasketch.blocked import rechunk_rows
+    >>> rechunk_rows(da.ones((5, 4), chunks=(1, 2)), 2).chunks
+    ((2, 2, 1), (4,))
+    """
     return array.rechunk({0: int(rows), **{ax: -1 for ax in range(1, array.ndim)}})
 
 
 def map_row_chunks(arrays, func, n_columns=None, dtype=np.float64):
     """Lazy Dask array of ``func(*chunks)`` over the row chunks of Dask arrays with
-    equal row chunks: 1-D when ``n_columns`` is None, else ``(n, n_columns)``."""
+    equal row chunks: 1-D when ``n_columns`` is None, else ``(n, n_columns)``.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from dasketch.blocked import map_row_chunks
+    >>> a = da.from_array(np.arange(6.0).reshape(3, 2), chunks=(2, 2))
+    >>> map_row_chunks((a,), lambda x: x.sum(axis=1)).compute()
+    array([1., 5., 9.])
+    """
     mapped = dask.delayed(func, pure=True)
     pieces = []
     for chunks, rows in zip(_row_pieces(arrays), arrays[0].chunks[0]):
@@ -648,7 +711,15 @@ def gather_rows(blocks, rows, *, client=None):
 
 
 def is_dask_collection(obj):
-    """Whether ``obj`` is a Dask collection (array, delayed, ...)."""
+    """Whether ``obj`` is a Dask collection (array, delayed, ...).
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from dasketch.blocked import is_dask_collection
+    >>> is_dask_collection(da.ones(3)), is_dask_collection(np.ones(3))
+    (True, False)
+    """
     return dask.is_dask_collection(obj)
 
 
