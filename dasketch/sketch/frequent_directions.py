@@ -262,7 +262,11 @@ def _to_float64(rows):
     return np.asarray(rows, dtype=np.float64)
 
 
-def shrink(top, extra, sketch_size):
+class NonFiniteError(ValueError):
+    """The stack handed to :func:`shrink` holds NaN or Inf."""
+
+
+def shrink(top, extra, sketch_size, *, return_extra_norm=False):
     """Shrink the stack ``C = [top; extra]`` to at most ``l - 1`` rows.
 
     FD's shrink ([3]_ Algorithm 1 and 2): with ``C = U S V^T``,
@@ -281,11 +285,20 @@ def shrink(top, extra, sketch_size):
         Dense rows (usually the current sketch).
     extra : ndarray or scipy.sparse matrix of shape (r2, d)
     sketch_size : int
+    return_extra_norm : bool
+        Also return ``||extra||_F^2``, read off the Gram matrix for free.
 
     Returns
     -------
     B : ndarray of shape (r, d), r <= max(l - 1, r1 + r2 when r1 + r2 < l)
     delta : float
+    extra_norm : float, only with ``return_extra_norm``
+
+    Raises
+    ------
+    NonFiniteError
+        If the stack holds NaN or Inf (seen on the Gram's diagonal, before any
+        decomposition).
     """
     sparse_extra = scipy.sparse.issparse(extra)
     n_top, n_extra = top.shape[0], extra.shape[0]
@@ -293,7 +306,11 @@ def shrink(top, extra, sketch_size):
     keep = sketch_size - 1
     if n_stack < sketch_size:
         dense_extra = extra.toarray() if sparse_extra else extra
-        return np.vstack([top, dense_extra]), 0.0
+        new, delta = np.vstack([top, dense_extra]), 0.0
+        extra_norm = float(np.einsum("ij,ij->", dense_extra, dense_extra))
+        if not np.isfinite(extra_norm):
+            raise NonFiniteError("the stack holds NaN or Inf")
+        return (new, delta, extra_norm) if return_extra_norm else (new, delta)
     if n_stack <= d:
         # Row side: eigendecomposition of C C^T.
         gram = np.empty((n_stack, n_stack))
@@ -303,6 +320,7 @@ def shrink(top, extra, sketch_size):
         gram[:n_top, n_top:] = cross.T
         inner = extra @ extra.T
         gram[n_top:, n_top:] = inner.toarray() if sparse_extra else inner
+        extra_norm = _checked_trace(gram[n_top:, n_top:], gram)
         eigvals, eigvecs = scipy.linalg.eigh(gram, overwrite_a=True, check_finite=False)
         eigvals, eigvecs = eigvals[::-1], eigvecs[:, ::-1]
         eigvals = np.maximum(eigvals, 0.0)
@@ -317,7 +335,9 @@ def shrink(top, extra, sketch_size):
     else:
         # Column side: eigendecomposition of C^T C.
         inner = extra.T @ extra
-        gram = top.T @ top + (inner.toarray() if sparse_extra else inner)
+        inner = inner.toarray() if sparse_extra else inner
+        gram = top.T @ top + inner
+        extra_norm = _checked_trace(inner, gram)
         eigvals, eigvecs = scipy.linalg.eigh(gram, overwrite_a=True, check_finite=False)
         eigvals, eigvecs = eigvals[::-1], eigvecs[:, ::-1]
         eigvals = np.maximum(eigvals, 0.0)
@@ -325,7 +345,16 @@ def shrink(top, extra, sketch_size):
         lead = eigvals[:keep] - delta
         positive = lead > 0
         new = np.sqrt(lead[positive])[:, None] * eigvecs[:, :keep][:, positive].T
-    return np.ascontiguousarray(new), delta
+    new = np.ascontiguousarray(new)
+    return (new, delta, extra_norm) if return_extra_norm else (new, delta)
+
+
+def _checked_trace(block, gram):
+    """Trace of ``block``; NaN or Inf anywhere in the stack shows on the Gram's
+    diagonal (a sum of squares), so one O(r) check replaces a pass over the data."""
+    if not np.isfinite(np.diagonal(gram)).all():
+        raise NonFiniteError("the stack holds NaN or Inf")
+    return float(np.trace(block))
 
 
 def _shrink_flops(n_top, n_rows, n_features, nnz_per_row, sparse):
@@ -430,7 +459,6 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
         rows = np.asarray(rows)
     if rows.ndim != 2:
         raise ValueError(f"rows must be 2-D, got shape {rows.shape}")
-    _check_finite(rows, row_offset)
     n_rows, d = rows.shape
     result = Sketch.empty(d, sketch_size, method=method, alpha0=alpha0, center=center)
     if n_rows == 0:
@@ -453,9 +481,14 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
         start += step
         if center:
             chunk = (chunk.toarray() if sparse else chunk) - mean
-        frobenius_sq += float(chunk.multiply(chunk).sum() if scipy.sparse.issparse(chunk)
-                              else np.einsum("ij,ij->", chunk, chunk))
-        B, delta = shrink(B, chunk, sketch_size)
+        try:
+            B, delta, chunk_norm = shrink(B, chunk, sketch_size, return_extra_norm=True)
+        except NonFiniteError:
+            _check_finite(rows, row_offset)  # names the rows, then raises
+            raise ValueError(
+                f"X: squares of the values in rows [{row_offset}, {row_offset + n_rows}) "
+                "overflow float64; rescale the data") from None
+        frobenius_sq += chunk_norm
         shrinkage += delta
     return replace(result, B=B, shrinkage=shrinkage, n_rows=n_rows, mean=mean,
                    frobenius_sq=frobenius_sq, _svd=[])
