@@ -20,7 +20,7 @@ import dask
 import dask.array as da
 import numpy as np
 import scipy.sparse
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from dasketch.io import is_sparse_store, open_zarr_array, read_csr_rows, sparse_store_info
 from dasketch.sketch.frequent_directions import (
@@ -203,8 +203,12 @@ class _OneBlasThread:
     def __init__(self, func):
         self.func = func
 
+    _controller = None  # per process; scanning the loaded libraries costs ~2 ms
+
     def __call__(self, *args, **kwargs):
-        with threadpool_limits(limits=1, user_api="blas"):
+        if _OneBlasThread._controller is None:
+            _OneBlasThread._controller = ThreadpoolController()
+        with _OneBlasThread._controller.limit(limits=1, user_api="blas"):
             return self.func(*args, **kwargs)
 
     def __dask_tokenize__(self):
