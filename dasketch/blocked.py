@@ -458,6 +458,39 @@ def random_projection(blocks, n_components, seed, *, stream=0):
     return map_rows(blocks, func, int(n_components), dtype=np.float64)
 
 
+def as_target_vector(y, n_rows, *, name="y", matrix="X", real=False):
+    """Targets or labels as a 1-D numpy vector of ``n_rows`` entries.
+
+    Dask input is computed (targets are n values, small next to the matrix); an
+    ``(n, 1)`` column is flattened. With ``real=True`` the values must be finite
+    real numbers and come back as float64.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch.blocked import as_target_vector
+    >>> as_target_vector(np.ones((3, 1)), 3, real=True)
+    array([1., 1., 1.])
+    """
+    if dask.is_dask_collection(y):
+        (y,) = dask.compute(y)
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {y.shape}")
+    if y.shape[0] != n_rows:
+        raise ValueError(f"{name} has {y.shape[0]} entries but {matrix} has {n_rows} rows; "
+                         "they must match")
+    if real:
+        if y.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must hold real numbers, got dtype {y.dtype}")
+        y = y.astype(np.float64)
+        if not np.isfinite(y).all():
+            raise ValueError(f"{name} contains NaN or Inf; only finite values are accepted")
+    return y
+
+
 def as_row_aligned(v, blocks, name="v"):
     """``v`` (numpy or Dask, 1-D or 2-D with ``n`` rows) as a Dask array whose row
     chunks are the blocks of ``blocks`` (one chunk along any other axis).

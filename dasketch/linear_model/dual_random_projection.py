@@ -158,20 +158,6 @@ def _check_finite_input(X):
         raise ValueError("X contains NaN or infinity; only finite values are accepted")
 
 
-def _as_vector(y, n_rows, name="y"):
-    if blocked.is_dask_collection(y):
-        (y,) = blocked.compute(y)
-    y = np.asarray(y)
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y[:, 0]
-    if y.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {y.shape}")
-    if y.shape[0] != n_rows:
-        raise ValueError(f"{name} has {y.shape[0]} entries but X has {n_rows} rows; "
-                         "they must match")
-    return y
-
-
 # ------------------------------------------------------------------ solver
 class _ProjectedProblem:
     """``min_{z, b} lambda/2 ||z + a||^2 + sum_i l(x_hat_i^T z + c_i + b, y_i)``.
@@ -554,15 +540,7 @@ class DualRandomProjectionRegressor(RegressorMixin, _DualRandomProjection):
 
     def fit(self, X, y):
         """Fit on ``X`` (numpy, scipy.sparse, Dask array or zarr path) and ``y``."""
-        def targets(n):
-            y_ = _as_vector(y, n)
-            if y_.dtype.kind not in "biuf":
-                raise TypeError(f"y must hold real numbers, got dtype {y_.dtype}")
-            y_ = y_.astype(np.float64)
-            if not np.isfinite(y_).all():
-                raise ValueError("y contains NaN or infinity; only finite values are accepted")
-            return y_
-        return self._fit(X, targets)
+        return self._fit(X, lambda n: blocked.as_target_vector(y, n, real=True))
 
     def predict(self, X):
         """``X w + b``; a lazy Dask array for Dask or zarr input."""
@@ -634,7 +612,7 @@ class DualRandomProjectionClassifier(ClassifierMixin, _DualRandomProjection):
         self._smoothing = _check_positive_float(self.smoothing, "smoothing")
 
         def targets(n):
-            labels = _as_vector(y, n)
+            labels = blocked.as_target_vector(y, n)
             classes, codes = np.unique(labels, return_inverse=True)
             if classes.size != 2:
                 raise ValueError(f"y must hold exactly two classes, got {classes.size}: "

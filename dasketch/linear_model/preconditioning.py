@@ -17,7 +17,8 @@ from functools import partial
 import numpy as np
 import scipy.linalg
 
-from dasketch.blocked import (as_row_blocks, compute, map_rows, sparse_embed_streams)
+from dasketch.blocked import (as_row_blocks, as_target_vector, compute, map_rows,
+                              sparse_embed_streams)
 from dasketch.sketch.embeddings import SPARSE_KINDS, resolve_seed
 
 # Streams of the random operators derived from one seed.
@@ -92,18 +93,7 @@ def check_regression_data(A, b, *, block_rows=None):
     blocks = as_row_blocks(A, block_rows=block_rows, name="A")
     n, d = blocks.shape
     if b is not None:
-        if hasattr(b, "compute") and not isinstance(b, np.ndarray):
-            b = b.compute()
-        b = np.asarray(b, dtype=np.float64)
-        if b.ndim == 2 and b.shape[1] == 1:
-            b = b[:, 0]
-        if b.ndim != 1:
-            raise ValueError(f"b must be a 1-D vector of targets, got shape {b.shape}")
-        if b.shape[0] != n:
-            raise ValueError(f"b has {b.shape[0]} entries but A has {n} rows; they must "
-                             "match")
-        if not np.all(np.isfinite(b)):
-            raise ValueError("b contains NaN or Inf; targets must be finite")
+        b = as_target_vector(b, n, name="b", matrix="A", real=True)
     if n <= d:
         raise ValueError(f"A has n={n} rows and d={d} columns; this method is for "
                          "strongly overdetermined problems and needs n >> d")

@@ -311,7 +311,7 @@ def test_bad_input(small):
             reg.fit(da.from_array(Xb, chunks=10), y)
         yb = y.astype(float)
         yb[5] = bad
-        with pytest.raises(ValueError, match="y contains NaN or infinity"):
+        with pytest.raises(ValueError, match="y contains NaN or Inf"):
             reg.fit(X, yb)
     with pytest.raises(ValueError, match="X must be a 2-D array"):
         reg.fit(X[0], y)
