@@ -157,7 +157,10 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     canonical = all(c == rows for c in row_chunks[:-1]) and row_chunks[-1] <= rows
     if not canonical or len(X.chunks[1]) > 1:
         X = X.rechunk({0: rows, 1: -1})
-    blocks = tuple(X.to_delayed(optimize_graph=True).ravel())
+    # Graph optimisation hides the futures of a persisted array, which compute()
+    # needs to find the client that holds them.
+    persisted = _client_holding([X]) is not None
+    blocks = tuple(X.to_delayed(optimize_graph=not persisted).ravel())
     offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(X.chunks[0])]))
     return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, False, X)
 
@@ -290,14 +293,27 @@ def _default_client():
         return None
 
 
+def _client_holding(objs):
+    """The client of any futures inside ``objs`` (persisted collections), or None."""
+    try:
+        from distributed import futures_of
+    except ImportError:
+        return None
+    futures = [f for obj in objs if dask.is_dask_collection(obj) for f in futures_of(obj)]
+    return futures[0].client if futures else None
+
+
 def compute(*objs, client=None, progress=False):
     """Compute Dask objects with ``client`` (a ``distributed.Client``) if given,
     else with the active default scheduler.
 
     With ``progress=True`` a progress bar is shown: ``distributed.progress``
     (a text bar in a terminal, a widget in a notebook) on a cluster, Dask's
-    ``ProgressBar`` with the local schedulers.
+    ``ProgressBar`` with the local schedulers. Inputs persisted on a
+    ``distributed`` cluster are computed by the client that holds them.
     """
+    if client is None:
+        client = _client_holding(objs)
     if not progress:
         if client is not None:
             return dask.compute(*objs, scheduler=client)
@@ -473,7 +489,7 @@ def as_target_vector(y, n_rows, *, name="y", matrix="X", real=False):
     array([1., 1., 1.])
     """
     if dask.is_dask_collection(y):
-        (y,) = dask.compute(y)
+        (y,) = compute(y)
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]

@@ -164,3 +164,9 @@ def test_a9a_rfd_near_best_possible(a9a_train, block_rows):
         assert error <= 1.1 * best, f"l={l}: RFD error {error / eig[0]:.4f} vs best {best / eig[0]:.4f}"
         assert error <= 0.5 * fd.error_bound * (1 + 1e-9)
         check_guarantees(fd, A, ks=(0, l // 2))
+
+
+def test_arrays_persisted_on_a_cluster_are_computed_there(data, cluster_client):
+    X = cluster_client.persist(da.from_array(data, chunks=(700, 40)))
+    on_cluster = dasketch.sketch(X, 10, block_rows=300)
+    _same_sketch(on_cluster, dasketch.sketch(data, 10, block_rows=300))
