@@ -172,7 +172,6 @@ def plot(report, path):
                   label="best possible (RFD Thm. 1)")
     right.axvline(report["certified_bound"], color="tab:green", ls=":",
                   label="dasketch certified bound")
-    right.set_xscale("log")
     right.set_xlabel("||A^T A - approx||_2 / ||A||_2^2")
     right.invert_yaxis()
     right.legend(loc="lower right", fontsize=8)
