@@ -52,8 +52,6 @@ class RowBlocks:
     n_features : int
     dtype : numpy.dtype
     sparse : bool
-    array : dask.array.Array or None
-        The dense Dask array the blocks come from, when there is one.
     """
 
     blocks: tuple
@@ -61,7 +59,6 @@ class RowBlocks:
     n_features: int
     dtype: np.dtype
     sparse: bool
-    array: object = None
 
     @property
     def n_rows(self):
@@ -162,7 +159,7 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     persisted = _client_holding([X]) is not None
     blocks = tuple(X.to_delayed(optimize_graph=not persisted).ravel())
     offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(X.chunks[0])]))
-    return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, False, X)
+    return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, False)
 
 
 def _sparse_row_blocks(X, block_rows, name):
@@ -177,7 +174,7 @@ def _sparse_row_blocks(X, block_rows, name):
     offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
     blocks = tuple(dask.delayed(X[start:stop], pure=True)
                    for start, stop in zip(offsets[:-1], offsets[1:]))
-    return RowBlocks(blocks, offsets, n_features, dtype, True, None)
+    return RowBlocks(blocks, offsets, n_features, dtype, True)
 
 
 def _sparse_store_blocks(path, block_rows, component, storage_options):
@@ -191,7 +188,7 @@ def _sparse_store_blocks(path, block_rows, component, storage_options):
     blocks = tuple(read(os.fspath(path), start, stop, component=component,
                         storage_options=storage_options)
                    for start, stop in zip(offsets[:-1], offsets[1:]))
-    return RowBlocks(blocks, offsets, n_features, np.dtype(dtype), True, None)
+    return RowBlocks(blocks, offsets, n_features, np.dtype(dtype), True)
 
 
 # ------------------------------------------------------------------ primitives
