@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import dasketch  # noqa: E402
 from cluster_procs import (Job, ProcessCluster, kill_mid_job, kill_process,  # noqa: E402
                            kill_worker_and_nanny, progress, wait_until)
-from dasketch.io import write_synthetic  # noqa: E402
+from dasketch.datasets import write_synthetic  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 ENV = {"DASK_WORKER_THREADS": "1"}  # 2 workers x 1 thread on a 2-core machine
@@ -48,7 +48,7 @@ ENV = {"DASK_WORKER_THREADS": "1"}  # 2 workers x 1 thread on a 2-core machine
 
 def sketch_job(client, path, block_rows):
     return lambda: dasketch.sketch(path, 16, client=client, block_rows=block_rows,
-                                   block_update="stream")
+                                   update="buffered")
 
 
 def gram_job(client, path, block_rows):

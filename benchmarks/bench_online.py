@@ -49,10 +49,10 @@ class Adagrad:
     """Diagonal ADAGRAD (Duchi, Hazan, Singer 2011) for the squared loss with the
     constraint ``|w^T x_t| <= C`` (the prediction is clipped), O(nnz) per step."""
 
-    def __init__(self, n_features, lr=0.1, C=1.0, eps=1e-8):
+    def __init__(self, n_features, lr=0.1, prediction_bound=1.0, eps=1e-8):
         self.w = np.zeros(n_features)
         self.G = np.zeros(n_features)
-        self.lr, self.C, self.eps = lr, C, eps
+        self.lr, self.prediction_bound, self.eps = lr, C, eps
         self.mistakes = self.n_seen = 0
 
     def partial_fit(self, X, y):
@@ -61,7 +61,7 @@ class Adagrad:
         w, G = self.w, self.G
         for i in range(X.shape[0]):
             idx, val = indices[indptr[i]:indptr[i + 1]], data[indptr[i]:indptr[i + 1]]
-            z = float(np.clip(w[idx] @ val, -self.C, self.C))
+            z = float(np.clip(w[idx] @ val, -self.prediction_bound, self.prediction_bound))
             self.mistakes += (z > 0) != (y[i] > 0)
             g = 2.0 * (z - y[i]) * val
             G[idx] += g * g
@@ -107,7 +107,7 @@ class SON:
     """An RFDSONClassifier (RFD-SON / FD-SON / FULL-ON) fed chunk by chunk."""
 
     def __init__(self, **params):
-        self.model = RFDSONClassifier(loss="squared", C=1.0, **params)
+        self.model = RFDSONClassifier(loss="squared", prediction_bound=1.0, **params)
 
     def partial_fit(self, X, y):
         self.model.partial_fit(X, y, classes=np.array([-1.0, 1.0]))
@@ -153,12 +153,12 @@ def methods(d, *, full_ok, alpha_sweep, sketch_sizes):
         for a in (1e-3, 1.0, 1e3):
             out[f"RFD-SON l=20 alpha0={a:g}"] = lambda a=a: SON(sketch_size=20, alpha0=a)
         for a in (0.0, 1e-3, 1.0, 1e3):
-            out[f"FD-SON l=20 alpha0={a:g}"] = lambda a=a: SON(sketch_size=20, sketch="fd",
+            out[f"FD-SON l=20 alpha0={a:g}"] = lambda a=a: SON(sketch_size=20, method="fd",
                                                              alpha0=a)
     else:
-        out["FD-SON l=20 alpha0=1"] = lambda: SON(sketch_size=20, sketch="fd", alpha0=1.0)
+        out["FD-SON l=20 alpha0=1"] = lambda: SON(sketch_size=20, method="fd", alpha0=1.0)
     if full_ok:
-        out["FULL-ON alpha0=1"] = lambda: SON(sketch="full", alpha0=1.0)
+        out["FULL-ON alpha0=1"] = lambda: SON(method="full", alpha0=1.0)
     out["SGDClassifier"] = SGD
     for lr in (0.01, 0.1, 1.0):
         out[f"ADAGRAD lr={lr:g}"] = lambda lr=lr: Adagrad(d, lr=lr)

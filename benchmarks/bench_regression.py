@@ -40,7 +40,7 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.linear_model import SGDRegressor  # noqa: E402
 
 from dasketch.linear_model import PWSGDRegressor, sketch_lstsq  # noqa: E402
-from dasketch.linear_model.synthetic import (  # noqa: E402
+from dasketch.datasets import (  # noqa: E402
     ill_conditioned_regression, l1_regression_linprog)
 
 RESULTS = Path(__file__).resolve().parent / "results"

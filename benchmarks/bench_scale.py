@@ -33,9 +33,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
 
-from dasketch.blocked import as_row_blocks, compute, tree_sum  # noqa: E402
-from dasketch.io import write_sparse_synthetic  # noqa: E402
-from dasketch.sketch.embeddings import gaussian_rows  # noqa: E402
+from dasketch._blocks import as_row_blocks, compute, tree_sum  # noqa: E402
+from dasketch.datasets import write_sparse_synthetic  # noqa: E402
+from dasketch.kernels.embeddings import gaussian_rows  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

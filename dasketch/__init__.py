@@ -1,24 +1,27 @@
-"""dasketch: sketching and solving with matrices too large for one machine."""
+"""dasketch: sketching and solving with matrices too large for one machine.
 
-from dasketch.blocked import sketch, sparse_embed
-from dasketch.cluster import get_client
-from dasketch.decomposition import SketchPCA
-from dasketch.io import load_sketch, save_sketch, write_synthetic
-from dasketch.online import RFDSONClassifier, RFDSONRegressor
-from dasketch.sketch.frequent_directions import Sketch, merge_sketches
+The public names are imported on first use (PEP 562), so that worker processes
+unpickling a block task, and the command line, load only what they need.
+"""
+
+from dasketch.utils.lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "RFDSONClassifier",
-    "RFDSONRegressor",
-    "Sketch",
-    "SketchPCA",
-    "get_client",
-    "load_sketch",
-    "merge_sketches",
-    "save_sketch",
-    "sketch",
-    "sparse_embed",
-    "write_synthetic",
-]
+_PUBLIC = {
+    "RFDSONClassifier": "dasketch.linear_model.rfd_son",
+    "RFDSONRegressor": "dasketch.linear_model.rfd_son",
+    "Sketch": "dasketch.kernels.frequent_directions",
+    "SketchPCA": "dasketch.decomposition",
+    "get_client": "dasketch.cluster",
+    "load_sketch": "dasketch.io",
+    "merge_sketches": "dasketch.kernels.frequent_directions",
+    "save_sketch": "dasketch.io",
+    "sketch": "dasketch.sketching",
+    "sparse_embed": "dasketch.sketching",
+    "write_synthetic": "dasketch.datasets",
+}
+
+__all__ = sorted(_PUBLIC)
+
+__getattr__, __dir__ = lazy_attributes(__name__, _PUBLIC)

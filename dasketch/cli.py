@@ -169,7 +169,7 @@ def run_sketch(args):
                                  split_every=args.split_every, component=args.component,
                                  client=client, progress=not args.quiet)
         elapsed = time.perf_counter() - start
-    sketch.save(out, overwrite=args.overwrite)
+    dasketch.save_sketch(sketch, out, overwrite=args.overwrite)
     print(f"sketched {sketch.n_rows:,} x {sketch.n_features} in {elapsed:.2f} s "
           f"({sketch.n_rows / elapsed:,.0f} rows/s); certified bound "
           f"{sketch.error_bound:.6g}; saved {out}")
@@ -202,7 +202,7 @@ def run_info(args):
 
 def run_make_data(args):
     import dasketch
-    from dasketch.io import write_sparse_synthetic
+    from dasketch.datasets import write_sparse_synthetic
 
     start = time.perf_counter()
     if args.density is None:
@@ -245,7 +245,7 @@ def run_demo(args):
     eig = np.linalg.eigvalsh(gram)[::-1]
     error = float(np.abs(np.linalg.eigvalsh(gram - sketch.covariance())).max())
     sketch_path = os.path.join(out, "sketch.npz")
-    sketch.save(sketch_path, overwrite=True)
+    dasketch.save_sketch(sketch, sketch_path, overwrite=True)
     plot_path = os.path.join(out, "spectrum.png")
     _plot_spectrum(eig, sketch, plot_path)
     holds = error <= sketch.error_bound * (1 + 1e-9)

@@ -20,7 +20,8 @@ def default_cluster_size(memory_limit=None):
 
 
 def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_worker=None,
-               timeout="30s", dashboard_address=":0", **cluster_kwargs):
+               timeout="30s", dashboard_address=":0", set_as_default=True,
+               **cluster_kwargs):
     """A ``distributed.Client``: connected to a scheduler, or on an embedded cluster.
 
     Closing the client (``client.close()``, or leaving a ``with`` block) closes
@@ -41,14 +42,17 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
         How long to wait for a scheduler before raising ``OSError``.
     dashboard_address : str or None
         Dashboard of the embedded cluster (``":0"``: a free port; None: off).
+    set_as_default : bool
+        Make the client Dask's default scheduler, as ``distributed.Client``
+        does: estimators (which hold no client) and ``dask.compute`` then run on
+        it. With False, pass it as ``client=`` to functions or enter
+        ``client.as_current()``.
     **cluster_kwargs
         Passed to ``LocalCluster``.
 
     Returns
     -------
     distributed.Client
-        Not set as Dask's default scheduler: pass it as ``client=`` or use
-        ``client.as_current()``.
 
     Examples
     --------
@@ -64,7 +68,7 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
         if n_workers is not None or memory_limit is not None:
             raise ValueError("n_workers and memory_limit size an embedded cluster; they "
                              "cannot be used with a scheduler address")
-        return Client(address, timeout=timeout, set_as_default=False)
+        return Client(address, timeout=timeout, set_as_default=set_as_default)
     sizing = default_cluster_size(memory_limit)
     if n_workers is not None:
         sizing["n_workers"] = n_workers
@@ -72,4 +76,4 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
         sizing["threads_per_worker"] = threads_per_worker
     # Without an address the client starts a LocalCluster that it owns and closes.
     return Client(processes=True, dashboard_address=dashboard_address,
-                  set_as_default=False, **sizing, **cluster_kwargs)
+                  set_as_default=set_as_default, **sizing, **cluster_kwargs)

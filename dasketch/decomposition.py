@@ -10,7 +10,8 @@ import scipy.sparse
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from dasketch.blocked import as_row_blocks, sketch
+from dasketch._blocks import as_row_blocks
+from dasketch.sketching import sketch
 
 
 class SketchPCA(TransformerMixin, BaseEstimator):
@@ -30,7 +31,7 @@ class SketchPCA(TransformerMixin, BaseEstimator):
     sketch_size : int, optional
         ``l``; default ``max(2 * n_components, n_components + 10)``.
     method : {"rfd", "fd"}
-    split_every, block_rows, client
+    split_every, block_rows
         See :func:`dasketch.sketch`.
 
     Attributes
@@ -58,14 +59,13 @@ class SketchPCA(TransformerMixin, BaseEstimator):
     (500, 2)
     """
 
-    def __init__(self, n_components, sketch_size=None, *, method="rfd", split_every=None,
-                 block_rows=None, client=None):
+    def __init__(self, n_components=None, sketch_size=None, *, method="rfd", split_every=None,
+                 block_rows=None):
         self.n_components = n_components
         self.sketch_size = sketch_size
         self.method = method
         self.split_every = split_every
         self.block_rows = block_rows
-        self.client = client
 
     def fit(self, X, y=None):
         """Sketch the centred rows of ``X`` and extract the principal axes."""
@@ -85,7 +85,7 @@ class SketchPCA(TransformerMixin, BaseEstimator):
             raise ValueError(f"n_components ({self.n_components}) must not exceed the number "
                              f"of features ({blocks.n_features})")
         sk = sketch(blocks, sketch_size, method=self.method, center=True,
-                    split_every=self.split_every, client=self.client)
+                    split_every=self.split_every)
         s, Vt = sk.singular_values(), sk.components()
         k = self.n_components
         top = np.zeros(k)

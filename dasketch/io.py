@@ -1,4 +1,4 @@
-"""Open inputs, write synthetic data sets, save and load sketches.
+"""Open inputs, save and load sketches.
 
 Inputs are opened lazily: a zarr path or fsspec URL becomes a Dask array read
 block by block; nothing is loaded on the client.
@@ -13,8 +13,7 @@ import uuid
 
 import numpy as np
 
-from dasketch.sketch.embeddings import gaussian_rows, resolve_seed
-from dasketch.sketch.frequent_directions import Sketch
+from dasketch.kernels.frequent_directions import Sketch
 
 SKETCH_FORMAT_VERSION = 1
 _SKETCH_ARRAYS = ("B", "mean")
@@ -24,11 +23,11 @@ def _is_path(obj):
     return isinstance(obj, (str, os.PathLike))
 
 
-def _is_local(path):
+def is_local_path(path):
     return "://" not in str(path) or str(path).startswith("file://")
 
 
-def _local_path(path):
+def local_path(path):
     path = str(path)
     return path[len("file://"):] if path.startswith("file://") else path
 
@@ -57,7 +56,7 @@ def open_zarr_array(path, *, component=None, storage_options=None, chunks=None):
     import dask.array as da
     import zarr
 
-    if _is_local(path) and not os.path.exists(_local_path(path)):
+    if is_local_path(path) and not os.path.exists(local_path(path)):
         raise FileNotFoundError(f"X: no zarr store at {os.fspath(path)!r}")
     try:
         return da.from_zarr(os.fspath(path), component=component,
@@ -117,132 +116,16 @@ def read_csr_rows(path, start, stop, *, component=None, storage_options=None):
                                    shape=(stop - start, n_features))
 
 
-def write_sparse_synthetic(path, n_rows, n_features, *, density=1e-3, chunk_rows=16384,
-                           dtype="float64", random_state=0, overwrite=False):
-    """Write a synthetic sparse-by-rows data set as a CSR zarr group.
-
-    Each row has about ``density * n_features`` nonzeros at uniform columns; the
-    values are Gaussian with a column scale ``(j + 1) ** -0.5`` (a decaying
-    spectrum). Rows are generated chunk by chunk (seeded by ``random_state`` and
-    the chunk's first row) and appended, so the data set can be larger than
-    memory.
-
-    Returns
-    -------
-    tuple
-        ``(n_rows, n_features, nnz)``.
-    """
-    import zarr
-
-    if n_rows < 1 or n_features < 1:
-        raise ValueError(f"n_rows and n_features must be >= 1, got {n_rows}, {n_features}")
-    if not 0 < density <= 1:
-        raise ValueError(f"density must be in (0, 1], got {density}")
-    if _is_local(path) and os.path.exists(_local_path(path)) and not overwrite:
-        raise FileExistsError(f"path: {os.fspath(path)!r} exists; pass overwrite=True "
-                              "to replace it")
-    seed = resolve_seed(random_state)
-    column_scale = (1.0 + np.arange(n_features)) ** -0.5
-    chunk_rows = int(min(chunk_rows, n_rows))
-    nnz_chunk = max(int(chunk_rows * n_features * density), 1)
-
-    def write(target):
-        group = zarr.open_group(target, mode="w")
-        group.attrs.update({"format": CSR_FORMAT, "shape": [int(n_rows), int(n_features)]})
-        indptr = group.create_array("indptr", shape=(n_rows + 1,), chunks=(chunk_rows + 1,),
-                                    dtype="int64")
-        indices = group.create_array("indices", shape=(0,), chunks=(nnz_chunk,), dtype="int64")
-        data = group.create_array("data", shape=(0,), chunks=(nnz_chunk,), dtype=dtype)
-        nnz = 0
-        indptr[0:1] = [0]
-        for start in range(0, n_rows, chunk_rows):
-            stop = min(start + chunk_rows, n_rows)
-            counts, cols, vals = _sparse_rows(seed, start, stop, n_features, density)
-            row_of = np.repeat(np.arange(stop - start), counts)
-            cols_sorted = cols[np.lexsort((cols, row_of))]
-            indptr[start + 1:stop + 1] = nnz + np.cumsum(counts)
-            indices.append(cols_sorted)
-            data.append((vals * column_scale[cols_sorted]).astype(dtype))
-            nnz += int(counts.sum())
-
-    _write_atomically(write, path, overwrite)
-    return n_rows, n_features, sparse_store_info(path)[2]
-
-
-def _sparse_rows(seed, start, stop, n_features, density):
-    """Nonzero counts, column indices and values of rows ``[start, stop)``."""
-    rng = np.random.default_rng([seed, 3, start])
-    mean_count = density * n_features
-    counts = np.clip(rng.poisson(mean_count, size=stop - start), 1, n_features)
-    total = int(counts.sum())
-    return counts, rng.integers(0, n_features, size=total), rng.standard_normal(total)
-
-
-def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=None, noise=0.01,
-                    chunk_rows=16384, dtype="float64", random_state=0, overwrite=False):
-    """Write a synthetic data set with a decaying spectrum to a zarr store.
-
-    Row ``i`` is ``g_i^T diag(s) V^T + noise * e_i^T`` with ``g_i, e_i`` standard
-    Gaussian, ``s_j = decay ** j`` (or ``(j + 1) ** -power`` when ``power`` is
-    given) for the first ``rank`` directions and ``V`` a
-    fixed random orthogonal basis; so ``A^T A / n`` approaches
-    ``V diag(s^2) V^T + noise^2 I``. Rows are generated block by block from
-    tile-indexed seeds (the same rows for any ``chunk_rows``), so the data set can
-    be far larger than memory.
-
-    Returns
-    -------
-    dask.array.Array
-        The written array, opened from the store.
-
-    Examples
-    --------
-    >>> import os, tempfile, dasketch
-    >>> X = dasketch.write_synthetic(os.path.join(tempfile.mkdtemp(), "X.zarr"), 1000, 8)
-    >>> X.shape, X.dtype.name
-    ((1000, 8), 'float64')
-    """
-    import dask.array as da
-
-    if n_rows < 1 or n_features < 1:
-        raise ValueError(f"n_rows and n_features must be >= 1, got {n_rows}, {n_features}")
-    rank = n_features if rank is None else min(rank, n_features)
-    local = _is_local(path)
-    if local and os.path.exists(_local_path(path)) and not overwrite:
-        raise FileExistsError(f"path: {os.fspath(path)!r} exists; pass overwrite=True "
-                              "to replace it")
-    seed = resolve_seed(random_state)
-    basis, _ = np.linalg.qr(gaussian_rows(seed, 0, 0, n_features, rank))
-    scales = decay ** np.arange(rank) if power is None else (1.0 + np.arange(rank)) ** -power
-    mixing = scales[:, None] * basis.T  # rank x d
-
-    def make_block(block_info=None):
-        start, stop = block_info[None]["array-location"][0]
-        latent = gaussian_rows(seed, 1, start, stop, rank)
-        rows = latent @ mixing
-        if noise:
-            rows += noise * gaussian_rows(seed, 2, start, stop, n_features)
-        return rows.astype(dtype, copy=False)
-
-    chunk_rows = int(min(chunk_rows, n_rows))
-    lazy = da.map_blocks(make_block, dtype=dtype,
-                         chunks=(da.core.normalize_chunks(chunk_rows, (n_rows,))[0],
-                                 (n_features,)))
-    _write_atomically(lambda target: da.to_zarr(lazy, target, overwrite=True),
-                      path, overwrite)
-    return open_zarr_array(path)
-
-
-def _write_atomically(write, path, overwrite):
+def write_atomically(write, path, overwrite):
     """Write to a temporary sibling, then move it into place.
 
     A failure leaves nothing at ``path`` that could be mistaken for a complete
     output. Remote (fsspec) targets are written in place.
     """
-    if not _is_local(path):
+    if not is_local_path(path):
         write(os.fspath(path))
         return
-    path = os.path.abspath(_local_path(path))
+    path = os.path.abspath(local_path(path))
     parent = os.path.dirname(path) or "."
     os.makedirs(parent, exist_ok=True)
     base = os.path.basename(path)
@@ -313,7 +196,7 @@ def save_sketch(sketch, path, *, overwrite=False):
         raise TypeError(f"sketch must be a dasketch.Sketch, got {type(sketch).__name__}")
     if not _is_path(path):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
-    if _is_local(path) and os.path.exists(_local_path(path)) and not overwrite:
+    if is_local_path(path) and os.path.exists(local_path(path)) and not overwrite:
         raise FileExistsError(f"path: {os.fspath(path)!r} exists; pass overwrite=True "
                               "to replace it")
     meta = _sketch_metadata(sketch)
@@ -333,7 +216,7 @@ def save_sketch(sketch, path, *, overwrite=False):
             group.attrs.update(meta)
             for name, values in arrays.items():
                 group.create_array(name, data=np.ascontiguousarray(values))
-    _write_atomically(write, path, overwrite)
+    write_atomically(write, path, overwrite)
 
 
 def load_sketch(path):
@@ -350,16 +233,16 @@ def load_sketch(path):
     --------
     >>> import os, tempfile, numpy as np, dasketch
     >>> path = os.path.join(tempfile.mkdtemp(), "s.zarr")
-    >>> dasketch.sketch(np.eye(5), 3).save(path)
+    >>> dasketch.save_sketch(dasketch.sketch(np.eye(5), 3), path)
     >>> dasketch.load_sketch(path).n_rows
     5
     """
     if not _is_path(path):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
-    if _is_local(path) and not os.path.exists(_local_path(path)):
+    if is_local_path(path) and not os.path.exists(local_path(path)):
         raise FileNotFoundError(f"path: no sketch at {os.fspath(path)!r}")
     if str(path).endswith(".npz"):
-        with np.load(_local_path(path), allow_pickle=False) as archive:
+        with np.load(local_path(path), allow_pickle=False) as archive:
             if "metadata" not in archive:
                 raise ValueError(f"path: {os.fspath(path)!r} is not a dasketch sketch")
             meta = json.loads(str(archive["metadata"]))

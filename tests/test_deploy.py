@@ -27,7 +27,7 @@ from dask.utils import parse_bytes
 import dasketch
 from cluster_procs import (COMPOSE_SCHEDULER, DEPLOY, REPO, ProcessCluster, compose_service,
                            interpolate, load_compose)
-from dasketch.io import write_synthetic
+from dasketch.datasets import write_synthetic
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -311,7 +311,8 @@ def test_compose_cluster_runs_sketch_pca_and_cli(compose_cluster, compose_store,
         assert set(map(tuple, client.run(_blas_threads).values())) == {(expected,)}
         remote = dasketch.sketch(compose_store, 12, client=client, block_rows=2048)
         default_blocks = dasketch.sketch(compose_store, 12, client=client)
-        pca = dasketch.SketchPCA(3, 12, block_rows=2048, client=client).fit(compose_store)
+        with client.as_current():
+            pca = dasketch.SketchPCA(3, 12, block_rows=2048).fit(compose_store)
     np.testing.assert_allclose(remote.covariance(), local.covariance(), rtol=1e-9,
                                atol=1e-9 * np.abs(local.covariance()).max())
     exact = dasketch.SketchPCA(3, 12, block_rows=2048).fit(compose_store)
@@ -350,10 +351,10 @@ def test_compose_cluster_runs_regressions(compose_cluster, compose_store):
     best = np.linalg.norm(A @ x_opt - b)
     with dasketch.get_client(compose_cluster.address) as client:
         client.wait_for_workers(2, timeout=60)
-        pw = PWSGDRegressor(p=2, random_state=0, client=client, block_rows=2048).fit(
-            compose_store, b)
-        drp = DualRandomProjectionRegressor(alpha=10.0, n_components=20, block_rows=2048,
-                                            client=client, random_state=0).fit(compose_store, b)
+        with client.as_current():
+            pw = PWSGDRegressor(p=2, random_state=0, block_rows=2048).fit(compose_store, b)
+            drp = DualRandomProjectionRegressor(alpha=10.0, n_components=20, block_rows=2048,
+                                                random_state=0).fit(compose_store, b)
     local = DualRandomProjectionRegressor(alpha=10.0, n_components=20, block_rows=2048,
                                           random_state=0).fit(compose_store, b)
     np.testing.assert_allclose(drp.coef_, local.coef_, rtol=1e-8,

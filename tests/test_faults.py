@@ -23,7 +23,7 @@ import dasketch
 from cluster_procs import (Job, ProcessCluster, kill_mid_job, kill_process,
                            kill_while_running, kill_worker_and_nanny, measure, progress,
                            wait_until)
-from dasketch.io import write_synthetic
+from dasketch.datasets import write_synthetic
 
 # Functions run on the scheduler and workers travel by value: those processes
 # cannot import the test modules.
@@ -32,7 +32,7 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 # ------------------------------------------------------------------ helpers
 def _sketch_job(client, path, **kwargs):
-    params = dict(sketch_size=8, block_rows=1024, block_update="stream")
+    params = dict(sketch_size=8, block_rows=1024, update="buffered")
     params.update(kwargs)
     return lambda: dasketch.sketch(path, client=client, **params)
 
@@ -124,14 +124,15 @@ def test_worker_killed_mid_preconditioner_pass(procs, fault_store):
 def test_worker_killed_mid_stream_of_rfdson(procs, tmp_path):
     """RFD-SON walks the row blocks in order, one small graph per block: a worker
     killed mid-stream costs a recomputed block, and the model is the fault-free one."""
-    online = pytest.importorskip("dasketch.online")
+    online = pytest.importorskip("dasketch.linear_model.rfd_son")
     store = write_synthetic(tmp_path / "S.zarr", 24 * 256, 16, rank=8, chunk_rows=256)
     rng = np.random.default_rng(8)
     y = store.compute() @ rng.standard_normal(16) + 0.1 * rng.standard_normal(24 * 256)
     with procs.client(n_workers=2) as client:
         def job():
-            return online.RFDSONRegressor(sketch_size=6, block_rows=256, client=client,
-                                          random_state=0).fit(tmp_path / "S.zarr", y)
+            with client.as_current():
+                return online.RFDSONRegressor(sketch_size=6, block_rows=256,
+                                              random_state=0).fit(tmp_path / "S.zarr", y)
 
         reference, n_transitions = measure(client, job)
         assert reference.error is None, repr(reference.error)
@@ -157,9 +158,10 @@ def test_worker_killed_mid_dual_random_projection(procs, tmp_path):
     y = store.compute() @ rng.standard_normal(48) + 0.05 * rng.standard_normal(32 * 512)
     with procs.client(n_workers=2) as client:
         def job():
-            return linear_model.DualRandomProjectionRegressor(
-                alpha=1.0, n_components=24, n_iter=1, block_rows=512, client=client,
-                random_state=0).fit(tmp_path / "D.zarr", y)
+            with client.as_current():
+                return linear_model.DualRandomProjectionRegressor(
+                    alpha=1.0, n_components=24, n_iter=1, block_rows=512,
+                    random_state=0).fit(tmp_path / "D.zarr", y)
 
         reference, n_transitions = measure(client, job)
         assert reference.error is None, repr(reference.error)
@@ -197,7 +199,7 @@ def _memory_job(tmp_path_factory, n_rows, n_features, limit, n_workers, timeout)
             return psutil.Process().memory_info().rss
 
         job = Job(lambda: dasketch.sketch(path, 8, client=client, block_rows=block_rows,
-                                          block_update="stream"))
+                                          update="buffered"))
         deadline = time.monotonic() + timeout
         while job.running and time.monotonic() < deadline:  # sample worker memory
             try:
@@ -315,9 +317,10 @@ def test_same_result_for_1_2_4_workers_and_3_chunkings(tmp_path, chunkings):
                 preconditioners[n_workers, path.name] = sketch_precondition(
                     path, targets, random_state=3, client=client, block_rows=2048)
                 if path is not chunkings[1]:
-                    drp[n_workers, path.name] = DualRandomProjectionRegressor(
-                        alpha=10.0, n_components=16, block_rows=2048, client=client,
-                        random_state=3).fit(path, targets).coef_
+                    with client.as_current():
+                        drp[n_workers, path.name] = DualRandomProjectionRegressor(
+                            alpha=10.0, n_components=16, block_rows=2048,
+                            random_state=3).fit(path, targets).coef_
     reference = results[1, chunkings[0].name]
     assert reference.n_rows == 24_000
     for key, result in results.items():

@@ -20,7 +20,7 @@ def sketch(request):
 @pytest.mark.parametrize("name", ["s.npz", "s.zarr"])
 def test_round_trip_is_exact(tmp_path, sketch, name):
     path = tmp_path / name
-    sketch.save(path)
+    dasketch.save_sketch(sketch, path)
     loaded = dasketch.load_sketch(path)
     assert np.array_equal(loaded.B, sketch.B)
     for attr in ("shrinkage", "n_rows", "sketch_size", "method", "alpha0", "alpha",
@@ -38,13 +38,13 @@ def test_round_trip_is_exact(tmp_path, sketch, name):
 
 def test_no_silent_overwrite(tmp_path, sketch):
     path = tmp_path / "s.npz"
-    sketch.save(path)
+    dasketch.save_sketch(sketch, path)
     before = path.read_bytes()
     other = dasketch.sketch(decaying(50, 12, seed=1), 5)
     with pytest.raises(FileExistsError, match="overwrite=True"):
-        other.save(path)
+        dasketch.save_sketch(other, path)
     assert path.read_bytes() == before
-    other.save(path, overwrite=True)
+    dasketch.save_sketch(other, path, overwrite=True)
     assert dasketch.load_sketch(path).n_rows == 50
     assert sorted(os.listdir(tmp_path)) == ["s.npz"]
 
@@ -55,7 +55,7 @@ def test_load_errors(tmp_path, sketch):
     np.savez(tmp_path / "other.npz", x=np.ones(3))
     with pytest.raises(ValueError, match="not a dasketch sketch"):
         dasketch.load_sketch(tmp_path / "other.npz")
-    sketch.save(tmp_path / "s.zarr")
+    dasketch.save_sketch(sketch, tmp_path / "s.zarr")
     group = zarr.open_group(str(tmp_path / "s.zarr"), mode="r+")
     group.attrs["format_version"] = 99
     with pytest.raises(ValueError, match="format version 99"):

@@ -1,12 +1,25 @@
-"""Linear models solved through random projections and sketches."""
+"""Linear models solved through random projections and sketches.
 
-from dasketch.linear_model.dual_random_projection import (
-    DualRandomProjectionClassifier, DualRandomProjectionRegressor)
-from dasketch.linear_model.lstsq import LstsqResult, SketchLstsqRegressor, sketch_lstsq
-from dasketch.linear_model.preconditioning import (
-    SketchPreconditioner, leverage_scores, sketch_precondition)
-from dasketch.linear_model.pwsgd import PWSGDRegressor
+The public names are imported on first use (PEP 562), so importing one model
+(e.g. on a worker) does not load the others.
+"""
 
-__all__ = ["DualRandomProjectionClassifier", "DualRandomProjectionRegressor",
-           "SketchPreconditioner", "leverage_scores", "sketch_precondition",
-           "LstsqResult", "PWSGDRegressor", "SketchLstsqRegressor", "sketch_lstsq"]
+from dasketch.utils.lazy import lazy_attributes
+
+_PUBLIC = {
+    "DualRandomProjectionClassifier": "dasketch.linear_model.dual_random_projection",
+    "DualRandomProjectionRegressor": "dasketch.linear_model.dual_random_projection",
+    "LstsqResult": "dasketch.linear_model.lstsq",
+    "PWSGDRegressor": "dasketch.linear_model.pwsgd",
+    "RFDSONClassifier": "dasketch.linear_model.rfd_son",
+    "RFDSONRegressor": "dasketch.linear_model.rfd_son",
+    "SketchLstsqRegressor": "dasketch.linear_model.lstsq",
+    "SketchPreconditioner": "dasketch.linear_model.preconditioning",
+    "leverage_scores": "dasketch.linear_model.preconditioning",
+    "sketch_lstsq": "dasketch.linear_model.lstsq",
+    "sketch_precondition": "dasketch.linear_model.preconditioning",
+}
+
+__all__ = sorted(_PUBLIC)
+
+__getattr__, __dir__ = lazy_attributes(__name__, _PUBLIC)

@@ -12,7 +12,7 @@ original problem, ``w = -(1/lambda) sum_i alpha_i x_i`` (Algorithm 1). Algorithm
 repeats this around the current solution with the same projection, and the error
 contracts geometrically when ``m`` is large enough compared with the rank of X.
 
-Dask appears only through :mod:`dasketch.blocked`: the projection is one blocked
+Dask appears only through :mod:`dasketch._blocks`: the projection is one blocked
 pass (``R`` is regenerated tile by tile inside every block task), the projected
 data stay in (worker) memory, every evaluation of the projected objective is a
 tree-reduced pass over them, and each recovery ``X^T alpha`` and each margin
@@ -33,12 +33,13 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from dasketch import blocked
-from dasketch.sketch.embeddings import TILE, gaussian_rows, resolve_seed
+from dasketch import _blocks
+from dasketch.utils.validation import as_target_vector
+from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
 
 __all__ = ["DualRandomProjectionClassifier", "DualRandomProjectionRegressor"]
 
-# Stream of the Gaussian projection R in dasketch.sketch.embeddings.
+# Stream of the Gaussian projection R in dasketch.kernels.embeddings.
 PROJECTION_STREAM = 0x445250
 # Above this many samples the dual variables are kept as a lazy Dask array.
 DUAL_COEF_MAX_SAMPLES = 2 ** 24
@@ -186,8 +187,8 @@ class _ProjectedProblem:
             z, b = self._split(v)
             func = partial(_projected_terms, z=z, b=b, loss=self.est._loss,
                            smoothing=self.est._smoothing, hessian=hessian)
-            (packed,) = blocked.compute(blocked.tree_sum_rows(
-                self.arrays, func, split_every=self.est.split_every), client=self.est.client)
+            (packed,) = _blocks.compute(_blocks.tree_sum_rows(
+                self.arrays, func, split_every=self.est.split_every))
             self.n_evaluations += 1
             self.cache = {key: packed}
         return self.cache[key]
@@ -286,7 +287,7 @@ class _DualRandomProjection(BaseEstimator):
     _smoothing = 1.0
 
     def __init__(self, *, alpha, n_components, n_iter, fit_intercept, tol, solver,
-                 solver_tol, max_solver_iter, block_rows, split_every, client,
+                 solver_tol, max_solver_iter, block_rows, split_every,
                  random_state):
         self.alpha = alpha
         self.n_components = n_components
@@ -298,7 +299,6 @@ class _DualRandomProjection(BaseEstimator):
         self.max_solver_iter = max_solver_iter
         self.block_rows = block_rows
         self.split_every = split_every
-        self.client = client
         self.random_state = random_state
 
     def _check_params(self, n_features):
@@ -319,21 +319,21 @@ class _DualRandomProjection(BaseEstimator):
 
     def _fit(self, X, y_of_n, y_name="y"):
         _check_finite_input(X)
-        blocks = blocked.as_row_blocks(X, block_rows=self.block_rows)
+        blocks = _blocks.as_row_blocks(X, block_rows=self.block_rows)
         n, d = blocks.shape
         m = self._check_params(d)
         y = y_of_n(n)
-        lam, client, fit_intercept = self._lam, self.client, bool(self.fit_intercept)
+        lam, client, fit_intercept = self._lam, None, bool(self.fit_intercept)
         seed = resolve_seed(self.random_state)
 
         # Step 1 (one blocked pass): X_hat = X R / sqrt(m), kept in (worker) memory in
         # chunks of rows sized for the m-dimensional problem.
-        rows = blocked.default_block_rows(m + 2)
-        xhat = blocked.rechunk_rows(
-            blocked.random_projection(blocks, m, seed, stream=PROJECTION_STREAM), rows)
-        yd = blocked.rechunk_rows(blocked.as_row_aligned(y.astype(np.float64), blocks), rows)
-        xhat, yd = blocked.persist(xhat, yd, client=client)
-        (bad,) = blocked.compute(blocked.tree_sum_rows((xhat,), _count_nonfinite),
+        rows = _blocks.default_block_rows(m + 2)
+        xhat = _blocks.rechunk_rows(
+            _blocks.random_projection(blocks, m, seed, stream=PROJECTION_STREAM), rows)
+        yd = _blocks.rechunk_rows(_blocks.as_row_aligned(y.astype(np.float64), blocks), rows)
+        xhat, yd = _blocks.persist(xhat, yd, client=client)
+        (bad,) = _blocks.compute(_blocks.tree_sum_rows((xhat,), _count_nonfinite),
                                  client=client)
         if bad[0]:
             raise ValueError("X contains NaN or infinity (or values so large that their "
@@ -362,12 +362,12 @@ class _DualRandomProjection(BaseEstimator):
                 self.naive_intercept_ = b
             # Step 3 (one blocked pass): dual variables and recovery w = -(1/lambda) X^T alpha.
             arrays = (xhat, yd) if c is None else (xhat, yd, c)
-            dual = blocked.map_row_chunks(arrays, partial(
+            dual = _blocks.map_row_chunks(arrays, partial(
                 _dual_variables, z=z, b=b, loss=self._loss, smoothing=self._smoothing))
             # R^T w / sqrt(m) = -(1/lambda) X_hat^T alpha exactly: the next regulariser
             # needs no pass over R.
             packed = problem.terms(v, False)
-            (xt_dual,) = blocked.compute(blocked.rmatvec(blocks, dual, split_every=self.split_every),
+            (xt_dual,) = _blocks.compute(_blocks.rmatvec(blocks, dual, split_every=self.split_every),
                                          client=client)
             w_new = -xt_dual / lam
             a = -packed[1:m + 1] / lam
@@ -382,9 +382,9 @@ class _DualRandomProjection(BaseEstimator):
             if self.n_iter == 1:
                 break
             # Margins of the new iterate (one blocked pass); they also give its objective.
-            c = blocked.persist(blocked.rechunk_rows(blocked.matvec(blocks, w), rows),
+            c = _blocks.persist(_blocks.rechunk_rows(_blocks.matvec(blocks, w), rows),
                                 client=client)[0]
-            (loss_sum,) = blocked.compute(blocked.tree_sum_rows(
+            (loss_sum,) = _blocks.compute(_blocks.tree_sum_rows(
                 (yd, c), partial(_loss_sum, b=b, loss=self._loss, smoothing=self._smoothing)),
                 client=client)
             history[-1]["objective"] = 0.5 * lam * norm ** 2 + float(loss_sum[0])
@@ -408,7 +408,7 @@ class _DualRandomProjection(BaseEstimator):
         self.best_iteration_ = best + 1
         self.history_ = history
         if n <= DUAL_COEF_MAX_SAMPLES:
-            (dual,) = blocked.compute(dual, client=client)
+            (dual,) = _blocks.compute(dual, client=client)
         self.dual_coef_ = dual
         self.n_components_ = m
         self.n_features_in_ = d
@@ -417,12 +417,12 @@ class _DualRandomProjection(BaseEstimator):
 
     def _decision(self, X):
         check_is_fitted(self, "coef_")
-        if blocked.is_dask_collection(X) or isinstance(X, str) or hasattr(X, "__fspath__"):
-            blocks = blocked.as_row_blocks(X, block_rows=self.block_rows)
+        if _blocks.is_dask_collection(X) or isinstance(X, str) or hasattr(X, "__fspath__"):
+            blocks = _blocks.as_row_blocks(X, block_rows=self.block_rows)
             if blocks.n_features != self.n_features_in_:
                 raise ValueError(f"X must have {self.n_features_in_} columns, got "
                                  f"{blocks.n_features}")
-            return blocked.matvec(blocks, self.coef_)[:, 0] + self.intercept_
+            return _blocks.matvec(blocks, self.coef_)[:, 0] + self.intercept_
         if not scipy.sparse.issparse(X):
             X = np.asarray(X)
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
@@ -458,9 +458,9 @@ _PARAMS_DOC = """
         Gradient tolerance of the projected solve, relative to the size of the
         terms that cancel at its optimum.
     max_solver_iter : int, default=100
-    block_rows, split_every, client
-        Blocks of rows, fan-in of the reduction trees and ``distributed.Client``
-        (see :func:`dasketch.sketch`). The fitted model does not depend on them
+    block_rows, split_every
+        Blocks of rows and fan-in of the reduction trees (see
+        :func:`dasketch.sketch`); computed on the current Dask scheduler. The fitted model does not depend on them
         beyond rounding.
     random_state : None, int or numpy random generator
         Seed of the Gaussian projection ``R`` (d x m), regenerated tile by tile
@@ -531,16 +531,16 @@ class DualRandomProjectionRegressor(RegressorMixin, _DualRandomProjection):
 
     def __init__(self, alpha=1.0, *, n_components=100, n_iter=1, fit_intercept=True,
                  tol=1e-10, solver="newton", solver_tol=1e-11, max_solver_iter=100,
-                 block_rows=None, split_every=None, client=None, random_state=None):
+                 block_rows=None, split_every=None, random_state=None):
         super().__init__(alpha=alpha, n_components=n_components, n_iter=n_iter,
                          fit_intercept=fit_intercept, tol=tol, solver=solver,
                          solver_tol=solver_tol, max_solver_iter=max_solver_iter,
-                         block_rows=block_rows, split_every=split_every, client=client,
+                         block_rows=block_rows, split_every=split_every,
                          random_state=random_state)
 
     def fit(self, X, y):
         """Fit on ``X`` (numpy, scipy.sparse, Dask array or zarr path) and ``y``."""
-        return self._fit(X, lambda n: blocked.as_target_vector(y, n, real=True))
+        return self._fit(X, lambda n: as_target_vector(y, n, real=True))
 
     def predict(self, X):
         """``X w + b``; a lazy Dask array for Dask or zarr input."""
@@ -593,14 +593,14 @@ class DualRandomProjectionClassifier(ClassifierMixin, _DualRandomProjection):
 
     def __init__(self, alpha=1.0, *, loss="logistic", smoothing=1.0, n_components=100,
                  n_iter=1, fit_intercept=True, tol=1e-10, solver="newton", solver_tol=1e-11,
-                 max_solver_iter=100, block_rows=None, split_every=None, client=None,
+                 max_solver_iter=100, block_rows=None, split_every=None,
                  random_state=None):
         self.loss = loss
         self.smoothing = smoothing
         super().__init__(alpha=alpha, n_components=n_components, n_iter=n_iter,
                          fit_intercept=fit_intercept, tol=tol, solver=solver,
                          solver_tol=solver_tol, max_solver_iter=max_solver_iter,
-                         block_rows=block_rows, split_every=split_every, client=client,
+                         block_rows=block_rows, split_every=split_every,
                          random_state=random_state)
 
     def fit(self, X, y):
@@ -612,7 +612,7 @@ class DualRandomProjectionClassifier(ClassifierMixin, _DualRandomProjection):
         self._smoothing = _check_positive_float(self.smoothing, "smoothing")
 
         def targets(n):
-            labels = blocked.as_target_vector(y, n)
+            labels = as_target_vector(y, n)
             classes, codes = np.unique(labels, return_inverse=True)
             if classes.size != 2:
                 raise ValueError(f"y must hold exactly two classes, got {classes.size}: "

@@ -19,7 +19,7 @@ import scipy.sparse.linalg
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from dasketch.blocked import compute, matvec, rmatvec
+from dasketch._blocks import compute, matvec, rmatvec
 from dasketch.linear_model.preconditioning import check_regression_data, sketch_precondition
 
 
@@ -87,7 +87,7 @@ def preconditioned_operator(forward, adjoint, precond, shape):
         rmatvec=lambda u: precond.solve_transpose(adjoint(np.ravel(u))))
 
 
-def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, kind="osnap",
+def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding="osnap",
                  nnz_per_column=None, random_state=None, client=None, block_rows=None):
     """Least squares ``min ||A x - b||_2`` by LSQR right-preconditioned with a sketch.
 
@@ -113,7 +113,7 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, kind="osna
         about ``1e-9`` relative to ``numpy.linalg.lstsq`` at ``cond(A) = 1e6``.
     max_iter : int, optional
         Default ``max(2 d, 100)``.
-    sketch_size, kind, nnz_per_column, random_state, client, block_rows
+    sketch_size, embedding, nnz_per_column, random_state, client, block_rows
         See :func:`dasketch.linear_model.sketch_precondition`.
 
     Returns
@@ -141,7 +141,7 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, kind="osna
     elif isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) \
             or max_iter < 1:
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-    precond = sketch_precondition(blocks, b, sketch_size=sketch_size, kind=kind,
+    precond = sketch_precondition(blocks, b, sketch_size=sketch_size, embedding=embedding,
                                   nnz_per_column=nnz_per_column, check_size=0,
                                   random_state=random_state, client=client)
     forward, adjoint = _products(A, blocks, client)
@@ -164,7 +164,7 @@ class SketchLstsqRegressor(RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    tol, max_iter, sketch_size, kind, random_state, client, block_rows
+    tol, max_iter, sketch_size, embedding, random_state, block_rows
         See :func:`sketch_lstsq`.
 
     Attributes
@@ -189,22 +189,20 @@ class SketchLstsqRegressor(RegressorMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, tol=1e-10, max_iter=None, sketch_size=None, kind="osnap",
-                 random_state=None, client=None, block_rows=None):
+    def __init__(self, tol=1e-10, max_iter=None, sketch_size=None, embedding="osnap",
+                 random_state=None, block_rows=None):
         self.tol = tol
         self.max_iter = max_iter
         self.sketch_size = sketch_size
-        self.kind = kind
+        self.embedding = embedding
         self.random_state = random_state
-        self.client = client
         self.block_rows = block_rows
 
     def fit(self, X, y):
         """Fit on ``X`` (n x d), ``y`` (n,)."""
         res = sketch_lstsq(X, y, tol=self.tol, max_iter=self.max_iter,
-                           sketch_size=self.sketch_size, kind=self.kind,
-                           random_state=self.random_state, client=self.client,
-                           block_rows=self.block_rows)
+                           sketch_size=self.sketch_size, embedding=self.embedding,
+                           random_state=self.random_state, block_rows=self.block_rows)
         self.coef_ = res.x
         self.intercept_ = 0.0
         self.n_iter_ = res.n_iter

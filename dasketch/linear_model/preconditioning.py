@@ -17,9 +17,9 @@ from functools import partial
 import numpy as np
 import scipy.linalg
 
-from dasketch.blocked import (as_row_blocks, as_target_vector, compute, map_rows,
-                              sparse_embed_streams)
-from dasketch.sketch.embeddings import SPARSE_KINDS, resolve_seed
+from dasketch._blocks import as_row_blocks, compute, map_rows, sparse_embed_streams
+from dasketch.kernels.embeddings import EMBEDDINGS, resolve_seed
+from dasketch.utils.validation import as_target_vector
 
 # Streams of the random operators derived from one seed.
 STREAM_SKETCH, STREAM_CHECK, STREAM_LEVERAGE, STREAM_DRAWS = 0, 1, 2, 3
@@ -40,7 +40,7 @@ class SketchPreconditioner:
         estimates of the singular values of ``A R^{-1}``.
     check_sketch : ndarray or None
         ``S' A`` itself, to estimate the conditioning of other metrics.
-    kind, sketch_size, nnz_per_column, seed
+    embedding, sketch_size, nnz_per_column, seed
         The embedding used.
 
     Examples
@@ -58,7 +58,7 @@ class SketchPreconditioner:
     x0: object
     check_singular_values: object
     check_sketch: object
-    kind: str
+    embedding: str
     sketch_size: int
     nnz_per_column: int
     seed: int
@@ -100,7 +100,7 @@ def check_regression_data(A, b, *, block_rows=None):
     return blocks, b
 
 
-def sketch_precondition(A, b=None, *, sketch_size=None, kind="osnap", nnz_per_column=None,
+def sketch_precondition(A, b=None, *, sketch_size=None, embedding="osnap", nnz_per_column=None,
                         check_size=None, random_state=None, client=None, block_rows=None):
     """Preconditioner ``R`` from ``QR(S A)`` with a distributed sparse embedding.
 
@@ -120,7 +120,7 @@ def sketch_precondition(A, b=None, *, sketch_size=None, kind="osnap", nnz_per_co
     sketch_size : int, optional
         Rows of ``S A``, ``>= d``; default ``4 d`` (OSNAP with 4 nonzeros per
         column then gives ``cond(A R^{-1})`` of about 3).
-    kind : {"osnap", "countsketch", "cauchy"}
+    embedding : {"osnap", "countsketch", "cauchy"}
     nnz_per_column : int, optional
         For OSNAP, default 4.
     check_size : int, optional
@@ -146,20 +146,20 @@ def sketch_precondition(A, b=None, *, sketch_size=None, kind="osnap", nnz_per_co
     """
     blocks, b = check_regression_data(A, b, block_rows=block_rows)
     n, d = blocks.shape
-    if kind not in SPARSE_KINDS:
-        raise ValueError(f"kind must be one of {SPARSE_KINDS}, got {kind!r}")
+    if embedding not in EMBEDDINGS:
+        raise ValueError(f"embedding must be one of {EMBEDDINGS}, got {embedding!r}")
     sketch_size = 4 * d if sketch_size is None else sketch_size
     sketch_size = _check_int(sketch_size, "sketch_size", 1)
     if sketch_size < d:
         raise ValueError(f"sketch_size must be >= d = {d} (the number of columns of A), "
                          f"got {sketch_size}")
     if nnz_per_column is None:
-        nnz_per_column = min(4, sketch_size) if kind == "osnap" else 1
+        nnz_per_column = min(4, sketch_size) if embedding == "osnap" else 1
     check_size = 8 * d if check_size is None else _check_int(check_size, "check_size", 0)
     if 0 < check_size < d:
         raise ValueError(f"check_size must be 0 or >= d = {d}, got {check_size}")
     seed = resolve_seed(random_state)
-    specs = [(STREAM_SKETCH, sketch_size, kind, nnz_per_column)]
+    specs = [(STREAM_SKETCH, sketch_size, embedding, nnz_per_column)]
     if check_size:
         specs.append((STREAM_CHECK, check_size, "osnap", min(4, check_size)))
     extra = () if b is None else (b,)
@@ -182,7 +182,7 @@ def sketch_precondition(A, b=None, *, sketch_size=None, kind="osnap", nnz_per_co
         check = stacked[sketch_size:, :d]
         singular = scipy.linalg.svdvals(
             scipy.linalg.solve_triangular(R, check.T, trans="T").T)
-    return SketchPreconditioner(R, x0, singular, check, kind, sketch_size,
+    return SketchPreconditioner(R, x0, singular, check, embedding, sketch_size,
                                 int(nnz_per_column), seed)
 
 

@@ -15,7 +15,7 @@ import scipy.linalg
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from dasketch.blocked import gather_rows
+from dasketch._blocks import gather_rows
 from dasketch.linear_model.preconditioning import (
     STREAM_DRAWS, check_regression_data, leverage_scores, metric_singular_values,
     sketch_precondition)
@@ -211,7 +211,7 @@ class PWSGDRegressor(RegressorMixin, BaseEstimator):
     Parameters
     ----------
     p : {1, 2}
-    sketch : {"osnap", "countsketch", "cauchy"}
+    embedding : {"osnap", "countsketch", "cauchy"}
         The embedding for ``R``. The paper conditions l1 problems with the sparse
         Cauchy transform, whose l1 guarantee does not depend on ``n``; but its
         ``cond_2(A R^{-1})`` is about 10x worse than OSNAP's (20-40 against 3 on
@@ -231,7 +231,6 @@ class PWSGDRegressor(RegressorMixin, BaseEstimator):
         Leverage weights from a thin random projection (default) or exact
         (``O(n d^2)``).
     random_state : None, int or numpy random generator
-    client : distributed.Client, optional
     block_rows : int, optional
 
     Attributes
@@ -269,11 +268,11 @@ class PWSGDRegressor(RegressorMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, p=2, sketch="osnap", sketch_size=None, n_iter=None,
+    def __init__(self, p=2, embedding="osnap", sketch_size=None, n_iter=None,
                  preconditioner="full", bounds=None, step_size=None, leverage="estimate",
-                 random_state=None, client=None, block_rows=None):
+                 random_state=None, block_rows=None):
         self.p = p
-        self.sketch = sketch
+        self.embedding = embedding
         self.sketch_size = sketch_size
         self.n_iter = n_iter
         self.preconditioner = preconditioner
@@ -281,7 +280,6 @@ class PWSGDRegressor(RegressorMixin, BaseEstimator):
         self.step_size = step_size
         self.leverage = leverage
         self.random_state = random_state
-        self.client = client
         self.block_rows = block_rows
 
     def _check_params(self):
@@ -312,10 +310,9 @@ class PWSGDRegressor(RegressorMixin, BaseEstimator):
         n, d = blocks.shape
         box = check_bounds(self.bounds, d)
         p = int(self.p)
-        precond = sketch_precondition(blocks, b, sketch_size=self.sketch_size, kind=self.sketch,
-                                      random_state=self.random_state, client=self.client)
-        weights = leverage_scores(blocks, precond, p=p, exact=self.leverage == "exact",
-                                  client=self.client)
+        precond = sketch_precondition(blocks, b, sketch_size=self.sketch_size, embedding=self.embedding,
+                                      random_state=self.random_state)
+        weights = leverage_scores(blocks, precond, p=p, exact=self.leverage == "exact")
         total = weights.sum()
         if not (np.isfinite(total) and total > 0):
             raise ValueError("X has no row with nonzero leverage; is it all zeros?")
@@ -341,7 +338,7 @@ class PWSGDRegressor(RegressorMixin, BaseEstimator):
         drawn = np.minimum(np.searchsorted(cdf / cdf[-1], rng.random(n_iter), side="right"),
                            n - 1)
         distinct, draws = np.unique(drawn, return_inverse=True)
-        rows = gather_rows(blocks, distinct, client=self.client)
+        rows = gather_rows(blocks, distinct)
         b_drawn, p_drawn = b[drawn], probs[drawn]
 
         x0 = precond.x0

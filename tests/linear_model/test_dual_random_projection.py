@@ -201,8 +201,9 @@ def test_invariant_to_scheduler(invariance_data, cluster_client):
     X, y, lam = invariance_data
     with dask.config.set(scheduler="threads"):
         reference = _fit(X, y, lam)
-    _assert_same_model(reference, _fit(da.from_array(X, chunks=(100, 5000)), y, lam,
-                                       client=cluster_client))
+    with cluster_client.as_current():
+        on_cluster = _fit(da.from_array(X, chunks=(100, 5000)), y, lam)
+    _assert_same_model(reference, on_cluster)
 
 
 def test_sparse_and_zarr_inputs(invariance_data, tmp_path):

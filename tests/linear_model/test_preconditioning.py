@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from dasketch.linear_model import leverage_scores, sketch_precondition
-from dasketch.linear_model.synthetic import ill_conditioned_regression
+from dasketch.datasets import ill_conditioned_regression
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def test_osnap_conditions_an_ill_conditioned_matrix(problem, seed):
 
 def test_countsketch_needs_a_larger_sketch(problem):
     A, _ = problem
-    P = sketch_precondition(A, sketch_size=20 * A.shape[1], kind="countsketch",
+    P = sketch_precondition(A, sketch_size=20 * A.shape[1], embedding="countsketch",
                             random_state=0)
     assert np.linalg.cond(_exact_U(A, P)) < 10
 
@@ -93,7 +93,7 @@ def test_bad_input(problem):
     b_bad[5] = np.inf
     with pytest.raises(ValueError, match="b contains NaN or Inf"):
         sketch_precondition(A, b_bad)
-    with pytest.raises(ValueError, match="kind"):
-        sketch_precondition(A, kind="srht")
+    with pytest.raises(ValueError, match="embedding"):
+        sketch_precondition(A, embedding="srht")
     with pytest.raises(ValueError, match="p must be 1 or 2"):
         leverage_scores(A, sketch_precondition(A, random_state=0), p=3)

@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse
 
 from dasketch.linear_model import SketchLstsqRegressor, sketch_lstsq
-from dasketch.linear_model.synthetic import ill_conditioned_regression
+from dasketch.datasets import ill_conditioned_regression
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import scipy.sparse
 import scipy.stats
 
 import dasketch
-from dasketch.sketch.embeddings import sparse_embedding_block
+from dasketch.kernels.embeddings import sparse_embedding_block
 
 KINDS = [("countsketch", 1), ("osnap", 4), ("cauchy", 1)]
 
@@ -23,27 +23,27 @@ def A():
 
 @pytest.mark.parametrize("kind,k", KINDS)
 def test_equals_explicit_embedding(A, kind, k):
-    SA = dasketch.sparse_embed(A, 30, kind=kind, nnz_per_column=k, random_state=2,
+    SA = dasketch.sparse_embed(A, 30, embedding=kind, nnz_per_column=k, random_state=2,
                                block_rows=1000)
-    S = sparse_embedding_block(2, 0, 0, A.shape[0], 30, kind=kind, nnz_per_column=k)
+    S = sparse_embedding_block(2, 0, 0, A.shape[0], 30, embedding=kind, nnz_per_column=k)
     np.testing.assert_allclose(SA, S @ A, rtol=1e-10, atol=1e-9 * np.abs(S @ A).max())
 
 
 @pytest.mark.parametrize("kind,k", KINDS)
 def test_independent_of_chunking(A, kind, k):
-    ref = dasketch.sparse_embed(A, 30, kind=kind, nnz_per_column=k, random_state=9)
+    ref = dasketch.sparse_embed(A, 30, embedding=kind, nnz_per_column=k, random_state=9)
     scale = np.abs(ref).max()
     with pytest.warns(UserWarning, match="chunked along columns"):
         column_chunked = dasketch.sparse_embed(da.from_array(A, chunks=(1234, 3)), 30,
-                                               kind=kind, nnz_per_column=k, random_state=9,
+                                               embedding=kind, nnz_per_column=k, random_state=9,
                                                block_rows=2000)
-    for other in (dasketch.sparse_embed(A, 30, kind=kind, nnz_per_column=k, random_state=9,
+    for other in (dasketch.sparse_embed(A, 30, embedding=kind, nnz_per_column=k, random_state=9,
                                         block_rows=777),
                   column_chunked,
-                  dasketch.sparse_embed(scipy.sparse.csr_matrix(A), 30, kind=kind,
+                  dasketch.sparse_embed(scipy.sparse.csr_matrix(A), 30, embedding=kind,
                                         nnz_per_column=k, random_state=9, block_rows=500)):
         np.testing.assert_allclose(other, ref, rtol=0, atol=1e-12 * scale)
-    different = dasketch.sparse_embed(A, 30, kind=kind, nnz_per_column=k, random_state=10)
+    different = dasketch.sparse_embed(A, 30, embedding=kind, nnz_per_column=k, random_state=10)
     assert np.abs(different - ref).max() > 1e-3 * scale
 
 
@@ -70,7 +70,7 @@ def test_countsketch_distribution_matches_scipy():
     A = rng.standard_normal((60, 3))
     A[0] *= 6.0
     x = np.array([1.0, -2.0, 0.5])
-    ours = [np.sum((dasketch.sparse_embed(A, 6, kind="countsketch", random_state=s) @ x)
+    ours = [np.sum((dasketch.sparse_embed(A, 6, embedding="countsketch", random_state=s) @ x)
                    ** 2) for s in range(300)]
     ref = [np.sum((scipy.linalg.clarkson_woodruff_transform(A, 6, seed=s) @ x) ** 2)
            for s in range(300)]
@@ -78,16 +78,16 @@ def test_countsketch_distribution_matches_scipy():
     exact = np.sum((A @ x) ** 2)
     assert np.mean(ours) == pytest.approx(exact, rel=0.1)
     # and a different law (the sparse Cauchy transform) is told apart
-    wide = [np.sum((dasketch.sparse_embed(A, 6, kind="cauchy", random_state=s) @ x) ** 2)
+    wide = [np.sum((dasketch.sparse_embed(A, 6, embedding="cauchy", random_state=s) @ x) ** 2)
             for s in range(300)]
     assert scipy.stats.ks_2samp(wide, ref).pvalue < 1e-6
 
 
 @pytest.mark.parametrize("kwargs,match", [
     (dict(sketch_size=0), "sketch_size"),
-    (dict(sketch_size=10, kind="gaussian"), "kind"),
-    (dict(sketch_size=3, kind="osnap", nnz_per_column=4), "nnz_per_column"),
-    (dict(sketch_size=10, kind="countsketch", nnz_per_column=2), "nnz_per_column"),
+    (dict(sketch_size=10, embedding="gaussian"), "embedding"),
+    (dict(sketch_size=3, embedding="osnap", nnz_per_column=4), "nnz_per_column"),
+    (dict(sketch_size=10, embedding="countsketch", nnz_per_column=2), "nnz_per_column"),
 ])
 def test_bad_input(A, kwargs, match):
     with pytest.raises(ValueError, match=match):

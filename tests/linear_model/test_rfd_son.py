@@ -10,13 +10,13 @@ import pytest
 import scipy.sparse
 
 from dasketch import RFDSONClassifier, RFDSONRegressor
-from dasketch.sketch.online_newton import (
+from dasketch.kernels.online_newton import (
     RCOND, DivergenceError, OnlineNewton, _Row, loss_derivative)
 
 
 # ------------------------------------------------------------ dense reference
-def dense_algorithm3(X, y, sketch_size, *, sketch="rfd", alpha0=0.0, loss="squared",
-                     C=1.0, eta=0.0, mu=0.1, capacity=None):
+def dense_algorithm3(X, y, sketch_size, *, method="rfd", alpha0=0.0, loss="squared",
+                     prediction_bound=1.0, eta=0.0, mu=0.1, capacity=None):
     """Algorithm 3 written directly: H formed as a d x d matrix, its pseudo-inverse
     by ``numpy.linalg.pinv``, the sketch shrunk by a dense SVD when it holds
     ``capacity`` rows (``l`` for Algorithm 3, ``2 l`` for the buffer of Algorithm 6).
@@ -32,12 +32,12 @@ def dense_algorithm3(X, y, sketch_size, *, sketch="rfd", alpha0=0.0, loss="squar
     us, alphas = [], []
 
     def current_H():
-        if sketch == "full":
+        if method == "full":
             return G + alpha0 * np.eye(d)
-        alpha = alpha0 + (shrinkage / 2 if sketch == "rfd" else 0.0)
+        alpha = alpha0 + (shrinkage / 2 if method == "rfd" else 0.0)
         return B.T @ B + alpha * np.eye(d), alpha
 
-    H, alpha = (current_H(), alpha0) if sketch == "full" else current_H()
+    H, alpha = (current_H(), alpha0) if method == "full" else current_H()
     for t in range(1, n + 1):
         x = X[t - 1]
         # Projection of u onto K_t = {|w^T x| <= C} in the H-(semi)norm.
@@ -45,7 +45,7 @@ def dense_algorithm3(X, y, sketch_size, *, sketch="rfd", alpha0=0.0, loss="squar
         w = u
         zu = x @ u
         z = zu
-        if abs(zu) > C:
+        if abs(zu) > prediction_bound:
             hx = Hp @ x
             denom = x @ hx
             top = np.linalg.eigvalsh(H).max()
@@ -53,13 +53,13 @@ def dense_algorithm3(X, y, sketch_size, *, sketch="rfd", alpha0=0.0, loss="squar
             if np.linalg.norm(null) > 0 and denom <= RCOND * top * (x @ x):
                 hx, denom = null, x @ null
             if denom > 0:
-                w = u - np.sign(zu) * (abs(zu) - C) / denom * hx
-                z = np.sign(zu) * C  # w^T x in exact arithmetic
+                w = u - np.sign(zu) * (abs(zu) - prediction_bound) / denom * hx
+                z = np.sign(zu) * prediction_bound  # w^T x in exact arithmetic
         _, slope = loss_derivative(loss, z, y[t - 1])
         if slope != 0:
             g = slope * x
             a = np.sqrt(mu + eta / t) * g
-            if sketch == "full":
+            if method == "full":
                 G += np.outer(a, a)
                 H = current_H()
             else:
@@ -105,29 +105,30 @@ def classification_problem(n, d, seed=0, scale=1.0):
 
 
 @pytest.mark.parametrize("loss", ["squared", "logistic", "hinge"])
-@pytest.mark.parametrize("sketch,update,alpha0", [
+@pytest.mark.parametrize("method,update,alpha0", [
     ("rfd", "per_step", 0.0), ("rfd", "buffered", 0.0), ("rfd", "buffered", 0.5),
     ("fd", "buffered", 0.5), ("fd", "per_step", 0.0), ("full", "buffered", 0.0),
     ("full", "buffered", 0.5)])
-def test_kernel_matches_dense_algorithm3(loss, sketch, update, alpha0):
+def test_kernel_matches_dense_algorithm3(loss, method, update, alpha0):
     d, l, n = 12, 4, 60
     X, y = classification_problem(n, d, seed=1)
     eta, mu = (1.0, 0.0) if loss == "hinge" else (0.5, 0.1)
     # With C = 1 a projected prediction lands on the hinge's kink (margin exactly 1),
     # where rounding alone decides the subgradient; C = 1.5 keeps away from it.
-    C = 1.5 if loss == "hinge" else 1.0
-    params = dict(sketch=sketch, alpha0=alpha0, loss=loss, C=C, eta=eta, mu=mu)
+    bound = 1.5 if loss == "hinge" else 1.0
+    params = dict(method=method, alpha0=alpha0, loss=loss, prediction_bound=bound, eta=eta,
+                  mu=mu)
     ours, alphas, learner = kernel_iterates(X, y, l, update=update, **params)
     capacity = l if update == "per_step" else 2 * l
     ref, ref_alphas = dense_algorithm3(X, y, l, capacity=capacity, **params)
     scale = np.abs(ref).max(axis=1, keepdims=True) + 1.0
     np.testing.assert_allclose(ours / scale, ref / scale, rtol=0, atol=1e-9)
     np.testing.assert_allclose(alphas, ref_alphas, rtol=1e-10, atol=1e-14)
-    if sketch == "rfd" and alpha0 == 0:
+    if method == "rfd" and alpha0 == 0:
         # The first steps run at alpha = 0 on a rank-deficient sketch (pseudo-inverse).
         assert alphas[0] == 0 and (alphas == 0).sum() >= l - 1
         assert learner.n_shrinks > 0 and alphas[-1] > 0
-    if sketch != "full":
+    if method != "full":
         # H of the kernel is the dense H of the reference sketch.
         assert learner.B.shape[0] < capacity
 
@@ -167,7 +168,7 @@ def test_solve_is_the_pseudo_inverse_of_H():
 
 # --------------------------------------------------------------------- a9a
 def _a9a_accuracy(train, test, **params):
-    clf = RFDSONClassifier(sketch_size=20, loss="squared", C=1.0, **params)
+    clf = RFDSONClassifier(sketch_size=20, loss="squared", prediction_bound=1.0, **params)
     clf.fit(*train)
     return clf.score(*test), clf
 
@@ -185,7 +186,7 @@ def test_a9a_rfd0_son_accuracy(a9a_train, a9a_test):
 def test_a9a_rfd_son_is_robust_to_alpha0_fd_son_is_not(a9a_train, a9a_test):
     alphas = (0.0, 1e-3, 1.0, 1e3)
     rfd = [_a9a_accuracy(a9a_train, a9a_test, alpha0=a)[0] for a in alphas]
-    fd = [_a9a_accuracy(a9a_train, a9a_test, alpha0=a, sketch="fd")[0] for a in alphas]
+    fd = [_a9a_accuracy(a9a_train, a9a_test, alpha0=a, method="fd")[0] for a in alphas]
     print("RFD-SON", dict(zip(alphas, rfd)), "FD-SON", dict(zip(alphas, fd)))
     assert max(rfd) - min(rfd) <= 0.01, rfd
     assert max(fd) - min(fd) > max(rfd) - min(rfd), (fd, rfd)
@@ -235,8 +236,9 @@ def test_zarr_path_on_a_cluster_gives_the_numpy_model(stream_problem, tmp_path,
     z = zarr.create_array(str(path), shape=X.shape, chunks=(33, 25), dtype="f8")
     z[:] = X
     ref = RFDSONClassifier(sketch_size=6).fit(X, y)
-    model = RFDSONClassifier(sketch_size=6, block_rows=200, client=cluster_client)
-    model.fit(str(path), y)
+    model = RFDSONClassifier(sketch_size=6, block_rows=200)
+    with cluster_client.as_current():
+        model.fit(str(path), y)
     _same_model(ref, model)
 
 
@@ -256,9 +258,9 @@ def test_progress_bar_counts_rows(stream_problem, capsys):
 
 
 # --------------------------------------------------------- numerical safety
-@pytest.mark.parametrize("sketch", ["rfd", "fd", "full"])
+@pytest.mark.parametrize("method", ["rfd", "fd", "full"])
 @pytest.mark.parametrize("loss", ["squared", "logistic", "hinge"])
-def test_no_overflow_nan_or_linalgerror_for_any_step_size(sketch, loss):
+def test_no_overflow_nan_or_linalgerror_for_any_step_size(method, loss):
     X, y = classification_problem(150, 15, seed=8)
     X[40:60] = X[0]          # repeated rows: a rank-deficient sketch
     X[70:75] = 0.0           # zero rows
@@ -266,7 +268,7 @@ def test_no_overflow_nan_or_linalgerror_for_any_step_size(sketch, loss):
     for eta, mu in [(1e-12, 0.0), (1e-6, 0.0), (1.0, 0.0), (1e6, 0.0), (0.0, 1e-9),
                     (0.0, 1e9), (1e-3, 1e-3)]:
         for alpha0 in (0.0, 1e-8, 1.0):
-            clf = RFDSONClassifier(sketch_size=5, sketch=sketch, loss=loss, eta=eta, mu=mu,
+            clf = RFDSONClassifier(sketch_size=5, method=method, loss=loss, eta=eta, mu=mu,
                                    alpha0=alpha0)
             with warnings.catch_warnings():
                 warnings.simplefilter("error")
@@ -303,7 +305,7 @@ def test_regressor_fits_a_linear_model():
     X = rng.standard_normal((3000, 20))
     w = rng.uniform(-0.1, 0.1, 20)
     y = X @ w + 0.3 + 0.01 * rng.standard_normal(3000)
-    reg = RFDSONRegressor(sketch_size=8, C=2.0, fit_intercept=True).fit(X, y, n_epochs=3)
+    reg = RFDSONRegressor(sketch_size=8, prediction_bound=2.0, fit_intercept=True).fit(X, y, n_epochs=3)
     assert reg.score(X, y) > 0.98
     assert abs(reg.intercept_ - 0.3) < 0.02
     np.testing.assert_allclose(reg.coef_, w, atol=0.02)
@@ -350,10 +352,10 @@ def test_bad_input_is_rejected():
         RFDSONClassifier(sketch_size=2).fit(X, y[:-1])
     with pytest.raises(ValueError, match="loss"):
         RFDSONClassifier(sketch_size=2, loss="cubic").fit(X, y)
-    with pytest.raises(ValueError, match="sketch must be"):
-        RFDSONClassifier(sketch_size=2, sketch="oja").fit(X, y)
-    with pytest.raises(ValueError, match="C must be"):
-        RFDSONClassifier(sketch_size=2, C=0.0).fit(X, y)
+    with pytest.raises(ValueError, match="method must be"):
+        RFDSONClassifier(sketch_size=2, method="oja").fit(X, y)
+    with pytest.raises(ValueError, match="prediction_bound must be"):
+        RFDSONClassifier(sketch_size=2, prediction_bound=0.0).fit(X, y)
     with pytest.raises(ValueError, match="eta"):
         RFDSONClassifier(sketch_size=2, eta=-1.0).fit(X, y)
     with pytest.raises(ValueError, match="n_epochs"):

@@ -2,7 +2,7 @@
 
 Single-machine kernel, numpy/scipy only. :class:`OnlineNewton` processes one
 example at a time: project the previous unconstrained iterate onto
-``K_t = {w : |w^T x_t| <= C}`` in the ``H``-norm, predict, take the gradient ``g``
+``K_t = {w : |w^T x_t| <= prediction_bound}`` in the ``H``-norm, predict, take the gradient ``g``
 of the loss, append ``sqrt(mu_t + eta_t) g`` to a (Robust) Frequent Directions
 sketch ``B`` and step ``u = w - H^+ g`` with ``H = B^T B + alpha I``.
 
@@ -10,7 +10,7 @@ The sketch is held as ``B = M Q``: ``Q`` (k x d) has orthonormal rows spanning t
 rows of ``B`` and ``M`` (r x k) holds their coordinates, with ``k <= r <= 2 l``.
 Every solve, projection and sketch update is then a product with ``Q`` or ``Q^T``
 (O(l d), O(l nnz) for a sparse ``x``) plus work on ``l x l`` matrices; no d x d
-matrix is ever formed (except by ``sketch="full"``, the O(d^2) baseline).
+matrix is ever formed (except by ``method="full"``, the O(d^2) baseline).
 
 References
 ----------
@@ -31,7 +31,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse
 
-SKETCHES = ("rfd", "fd", "full")
+METHODS = ("rfd", "fd", "full")
 LOSSES = ("squared", "logistic", "hinge")
 UPDATES = ("buffered", "per_step")
 
@@ -57,7 +57,7 @@ def _check_nonnegative(value, name):
     return float(value)
 
 
-def check_online_parameters(n_features, sketch_size, sketch, alpha0, loss, C, eta, mu,
+def check_online_parameters(n_features, sketch_size, method, alpha0, loss, prediction_bound, eta, mu,
                             update):
     """Validate the parameters of :class:`OnlineNewton`.
 
@@ -66,13 +66,13 @@ def check_online_parameters(n_features, sketch_size, sketch, alpha0, loss, C, et
     TypeError, ValueError
         Naming the offending argument and what was expected.
     """
-    if sketch not in SKETCHES:
-        raise ValueError(f"sketch must be one of {SKETCHES}, got {sketch!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if loss not in LOSSES:
         raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
     if update not in UPDATES:
         raise ValueError(f"update must be one of {UPDATES}, got {update!r}")
-    if sketch != "full":
+    if method != "full":
         if isinstance(sketch_size, (bool, np.bool_)) or not isinstance(
                 sketch_size, numbers.Integral):
             raise TypeError(f"sketch_size must be an integer in [1, n_features], got "
@@ -81,9 +81,9 @@ def check_online_parameters(n_features, sketch_size, sketch, alpha0, loss, C, et
             raise ValueError(f"sketch_size must be an integer in [1, n_features={n_features}], "
                              f"got {sketch_size}")
     _check_nonnegative(alpha0, "alpha0")
-    C = _check_nonnegative(C, "C")
-    if C == 0:
-        raise ValueError("C must be > 0 (the constraint is |w^T x| <= C)")
+    prediction_bound = _check_nonnegative(prediction_bound, "prediction_bound")
+    if prediction_bound == 0:
+        raise ValueError("prediction_bound must be > 0 (the constraint is |w^T x| <= prediction_bound)")
     _check_nonnegative(eta, "eta")
     _check_nonnegative(mu, "mu")
     if eta + mu <= 0:
@@ -161,13 +161,13 @@ class OnlineNewton:
     """Mutable state of a sketched online Newton step learner.
 
     One call of :meth:`step` per example implements one round of the RFD paper's
-    Algorithm 3 ([1]_; FD-SON and full-matrix ONS of [2]_ with ``sketch="fd"`` and
+    Algorithm 3 ([1]_; FD-SON and full-matrix ONS of [2]_ with ``method="fd"`` and
     ``"full"``). Round ``t``, with ``u`` the unconstrained iterate of round
     ``t - 1`` and ``H`` its matrix:
 
-    1. ``w = argmin_{|w^T x_t| <= C} ||w - u||_H = u - gamma H^+ x_t`` with
+    1. ``w = argmin_{|w^T x_t| <= prediction_bound} ||w - u||_H = u - gamma H^+ x_t`` with
        ``gamma = tau_C(u^T x_t) / (x_t^T H^+ x_t)`` and
-       ``tau_C(z) = sign(z) max(|z| - C, 0)`` (closed form, [1]_ Appendix A; when
+       ``tau_C(z) = sign(z) max(|z| - prediction_bound, 0)`` (closed form, [1]_ Appendix A; when
        ``x_t`` lies outside the range of a singular ``H`` the step is taken along
        the part of ``x_t`` outside the range, where the H-seminorm is zero);
     2. predict ``z = w^T x_t`` and suffer ``l(z, y_t)``; ``g = l'(z, y_t) x_t``;
@@ -187,12 +187,12 @@ class OnlineNewton:
     n_features : int
     sketch_size : int
         ``l`` in ``[1, n_features]`` (the paper's ``m``); ignored for ``"full"``.
-    sketch : {"rfd", "fd", "full"}
+    method : {"rfd", "fd", "full"}
     alpha0 : float
         Initial ``alpha >= 0``; 0 is the hyperparameter-free RFD0-SON.
     loss : {"squared", "logistic", "hinge"}
-    C : float
-        Bound of the constraint ``|w^T x_t| <= C``.
+    prediction_bound : float
+        Bound of the constraint ``|w^T x_t| <= prediction_bound``.
     eta, mu : float
         Sketched rows are ``sqrt(mu + eta / t) g_t`` (``mu_t = mu`` and
         ``eta_t = eta / t`` in [1]_).
@@ -209,17 +209,17 @@ class OnlineNewton:
     True
     """
 
-    def __init__(self, n_features, sketch_size=20, *, sketch="rfd", alpha0=0.0,
-                 loss="squared", C=1.0, eta=1.0, mu=0.0, update="buffered"):
-        check_online_parameters(n_features, sketch_size, sketch, alpha0, loss, C, eta,
+    def __init__(self, n_features, sketch_size=20, *, method="rfd", alpha0=0.0,
+                 loss="squared", prediction_bound=1.0, eta=1.0, mu=0.0, update="buffered"):
+        check_online_parameters(n_features, sketch_size, method, alpha0, loss, prediction_bound, eta,
                                 mu, update)
         d = int(n_features)
         self.n_features = d
-        self.sketch = sketch
-        self.sketch_size = int(sketch_size) if sketch != "full" else d
+        self.method = method
+        self.sketch_size = int(sketch_size) if method != "full" else d
         self.alpha0 = float(alpha0)
         self.loss = loss
-        self.C = float(C)
+        self.prediction_bound = float(prediction_bound)
         self.eta = float(eta)
         self.mu = float(mu)
         self.update = update
@@ -228,7 +228,7 @@ class OnlineNewton:
         self.w = np.zeros(d)
         self.shrinkage = 0.0
         self.n_shrinks = 0
-        if sketch == "full":
+        if method == "full":
             self._H = np.zeros((d, d))
             self._inverse = None if self.alpha0 == 0 else np.eye(d) / self.alpha0
             self._eig = None
@@ -251,7 +251,7 @@ class OnlineNewton:
     @property
     def alpha(self):
         """``alpha0 + shrinkage / 2`` for RFD, ``alpha0`` for FD and full."""
-        if self.sketch == "rfd":
+        if self.method == "rfd":
             return self.alpha0 + self.shrinkage / 2.0
         return self.alpha0
 
@@ -272,7 +272,7 @@ class OnlineNewton:
 
     def covariance(self):
         """Dense ``H = B^T B + alpha I`` (d x d; small d only, for tests)."""
-        if self.sketch == "full":
+        if self.method == "full":
             return self._H + self.alpha0 * np.eye(self.n_features)
         B = self.B
         return B.T @ B + self.alpha * np.eye(self.n_features)
@@ -315,7 +315,7 @@ class OnlineNewton:
     def _solve_row(self, row, qx):
         """``(H^+ x, x_perp)`` for a row with ``qx = Q x``; ``x_perp`` is the part
         of x outside the range of H (None when H is non-singular there)."""
-        if self.sketch == "full":
+        if self.method == "full":
             return self._full_solve(row.to_dense(self.n_features))
         Q = self.Q
         out_of_span = row.to_dense(self.n_features)
@@ -352,7 +352,7 @@ class OnlineNewton:
         array([1., 1., 1., 1.])
         """
         row = _Row(dense=np.asarray(v, dtype=np.float64))
-        qx = row.left(self.Q) if self.sketch != "full" else None
+        qx = row.left(self.Q) if self.method != "full" else None
         return self._solve_row(row, qx)[0]
 
     # ------------------------------------------------------------- full ONS
@@ -418,7 +418,7 @@ class OnlineNewton:
     def _shrink(self):
         """FD shrink of the stack ``M Q`` to ``l - 1`` rows.
 
-        This is :func:`dasketch.sketch.frequent_directions.shrink` applied to a
+        This is :func:`dasketch.kernels.frequent_directions.shrink` applied to a
         stack held in an orthonormal basis: its SVD is the SVD of the small
         coordinate matrix ``M`` (r x k), taken directly rather than from a Gram
         matrix so that the rotated basis stays orthonormal to machine precision.
@@ -465,11 +465,11 @@ class OnlineNewton:
             The prediction ``w_t^T x_t`` made before seeing ``y``.
         loss : float
         """
-        full = self.sketch == "full"
+        full = self.method == "full"
         qx = None if full else row.left(self.Q)
         u = self.u
         zu = row.dot(u)
-        excess = abs(zu) - self.C
+        excess = abs(zu) - self.prediction_bound
         w = u
         if excess > 0:
             hx, perp = self._solve_row(row, qx)
@@ -480,9 +480,9 @@ class OnlineNewton:
                 denom = row.dot(hx)
             if denom > 0:
                 w = u - (np.copysign(excess, zu) / denom) * hx
-        # The projected prediction is exactly +-C; using that value (not the
+        # The projected prediction is exactly +-prediction_bound; using that value (not the
         # rounded w^T x) keeps the gradient exactly 0 where the loss is flat there.
-        z = row.dot(w) if w is u else float(np.copysign(self.C, zu))
+        z = row.dot(w) if w is u else float(np.copysign(self.prediction_bound, zu))
         value, slope = loss_derivative(self.loss, z, y)
         self.t += 1
         if slope != 0.0:

@@ -8,7 +8,7 @@ import scipy.sparse
 import zarr
 
 import dasketch
-from dasketch.blocked import as_row_blocks, default_block_rows
+from dasketch._blocks import as_row_blocks, default_block_rows
 from tests.helpers import check_guarantees, decaying, low_rank_plus_noise, spectral_norm
 
 
@@ -125,7 +125,7 @@ def test_nan_block_is_named(data):
     (np.ones((10, 3)), dict(alpha0=-0.1), ValueError, "alpha0"),
     (np.ones((10, 3)), dict(split_every=1), ValueError, "split_every"),
     (np.ones((10, 3)), dict(block_rows=0), ValueError, "block_rows"),
-    (np.ones((10, 3)), dict(block_update="fast"), ValueError, "block_update"),
+    (np.ones((10, 3)), dict(update="fast"), ValueError, "update"),
     (np.ones((10, 3), dtype=complex), {}, TypeError, "real numbers"),
     ({"a": 1}, {}, TypeError, "X must be"),
 ])

@@ -27,7 +27,7 @@ import scipy.sparse
 
 TILE = 4096
 
-SPARSE_KINDS = ("countsketch", "osnap", "cauchy")
+EMBEDDINGS = ("countsketch", "osnap", "cauchy")
 
 
 def resolve_seed(random_state):
@@ -91,19 +91,19 @@ def cauchy_rows(seed, stream, start, stop, n_columns):
     return np.concatenate(parts)
 
 
-def check_sparse_kind(kind, nnz_per_column):
-    """Validate ``kind`` and ``nnz_per_column`` of a sparse embedding."""
-    if kind not in SPARSE_KINDS:
-        raise ValueError(f"kind must be one of {SPARSE_KINDS}, got {kind!r}")
+def check_embedding(embedding, nnz_per_column):
+    """Validate ``embedding`` and ``nnz_per_column`` of a sparse embedding."""
+    if embedding not in EMBEDDINGS:
+        raise ValueError(f"embedding must be one of {EMBEDDINGS}, got {embedding!r}")
     if isinstance(nnz_per_column, (bool, np.bool_)) or not isinstance(
         nnz_per_column, numbers.Integral
     ) or nnz_per_column < 1:
         raise ValueError(f"nnz_per_column must be an integer >= 1, got {nnz_per_column!r}")
-    if kind != "osnap" and nnz_per_column != 1:
-        raise ValueError(f"nnz_per_column must be 1 for kind={kind!r}, got {nnz_per_column}")
+    if embedding != "osnap" and nnz_per_column != 1:
+        raise ValueError(f"nnz_per_column must be 1 for embedding={embedding!r}, got {nnz_per_column}")
 
 
-def sparse_embedding_block(seed, stream, start, stop, sketch_size, *, kind="osnap",
+def sparse_embedding_block(seed, stream, start, stop, sketch_size, *, embedding="osnap",
                            nnz_per_column=1):
     """Columns ``[start, stop)`` of a sparse embedding ``S`` (s x n) as CSR (s x b).
 
@@ -115,7 +115,7 @@ def sparse_embedding_block(seed, stream, start, stop, sketch_size, *, kind="osna
     * ``"cauchy"`` ([3]_): one entry per column, a standard Cauchy variable, in a
       uniform bucket (``S = Phi D``).
     """
-    check_sparse_kind(kind, nnz_per_column)
+    check_embedding(embedding, nnz_per_column)
     k = nnz_per_column
     if k > sketch_size:
         raise ValueError(f"nnz_per_column ({k}) must not exceed sketch_size ({sketch_size})")
@@ -127,7 +127,7 @@ def sparse_embedding_block(seed, stream, start, stop, sketch_size, *, kind="osna
         slice_lo, slice_width = bounds[:-1], np.diff(bounds)
         buckets.append(slice_lo + np.minimum((u * slice_width).astype(np.int64),
                                              slice_width - 1))
-        if kind == "cauchy":
+        if embedding == "cauchy":
             values.append(rng.standard_cauchy((TILE, k))[lo:hi])
         else:
             signs = rng.integers(0, 2, size=(TILE, k))[lo:hi] * 2.0 - 1.0

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse
 
-from dasketch.sketch.frequent_directions import (
+from dasketch.kernels.frequent_directions import (
     Sketch, merge_sketches, rows_per_shrink, shrink, sketch_rows)
 from tests.helpers import (
     check_guarantees, decaying, low_rank_plus_noise, spectral_norm, tail_energy)
@@ -29,10 +29,10 @@ def _inputs():
 
 @pytest.mark.parametrize("name", list(_inputs()))
 @pytest.mark.parametrize("method", ["fd", "rfd"])
-@pytest.mark.parametrize("block_update", ["block", "stream", "auto"])
-def test_guarantees_on_varied_inputs(name, method, block_update):
+@pytest.mark.parametrize("update", ["block", "buffered", "auto"])
+def test_guarantees_on_varied_inputs(name, method, update):
     A = _inputs()[name]
-    sk = sketch_rows(A, 8, method=method, block_update=block_update)
+    sk = sketch_rows(A, 8, method=method, update=update)
     check_guarantees(sk, A, ks=(0, 1, 3, 5))
     assert sk.B.shape[0] <= 7
     assert sk.n_rows == A.shape[0]
@@ -41,7 +41,7 @@ def test_guarantees_on_varied_inputs(name, method, block_update):
 def test_exact_when_rank_fits():
     rng = np.random.default_rng(0)
     A = rng.standard_normal((100, 3)) @ rng.standard_normal((3, 15))
-    sk = sketch_rows(A, 8, block_update="stream")
+    sk = sketch_rows(A, 8, update="buffered")
     assert sk.shrinkage <= 1e-9 * spectral_norm(A.T @ A)
     np.testing.assert_allclose(sk.B.T @ sk.B, A.T @ A, atol=1e-8 * spectral_norm(A.T @ A))
 
@@ -49,21 +49,21 @@ def test_exact_when_rank_fits():
 def test_rfd_error_at_most_half_fd_bound():
     A = low_rank_plus_noise(500, 40, 8, noise=0.3)
     gram = A.T @ A
-    fd = sketch_rows(A, 10, method="fd", block_update="stream")
-    rfd = sketch_rows(A, 10, method="rfd", block_update="stream")
+    fd = sketch_rows(A, 10, method="fd", update="buffered")
+    rfd = sketch_rows(A, 10, method="rfd", update="buffered")
     fd_error = spectral_norm(gram - fd.covariance())
     rfd_error = spectral_norm(gram - rfd.covariance())
     assert rfd_error <= 0.5 * fd.error_bound * (1 + 1e-12)
     assert rfd_error < fd_error
 
 
-def test_block_update_beats_streaming_and_is_near_best_possible():
+def test_block_update_mode_beats_streaming_and_is_near_best_possible():
     A = decaying(2000, 60, seed=4)
     eig = np.linalg.eigvalsh(A.T @ A)[::-1]
     l = 10
     best = (eig[l - 1] - eig[-1]) / 2
-    one_shot = sketch_rows(A, l, block_update="block")
-    streamed = sketch_rows(A, l, block_update="stream")
+    one_shot = sketch_rows(A, l, update="block")
+    streamed = sketch_rows(A, l, update="buffered")
     err_block = spectral_norm(A.T @ A - one_shot.covariance())
     err_stream = spectral_norm(A.T @ A - streamed.covariance())
     assert err_block <= 1.001 * best
@@ -71,21 +71,21 @@ def test_block_update_beats_streaming_and_is_near_best_possible():
 
 
 def test_rows_per_shrink_choices():
-    assert rows_per_shrink(5000, 100, 10, block_update="block") == 5000
-    assert rows_per_shrink(5000, 100, 10, block_update="stream") == 11
+    assert rows_per_shrink(5000, 100, 10, update="block") == 5000
+    assert rows_per_shrink(5000, 100, 10, update="buffered") == 11
     # Tall dense block with small d: one shrink through the d x d Gram is cheapest.
     assert rows_per_shrink(5000, 100, 10) == 5000
     # Very wide sparse rows: never one eigendecomposition of the whole block.
     assert rows_per_shrink(20000, 100_000, 64, nnz_per_row=100) < 20000
-    with pytest.raises(ValueError, match="block_update"):
-        rows_per_shrink(10, 10, 4, block_update="oneshot")
+    with pytest.raises(ValueError, match="update"):
+        rows_per_shrink(10, 10, 4, update="oneshot")
 
 
 def test_sparse_rows_match_dense_rows():
     X = scipy.sparse.random(400, 300, density=0.02, random_state=5, format="csr")
     for center in (False, True):
-        dense = sketch_rows(X.toarray(), 12, center=center, block_update="stream")
-        sparse = sketch_rows(X, 12, center=center, block_update="stream")
+        dense = sketch_rows(X.toarray(), 12, center=center, update="buffered")
+        sparse = sketch_rows(X, 12, center=center, update="buffered")
         np.testing.assert_allclose(sparse.B.T @ sparse.B, dense.B.T @ dense.B, atol=1e-10)
         assert sparse.shrinkage == pytest.approx(dense.shrinkage, rel=1e-10)
         Xd = X.toarray() - (X.toarray().mean(axis=0) if center else 0)
@@ -217,8 +217,8 @@ def test_a9a_streaming_reproduces_paper_algorithms(a9a_train):
     gram = (X.T @ X).toarray()
     top = spectral_norm(gram)
     for l, (fd_reference, rfd_reference) in A9A_STREAMING.items():
-        fd = sketch_rows(X, l, method="fd", block_update="stream")
-        rfd = sketch_rows(X, l, method="rfd", block_update="stream")
+        fd = sketch_rows(X, l, method="fd", update="buffered")
+        rfd = sketch_rows(X, l, method="rfd", update="buffered")
         assert spectral_norm(gram - fd.covariance()) / top == pytest.approx(fd_reference,
                                                                             abs=1e-4)
         assert spectral_norm(gram - rfd.covariance()) / top == pytest.approx(rfd_reference,

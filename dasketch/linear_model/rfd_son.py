@@ -1,8 +1,8 @@
 """Online learners with a sketched Newton step (RFD-SON).
 
-Thin estimators around :class:`dasketch.sketch.online_newton.OnlineNewton`: they
+Thin estimators around :class:`dasketch.kernels.online_newton.OnlineNewton`: they
 validate input, walk the rows in order (a Dask array or zarr store one row block
-at a time, see :func:`dasketch.blocked.iter_row_blocks`) and expose the learned
+at a time, see :func:`dasketch._blocks.iter_row_blocks`) and expose the learned
 model the scikit-learn way.
 
 References
@@ -25,9 +25,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from dasketch.blocked import as_row_blocks, is_dask_collection, iter_row_blocks, matvec
-from dasketch.sketch.frequent_directions import _check_finite
-from dasketch.sketch.online_newton import DivergenceError, OnlineNewton
+from dasketch._blocks import as_row_blocks, is_dask_collection, iter_row_blocks, matvec
+from dasketch.kernels.frequent_directions import _check_finite
+from dasketch.kernels.online_newton import DivergenceError, OnlineNewton
 
 __all__ = ["DivergenceError", "RFDSONClassifier", "RFDSONRegressor"]
 
@@ -58,21 +58,20 @@ class _BaseRFDSON(BaseEstimator):
     _default_loss = "squared"
     _losses = ("squared",)
 
-    def __init__(self, sketch_size=20, *, sketch="rfd", alpha0=0.0, loss="squared", C=1.0,
+    def __init__(self, sketch_size=20, *, method="rfd", alpha0=0.0, loss="squared", prediction_bound=1.0,
                  eta=1.0, mu="auto", fit_intercept=False, update="buffered",
-                 block_rows=None, progress=False, client=None, random_state=None):
+                 block_rows=None, progress=False, random_state=None):
         self.sketch_size = sketch_size
-        self.sketch = sketch
+        self.method = method
         self.alpha0 = alpha0
         self.loss = loss
-        self.C = C
+        self.prediction_bound = prediction_bound
         self.eta = eta
         self.mu = mu
         self.fit_intercept = fit_intercept
         self.update = update
         self.block_rows = block_rows
         self.progress = progress
-        self.client = client
         self.random_state = random_state
 
     # ------------------------------------------------------------ parameters
@@ -83,25 +82,25 @@ class _BaseRFDSON(BaseEstimator):
         """Resolve ``mu="auto"``.
 
         ``mu`` defaults to half the exp-concavity constant of the loss on the
-        constraint set ``|w^T x| <= C`` (the ``mu_t`` of [1]_, the online Newton
-        step's curvature): ``1 / (4 (C + |y|max)^2)`` for the squared loss,
-        ``exp(-C) / 2`` for the logistic loss, 0 for the hinge loss (not
+        constraint set ``|w^T x| <= prediction_bound`` (the ``mu_t`` of [1]_, the online Newton
+        step's curvature): ``1 / (4 (prediction_bound + |y|max)^2)`` for the squared loss,
+        ``exp(-prediction_bound) / 2`` for the logistic loss, 0 for the hinge loss (not
         exp-concave).
         """
         if self.loss not in self._losses:
             raise ValueError(f"loss must be one of {self._losses}, got {self.loss!r}")
-        C = self.C
-        if isinstance(C, (bool, np.bool_)) or not isinstance(C, numbers.Real) \
-                or not np.isfinite(C) or C <= 0:
-            raise ValueError(f"C must be a finite number > 0, got {C!r}")
+        prediction_bound = self.prediction_bound
+        if isinstance(prediction_bound, (bool, np.bool_)) or not isinstance(prediction_bound, numbers.Real) \
+                or not np.isfinite(prediction_bound) or prediction_bound <= 0:
+            raise ValueError(f"prediction_bound must be a finite number > 0, got {prediction_bound!r}")
         mu, eta = self.mu, self.eta
         if isinstance(mu, str):
             if mu != "auto":
                 raise ValueError(f"mu must be a number >= 0 or 'auto', got {mu!r}")
             if self.loss == "squared":
-                mu = 1.0 / (4.0 * (C + self._label_bound()) ** 2)
+                mu = 1.0 / (4.0 * (prediction_bound + self._label_bound()) ** 2)
             elif self.loss == "logistic":
-                mu = float(np.exp(-C)) / 2.0
+                mu = float(np.exp(-prediction_bound)) / 2.0
             else:
                 mu = 0.0
         return eta, mu
@@ -112,10 +111,10 @@ class _BaseRFDSON(BaseEstimator):
                 self.alpha0, numbers.Real) or not np.isfinite(self.alpha0) or self.alpha0 < 0:
             raise ValueError(f"alpha0 must be a finite number >= 0, got {self.alpha0!r}")
         sketch_size = self.sketch_size
-        if self.sketch == "full":
+        if self.method == "full":
             sketch_size = n_features
-        return OnlineNewton(n_features, sketch_size, sketch=self.sketch,
-                            alpha0=self.alpha0, loss=self.loss, C=self.C, eta=eta, mu=mu,
+        return OnlineNewton(n_features, sketch_size, method=self.method,
+                            alpha0=self.alpha0, loss=self.loss, prediction_bound=self.prediction_bound, eta=eta, mu=mu,
                             update=self.update)
 
     def _reset(self):
@@ -150,7 +149,7 @@ class _BaseRFDSON(BaseEstimator):
             for start in range(0, X.shape[0], step):
                 yield start, X[start:start + step], y[start:start + step]
         else:
-            for start, _, block, y_block in iter_row_blocks(blocks, y, client=self.client):
+            for start, _, block, y_block in iter_row_blocks(blocks, y):
                 yield start, block, y_block
 
     def _progress_bar(self, n_rows):
@@ -194,7 +193,7 @@ class _BaseRFDSON(BaseEstimator):
         self._prepare_targets(y, first, **kwargs)
         dim = n_features + bool(self.fit_intercept)
         if first:
-            if self.sketch != "full" and isinstance(self.sketch_size, numbers.Integral) \
+            if self.method != "full" and isinstance(self.sketch_size, numbers.Integral) \
                     and not isinstance(self.sketch_size, (bool, np.bool_)) \
                     and self.sketch_size > n_features + bool(self.fit_intercept):
                 raise ValueError(f"sketch_size must be an integer in [1, n_features={dim}]"
@@ -262,14 +261,14 @@ class _BaseRFDSON(BaseEstimator):
                 raise ValueError(f"X has {blocks.n_features} features, but "
                                  f"{type(self).__name__} was fitted with "
                                  f"{self.n_features_in_} features")
-            return (matvec(blocks, coef)[:, 0] + intercept).clip(-self.C, self.C)
+            return (matvec(blocks, coef)[:, 0] + intercept).clip(-self.prediction_bound, self.prediction_bound)
         _, _, n_features = self._check_X(X)
         if n_features != self.n_features_in_:
             raise ValueError(f"X has {n_features} features, but {type(self).__name__} was "
                              f"fitted with {self.n_features_in_} features")
         _check_finite(X if scipy.sparse.issparse(X) else np.asarray(X), 0)
         z = np.asarray(X @ coef, dtype=np.float64).ravel() + intercept
-        return np.clip(z, -self.C, self.C)
+        return np.clip(z, -self.prediction_bound, self.prediction_bound)
 
 
 class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
@@ -280,29 +279,29 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
     update of its Algorithm 6 (Appendix A): the Hessian estimate
     ``H = B^T B + alpha I`` comes from a Robust Frequent Directions sketch of the
     scaled gradients, each step and the closed-form projection onto
-    ``K_t = {w : |w^T x_t| <= C}`` cost O(l d) (O(l d + nnz) for sparse rows) by
+    ``K_t = {w : |w^T x_t| <= prediction_bound}`` cost O(l d) (O(l d + nnz) for sparse rows) by
     the Woodbury identity, and ``alpha0 = 0`` needs no tuning.
-    ``sketch="fd"`` gives FD-SON (Luo, Agarwal, Cesa-Bianchi, Langford, NeurIPS
-    2016) and ``sketch="full"`` the full-matrix online Newton step (FULL-ON,
+    ``method="fd"`` gives FD-SON (Luo, Agarwal, Cesa-Bianchi, Langford, NeurIPS
+    2016) and ``method="full"`` the full-matrix online Newton step (FULL-ON,
     O(d^2) per step with ``alpha0 > 0``, O(d^3) with ``alpha0 = 0``; small d).
 
     Parameters
     ----------
     sketch_size : int
         ``l`` in ``[1, n_features]`` (the paper's ``m``).
-    sketch : {"rfd", "fd", "full"}
+    method : {"rfd", "fd", "full"}
     alpha0 : float
         Initial regularisation ``alpha0 >= 0``.
     loss : {"squared", "logistic", "hinge"}
         Loss of the margin ``w^T x`` against labels mapped to {-1, +1}.
-    C : float
-        Predictions are kept in ``[-C, C]`` (the constraint set ``K_t``).
+    prediction_bound : float
+        Predictions are kept in ``[-prediction_bound, prediction_bound]`` (the constraint set ``K_t``).
     eta : float
         ``eta_t = eta / t`` (Algorithm 3's ``eta_t = O(1/t)``).
     mu : float or "auto"
         ``mu_t = mu``; the sketched rows are ``sqrt(mu_t + eta_t) g_t``.
-        ``"auto"``: half the loss's exp-concavity constant on ``|w^T x| <= C``
-        (``1 / (4 (C + 1)^2)`` squared, ``exp(-C) / 2`` logistic, 0 hinge).
+        ``"auto"``: half the loss's exp-concavity constant on ``|w^T x| <= prediction_bound``
+        (``1 / (4 (prediction_bound + 1)^2)`` squared, ``exp(-prediction_bound) / 2`` logistic, 0 hinge).
         Larger ``eta`` and ``mu`` mean smaller steps; with ``eta = mu = 0``
         nothing is learned and a ValueError is raised.
     fit_intercept : bool
@@ -316,8 +315,6 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
     progress : bool or "auto"
         Show a tqdm progress bar over the rows of each pass; ``"auto"`` only
         when stderr is a terminal. Off by default.
-    client : distributed.Client, optional
-        Computes the blocks of a Dask input (one at a time, in order).
     random_state : None
         Unused (the algorithm is deterministic); kept for API compatibility.
 
@@ -420,17 +417,17 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
         self.intercept_ = np.array([u[d] if self.fit_intercept else 0.0])
 
     def decision_function(self, X):
-        """Margin ``clip(w^T x, -C, C)``: the prediction of the projected iterate.
+        """Margin ``clip(w^T x, -prediction_bound, prediction_bound)``: the prediction of the projected iterate.
 
-        The H-norm projection of the iterate onto ``{|w^T x| <= C}`` moves the
-        prediction exactly to the nearest of ``-C, C``. Lazy for Dask input.
+        The H-norm projection of the iterate onto ``{|w^T x| <= prediction_bound}`` moves the
+        prediction exactly to the nearest of ``-prediction_bound, prediction_bound``. Lazy for Dask input.
 
         Examples
         --------
         >>> import numpy as np
         >>> from dasketch import RFDSONClassifier
         >>> X = np.random.default_rng(2).standard_normal((200, 5))
-        >>> clf = RFDSONClassifier(sketch_size=2, C=1.0).fit(X, X[:, 0] > 0)
+        >>> clf = RFDSONClassifier(sketch_size=2, prediction_bound=1.0).fit(X, X[:, 0] > 0)
         >>> bool(np.abs(clf.decision_function(X)).max() <= 1.0)
         True
         """
@@ -471,9 +468,9 @@ class RFDSONRegressor(RegressorMixin, _BaseRFDSON):
     Algorithm 3 (fast variant: Algorithm 6) of Luo, Chen, Zhang, Li, Zhang
     (JMLR 2019) with the squared loss ``(w^T x - y)^2``; see
     :class:`RFDSONClassifier` for the algorithm and the parameters. Predictions
-    are kept in ``[-C, C]``: choose ``C`` at least as large as the targets.
-    ``mu="auto"`` is ``1 / (16 C^2)``, half the exp-concavity constant of the
-    squared loss for ``|w^T x| <= C`` and ``|y| <= C``.
+    are kept in ``[-prediction_bound, prediction_bound]``: choose ``prediction_bound`` at least as large as the targets.
+    ``mu="auto"`` is ``1 / (16 prediction_bound^2)``, half the exp-concavity constant of the
+    squared loss for ``|w^T x| <= prediction_bound`` and ``|y| <= prediction_bound``.
 
     Attributes
     ----------
@@ -497,16 +494,16 @@ class RFDSONRegressor(RegressorMixin, _BaseRFDSON):
     True
     """
 
-    def __init__(self, sketch_size=20, *, sketch="rfd", alpha0=0.0, C=1.0, eta=1.0,
+    def __init__(self, sketch_size=20, *, method="rfd", alpha0=0.0, prediction_bound=1.0, eta=1.0,
                  mu="auto", fit_intercept=False, update="buffered", block_rows=None,
-                 progress=False, client=None, random_state=None):
-        super().__init__(sketch_size, sketch=sketch, alpha0=alpha0, loss="squared", C=C,
+                 progress=False, random_state=None):
+        super().__init__(sketch_size, method=method, alpha0=alpha0, loss="squared", prediction_bound=prediction_bound,
                          eta=eta, mu=mu, fit_intercept=fit_intercept, update=update,
-                         block_rows=block_rows, progress=progress, client=client,
+                         block_rows=block_rows, progress=progress,
                          random_state=random_state)
 
     def _label_bound(self):
-        return self.C
+        return self.prediction_bound
 
     def _prepare_targets(self, y, first):
         if y.dtype.kind not in "biuf":
@@ -526,7 +523,7 @@ class RFDSONRegressor(RegressorMixin, _BaseRFDSON):
         self.intercept_ = float(u[d]) if self.fit_intercept else 0.0
 
     def predict(self, X):
-        """Predictions ``clip(w^T x + b, -C, C)`` (lazy for Dask input)."""
+        """Predictions ``clip(w^T x + b, -prediction_bound, prediction_bound)`` (lazy for Dask input)."""
         return self._raw_decision(X)
 
     def score(self, X, y, sample_weight=None):

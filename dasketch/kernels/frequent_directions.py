@@ -25,7 +25,7 @@ import scipy.linalg
 import scipy.sparse
 
 METHODS = ("fd", "rfd")
-BLOCK_UPDATES = ("auto", "block", "stream")
+UPDATES = ("auto", "block", "buffered")
 
 # Rough cost, in flop equivalents, of one Python-level shrink call (eigh call,
 # stacking, bookkeeping). It keeps the cost model from preferring thousands of tiny
@@ -119,10 +119,10 @@ class Sketch:
 
     @classmethod
     def from_rows(cls, rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
-                  block_update="auto", row_offset=0):
+                  update="auto", row_offset=0):
         """Sketch a block of rows in one go (see :func:`sketch_rows`)."""
         return sketch_rows(rows, sketch_size, method=method, alpha0=alpha0,
-                           center=center, block_update=block_update,
+                           center=center, update=update,
                            row_offset=row_offset)
 
     # -------------------------------------------------------------- derived
@@ -217,12 +217,12 @@ class Sketch:
         """
         return merge_sketches((self,) + others)
 
-    def update(self, rows, *, block_update="auto", row_offset=None):
+    def update(self, rows, *, update="auto", row_offset=None):
         """Return the sketch of the seen rows followed by ``rows``."""
         offset = self.n_rows if row_offset is None else row_offset
         block = sketch_rows(rows, self.sketch_size, method=self.method,
                             alpha0=self.alpha0, center=self.centered,
-                            block_update=block_update, row_offset=offset)
+                            update=update, row_offset=offset)
         return merge_sketches((self, block))
 
     def resize(self, sketch_size):
@@ -241,12 +241,6 @@ class Sketch:
         B, delta = shrink(np.zeros((0, self.n_features)), self.B, sketch_size)
         return replace(self, B=B, shrinkage=self.shrinkage + delta,
                        sketch_size=int(sketch_size), _svd=[])
-
-    def save(self, path, *, overwrite=False):
-        """Save to ``path`` (``.npz`` file or zarr directory); see :mod:`dasketch.io`."""
-        from dasketch.io import save_sketch
-
-        save_sketch(self, path, overwrite=overwrite)
 
     def __repr__(self):
         return (f"Sketch(method={self.method!r}, sketch_size={self.sketch_size}, "
@@ -371,24 +365,24 @@ def _shrink_flops(n_top, n_rows, n_features, nnz_per_row, sparse):
 
 
 def rows_per_shrink(n_rows, n_features, sketch_size, *, nnz_per_row=None,
-                    block_update="auto"):
+                    update="auto"):
     """How many rows of a block to absorb per shrink.
 
     ``"block"`` absorbs the whole block in one shrink (near-optimal error);
-    ``"stream"`` streams through it with the buffer of ``2 l`` rows of the
+    ``"buffered"`` streams through it with the buffer of ``2 l`` rows of the
     paper's fast Algorithms 4 and 5 ([3]_): after each shrink ``l + 1`` rows
     are free, O(b d l) work. ``"auto"``
     picks, from ``l, 2l, 4l, ..., b``, the largest chunk whose estimated cost
     (flops plus a per-call overhead) is within 2x of the cheapest: larger
     chunks mean fewer shrinks and so a smaller ``Delta``.
     """
-    if block_update not in BLOCK_UPDATES:
-        raise ValueError(f"block_update must be one of {BLOCK_UPDATES}, got {block_update!r}")
+    if update not in UPDATES:
+        raise ValueError(f"update must be one of {UPDATES}, got {update!r}")
     if n_rows == 0:
         return 1
-    if block_update == "block":
+    if update == "block":
         return n_rows
-    if block_update == "stream":
+    if update == "buffered":
         return sketch_size + 1
     sparse = nnz_per_row is not None
     if not sparse:
@@ -427,7 +421,7 @@ def _check_finite(rows, row_offset):
 
 
 def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
-                block_update="auto", row_offset=0):
+                update="auto", row_offset=0):
     """Sketch one block of rows.
 
     Parameters
@@ -442,7 +436,7 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
     center : bool
         Sketch the rows centred on their own mean (merges apply the
         parallel-variance correction).
-    block_update : {"auto", "block", "stream"}
+    update : {"auto", "block", "buffered"}
         See :func:`rows_per_shrink`.
     row_offset : int
         Global index of the first row, used in error messages.
@@ -468,13 +462,13 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
         mean = np.asarray(rows.mean(axis=0), dtype=np.float64).ravel()
     nnz_per_row = rows.nnz / n_rows if sparse else None
     step = rows_per_shrink(n_rows, d, sketch_size, nnz_per_row=nnz_per_row,
-                           block_update=block_update)
+                           update=update)
     B = result.B
     shrinkage = 0.0
     frobenius_sq = 0.0
     start = 0
     while start < n_rows:
-        if block_update == "stream":
+        if update == "buffered":
             # Algorithm 5's buffer of 2 l rows: fill what the last shrink freed.
             step = 2 * sketch_size - B.shape[0]
         chunk = _to_float64(rows[start:start + step])

@@ -1,0 +1,221 @@
+"""Inputs as :class:`RowBlocks`: consecutive blocks of whole rows.
+
+The number of rows per block depends on the shape only, never on how the input
+happens to be chunked, so every blocked computation gives the same result for
+any chunking, scheduler or number of workers.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import warnings
+from dataclasses import dataclass
+
+import dask
+import dask.array as da
+import numpy as np
+import scipy.sparse
+
+from dasketch._blocks.scheduler import client_holding
+from dasketch.io import is_sparse_store, open_zarr_array, read_csr_rows, sparse_store_info
+
+# A dense block holds about this many values (32 MiB in float64).
+BLOCK_VALUES = 2 ** 22
+
+
+def default_block_rows(n_features):
+    """Rows per block for ``n_features`` columns: a power of two in [256, 65536]
+    with about 32 MiB of float64 values per dense block."""
+    rows = BLOCK_VALUES // max(int(n_features), 1)
+    rows = 1 << max(int(rows).bit_length() - 1, 0)
+    return int(min(max(rows, 256), 65536))
+
+
+@dataclass(frozen=True)
+class RowBlocks:
+    """A matrix as consecutive blocks of whole rows.
+
+    Attributes
+    ----------
+    blocks : tuple of dask.delayed.Delayed
+        Each evaluates to a 2-D ndarray or scipy.sparse CSR matrix.
+    offsets : tuple of int
+        Row ``offsets[i]`` is the first row of block ``i``; the last entry is n.
+    n_features : int
+    dtype : numpy.dtype
+    sparse : bool
+    """
+
+    blocks: tuple
+    offsets: tuple
+    n_features: int
+    dtype: np.dtype
+    sparse: bool
+
+    @property
+    def n_rows(self):
+        return self.offsets[-1]
+
+    @property
+    def shape(self):
+        return (self.n_rows, self.n_features)
+
+    def ranges(self):
+        """``(start, stop)`` of every block."""
+        return list(zip(self.offsets[:-1], self.offsets[1:]))
+
+
+def _check_shape(shape, name):
+    if len(shape) != 2:
+        raise ValueError(f"{name} must be a 2-D array (rows are samples), got "
+                         f"{len(shape)}-D input with shape {tuple(shape)}")
+    if shape[0] == 0:
+        raise ValueError(f"{name} has zero rows; at least one row is required")
+    if shape[1] == 0:
+        raise ValueError(f"{name} has zero columns; at least one column is required")
+
+
+def _check_dtype(dtype, name):
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {dtype}")
+    return dtype
+
+
+def _check_block_rows(block_rows):
+    if isinstance(block_rows, (bool, np.bool_)) or not isinstance(
+        block_rows, numbers.Integral
+    ) or block_rows < 1:
+        raise ValueError(f"block_rows must be a positive integer, got {block_rows!r}")
+    return int(block_rows)
+
+
+def _block_rows(block_rows, shape):
+    rows = default_block_rows(shape[1]) if block_rows is None else _check_block_rows(block_rows)
+    return min(rows, shape[0])
+
+
+def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_options=None):
+    """Normalise an input matrix to :class:`RowBlocks`.
+
+    Parameters
+    ----------
+    X : dask.array.Array, numpy.ndarray, scipy.sparse matrix, str or os.PathLike
+        Rows are samples. A string or path is a zarr store (local or fsspec URL).
+    block_rows : int, optional
+        Rows per block; default :func:`default_block_rows`. Blocks, not the
+        input's chunks, decide the result, so any chunking gives the same result.
+    name : str
+        Name of the argument, used in error messages.
+    component, storage_options
+        For zarr inputs, see :func:`dasketch.io.open_zarr_array`.
+
+    Raises
+    ------
+    TypeError, ValueError, FileNotFoundError
+        Naming the argument: unsupported type, non-real dtype, not 2-D, zero rows
+        or columns, missing store.
+    """
+    if isinstance(X, RowBlocks):
+        return X
+    if isinstance(X, (str, os.PathLike)):
+        if is_sparse_store(X, component=component, storage_options=storage_options):
+            return _sparse_store_blocks(X, block_rows, component, storage_options)
+        X = open_zarr_array(X, component=component, storage_options=storage_options)
+    elif component is not None or storage_options is not None:
+        raise ValueError(f"component and storage_options apply only when {name} is a "
+                         "zarr path or URL")
+    if scipy.sparse.issparse(X):
+        return _sparse_row_blocks(X, block_rows, name)
+    if isinstance(X, np.ndarray) or np.isscalar(X) or isinstance(X, (list, tuple)):
+        X = np.asarray(X)
+        _check_shape(X.shape, name)
+        X = da.from_array(X, chunks=(_block_rows(block_rows, X.shape), -1))
+    if not isinstance(X, da.Array):
+        raise TypeError(f"{name} must be a Dask array, numpy array, scipy.sparse matrix or "
+                        f"a zarr path/URL, got {type(X).__name__}")
+    _check_shape(X.shape, name)
+    dtype = _check_dtype(X.dtype, name)
+    if any(np.isnan(c) for c in X.chunks[0]):
+        raise ValueError(f"{name} has unknown chunk sizes; call {name}.compute_chunk_sizes()")
+    if len(X.chunks[1]) > 1:
+        warnings.warn(f"{name} is chunked along columns ({len(X.chunks[1])} column "
+                      "chunks); rechunking to whole rows", stacklevel=3)
+    rows = _block_rows(block_rows, X.shape)
+    row_chunks = X.chunks[0]
+    canonical = all(c == rows for c in row_chunks[:-1]) and row_chunks[-1] <= rows
+    if not canonical or len(X.chunks[1]) > 1:
+        X = X.rechunk({0: rows, 1: -1})
+    # Graph optimisation hides the futures of a persisted array, which compute()
+    # needs to find the client that holds them.
+    persisted = client_holding([X]) is not None
+    blocks = tuple(X.to_delayed(optimize_graph=not persisted).ravel())
+    offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(X.chunks[0])]))
+    return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, False)
+
+
+def _sparse_row_blocks(X, block_rows, name):
+    _check_shape(X.shape, name)
+    dtype = _check_dtype(X.dtype, name)
+    X = scipy.sparse.csr_matrix(X)
+    n_rows, n_features = X.shape
+    if block_rows is None:
+        nnz_per_row = max(X.nnz / n_rows, 1.0)
+        block_rows = default_block_rows(nnz_per_row)
+    rows = min(_check_block_rows(block_rows), n_rows)
+    offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
+    blocks = tuple(dask.delayed(X[start:stop], pure=True)
+                   for start, stop in zip(offsets[:-1], offsets[1:]))
+    return RowBlocks(blocks, offsets, n_features, dtype, True)
+
+
+def _sparse_store_blocks(path, block_rows, component, storage_options):
+    n_rows, n_features, nnz, dtype = sparse_store_info(
+        path, component=component, storage_options=storage_options)
+    if block_rows is None:
+        block_rows = default_block_rows(max(nnz / max(n_rows, 1), 1.0))
+    rows = min(_check_block_rows(block_rows), n_rows)
+    offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
+    read = dask.delayed(read_csr_rows, pure=True)
+    blocks = tuple(read(os.fspath(path), start, stop, component=component,
+                        storage_options=storage_options)
+                   for start, stop in zip(offsets[:-1], offsets[1:]))
+    return RowBlocks(blocks, offsets, n_features, np.dtype(dtype), True)
+
+
+def as_row_aligned(v, blocks, name="v"):
+    """``v`` (numpy or Dask, 1-D or 2-D with ``n`` rows) as a Dask array whose row
+    chunks are the blocks of ``blocks`` (one chunk along any other axis).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch._blocks import as_row_blocks, as_row_aligned
+    >>> blocks = as_row_blocks(np.ones((10, 3)), block_rows=4)
+    >>> as_row_aligned(np.arange(10.0), blocks).chunks
+    ((4, 4, 2),)
+    """
+    if not isinstance(v, da.Array):
+        v = np.asarray(v)
+    if v.ndim not in (1, 2) or v.shape[0] != blocks.n_rows:
+        raise ValueError(f"{name} must have {blocks.n_rows} rows, got shape {tuple(v.shape)}")
+    chunks = (tuple(np.diff(blocks.offsets)),) + tuple((s,) for s in v.shape[1:])
+    if isinstance(v, da.Array):
+        return v.rechunk(chunks)
+    return da.from_array(v, chunks=chunks)
+
+
+def rechunk_rows(array, rows):
+    """Rechunk a Dask array to ``rows`` rows per chunk and one chunk along other axes.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from dasketch._blocks import rechunk_rows
+    >>> rechunk_rows(da.ones((5, 4), chunks=(1, 2)), 2).chunks
+    ((2, 2, 1), (4,))
+    """
+    return array.rechunk({0: int(rows), **{ax: -1 for ax in range(1, array.ndim)}})
+
+

@@ -1,0 +1,88 @@
+"""Computing Dask objects: on a given client, the client holding persisted
+inputs, or the active scheduler; with an optional progress bar."""
+
+from __future__ import annotations
+
+import dask
+
+def default_client():
+    try:
+        from distributed import default_client
+
+        return default_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def client_holding(objs):
+    """The client of any futures inside ``objs`` (persisted collections), or None."""
+    try:
+        from distributed import futures_of
+    except ImportError:
+        return None
+    futures = [f for obj in objs if dask.is_dask_collection(obj) for f in futures_of(obj)]
+    return futures[0].client if futures else None
+
+
+def compute(*objs, client=None, progress=False):
+    """Compute Dask objects with ``client`` (a ``distributed.Client``) if given,
+    else with the active default scheduler.
+
+    With ``progress=True`` a progress bar is shown: ``distributed.progress``
+    (a text bar in a terminal, a widget in a notebook) on a cluster, Dask's
+    ``ProgressBar`` with the local schedulers. Inputs persisted on a
+    ``distributed`` cluster are computed by the client that holds them.
+    """
+    if client is None:
+        client = client_holding(objs)
+    if not progress:
+        if client is not None:
+            return dask.compute(*objs, scheduler=client)
+        return dask.compute(*objs)
+    client = client if client is not None else default_client()
+    if client is None:
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar():
+            return dask.compute(*objs)
+    from distributed import progress as show_progress
+
+    try:
+        import ipywidgets  # noqa: F401
+
+        notebook = None  # a widget in a notebook, a text bar in a terminal
+    except ImportError:
+        notebook = False
+    futures = client.compute(list(objs))
+    with client.as_current():
+        show_progress(futures, notebook=notebook)
+    return tuple(client.gather(futures))
+
+
+def persist(*arrays, client=None):
+    """Persist Dask arrays in (worker) memory with ``client`` or the default scheduler.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from dasketch._blocks import persist
+    >>> (a,) = persist(da.ones(4, chunks=2) * 2)
+    >>> float(a.sum().compute())
+    8.0
+    """
+    if client is not None:
+        return tuple(client.persist(list(arrays)))
+    return dask.persist(*arrays)
+
+
+def is_dask_collection(obj):
+    """Whether ``obj`` is a Dask collection (array, delayed, ...).
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from dasketch._blocks import is_dask_collection
+    >>> is_dask_collection(da.ones(3)), is_dask_collection(np.ones(3))
+    (True, False)
+    """
+    return dask.is_dask_collection(obj)

@@ -1,0 +1,252 @@
+"""Synthetic data sets: writers of larger-than-memory zarr stores for examples and
+benchmarks, and ill-conditioned regression problems with non-uniform leverage.
+
+The regression problems are the test problems of pwSGD-type solvers (Yang et al.,
+JMLR 2018, Section 6; Avron, Maymounkov, Toledo, SIAM J. Sci. Comput. 2010,
+Section 6): a prescribed condition number and a few rows of high leverage, which
+defeat uniform sampling.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from dasketch.io import (CSR_FORMAT, is_local_path, local_path, open_zarr_array,
+                         sparse_store_info, write_atomically)
+from dasketch.kernels.embeddings import gaussian_rows, resolve_seed
+
+
+def write_sparse_synthetic(path, n_rows, n_features, *, density=1e-3, chunk_rows=16384,
+                           dtype="float64", random_state=0, overwrite=False):
+    """Write a synthetic sparse-by-rows data set as a CSR zarr group.
+
+    Each row has about ``density * n_features`` nonzeros at uniform columns; the
+    values are Gaussian with a column scale ``(j + 1) ** -0.5`` (a decaying
+    spectrum). Rows are generated chunk by chunk (seeded by ``random_state`` and
+    the chunk's first row) and appended, so the data set can be larger than
+    memory.
+
+    Returns
+    -------
+    tuple
+        ``(n_rows, n_features, nnz)``.
+    """
+    import zarr
+
+    if n_rows < 1 or n_features < 1:
+        raise ValueError(f"n_rows and n_features must be >= 1, got {n_rows}, {n_features}")
+    if not 0 < density <= 1:
+        raise ValueError(f"density must be in (0, 1], got {density}")
+    if is_local_path(path) and os.path.exists(local_path(path)) and not overwrite:
+        raise FileExistsError(f"path: {os.fspath(path)!r} exists; pass overwrite=True "
+                              "to replace it")
+    seed = resolve_seed(random_state)
+    column_scale = (1.0 + np.arange(n_features)) ** -0.5
+    chunk_rows = int(min(chunk_rows, n_rows))
+    nnz_chunk = max(int(chunk_rows * n_features * density), 1)
+
+    def write(target):
+        group = zarr.open_group(target, mode="w")
+        group.attrs.update({"format": CSR_FORMAT, "shape": [int(n_rows), int(n_features)]})
+        indptr = group.create_array("indptr", shape=(n_rows + 1,), chunks=(chunk_rows + 1,),
+                                    dtype="int64")
+        indices = group.create_array("indices", shape=(0,), chunks=(nnz_chunk,), dtype="int64")
+        data = group.create_array("data", shape=(0,), chunks=(nnz_chunk,), dtype=dtype)
+        nnz = 0
+        indptr[0:1] = [0]
+        for start in range(0, n_rows, chunk_rows):
+            stop = min(start + chunk_rows, n_rows)
+            counts, cols, vals = _sparse_rows(seed, start, stop, n_features, density)
+            row_of = np.repeat(np.arange(stop - start), counts)
+            cols_sorted = cols[np.lexsort((cols, row_of))]
+            indptr[start + 1:stop + 1] = nnz + np.cumsum(counts)
+            indices.append(cols_sorted)
+            data.append((vals * column_scale[cols_sorted]).astype(dtype))
+            nnz += int(counts.sum())
+
+    write_atomically(write, path, overwrite)
+    return n_rows, n_features, sparse_store_info(path)[2]
+
+
+def _sparse_rows(seed, start, stop, n_features, density):
+    """Nonzero counts, column indices and values of rows ``[start, stop)``."""
+    rng = np.random.default_rng([seed, 3, start])
+    mean_count = density * n_features
+    counts = np.clip(rng.poisson(mean_count, size=stop - start), 1, n_features)
+    total = int(counts.sum())
+    return counts, rng.integers(0, n_features, size=total), rng.standard_normal(total)
+
+
+def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=None, noise=0.01,
+                    chunk_rows=16384, dtype="float64", random_state=0, overwrite=False):
+    """Write a synthetic data set with a decaying spectrum to a zarr store.
+
+    Row ``i`` is ``g_i^T diag(s) V^T + noise * e_i^T`` with ``g_i, e_i`` standard
+    Gaussian, ``s_j = decay ** j`` (or ``(j + 1) ** -power`` when ``power`` is
+    given) for the first ``rank`` directions and ``V`` a
+    fixed random orthogonal basis; so ``A^T A / n`` approaches
+    ``V diag(s^2) V^T + noise^2 I``. Rows are generated block by block from
+    tile-indexed seeds (the same rows for any ``chunk_rows``), so the data set can
+    be far larger than memory.
+
+    Returns
+    -------
+    dask.array.Array
+        The written array, opened from the store.
+
+    Examples
+    --------
+    >>> import os, tempfile, dasketch
+    >>> X = dasketch.write_synthetic(os.path.join(tempfile.mkdtemp(), "X.zarr"), 1000, 8)
+    >>> X.shape, X.dtype.name
+    ((1000, 8), 'float64')
+    """
+    import dask.array as da
+
+    if n_rows < 1 or n_features < 1:
+        raise ValueError(f"n_rows and n_features must be >= 1, got {n_rows}, {n_features}")
+    rank = n_features if rank is None else min(rank, n_features)
+    local = is_local_path(path)
+    if local and os.path.exists(local_path(path)) and not overwrite:
+        raise FileExistsError(f"path: {os.fspath(path)!r} exists; pass overwrite=True "
+                              "to replace it")
+    seed = resolve_seed(random_state)
+    basis, _ = np.linalg.qr(gaussian_rows(seed, 0, 0, n_features, rank))
+    scales = decay ** np.arange(rank) if power is None else (1.0 + np.arange(rank)) ** -power
+    mixing = scales[:, None] * basis.T  # rank x d
+
+    def make_block(block_info=None):
+        start, stop = block_info[None]["array-location"][0]
+        latent = gaussian_rows(seed, 1, start, stop, rank)
+        rows = latent @ mixing
+        if noise:
+            rows += noise * gaussian_rows(seed, 2, start, stop, n_features)
+        return rows.astype(dtype, copy=False)
+
+    chunk_rows = int(min(chunk_rows, n_rows))
+    lazy = da.map_blocks(make_block, dtype=dtype,
+                         chunks=(da.core.normalize_chunks(chunk_rows, (n_rows,))[0],
+                                 (n_features,)))
+    write_atomically(lambda target: da.to_zarr(lazy, target, overwrite=True),
+                      path, overwrite)
+    return open_zarr_array(path)
+
+
+
+def ill_conditioned_regression(n_rows, n_features, *, condition_number=1e6, n_heavy=None,
+                               heavy_scale=None, noise="gaussian", noise_scale=1.0,
+                               rotate=True, random_state=0, dtype=np.float64):
+    """``A = D W diag(s) V^T`` and ``b = A x_true + e``.
+
+    ``W`` is standard Gaussian, ``s`` is log-spaced from 1 to
+    ``1 / condition_number``, ``V`` a random orthogonal matrix (identity when
+    ``rotate=False``: then the ill-conditioning is a column scaling that a
+    diagonal preconditioner removes), and ``D`` scales ``n_heavy`` random rows by
+    ``heavy_scale`` so that they carry a large share of the leverage.
+    ``x_true = V diag(1/s) g`` puts as much signal along every singular
+    direction of ``A`` as the noise ``e`` (Gaussian or Laplace) carries in
+    total, so ``||A x_true||^2`` is about ``d`` times ``||e||^2``.
+
+    Parameters
+    ----------
+    n_rows, n_features : int
+    condition_number : float
+        ``cond(W diag(s) V^T)`` up to the factor ``cond(W)`` (about 1 for
+        ``n >> d``).
+    n_heavy : int, optional
+        Default ``max(n_features // 4, 1)``.
+    heavy_scale : float, optional
+        Default ``sqrt(n_rows / n_features)``: each heavy row then has leverage
+        about 1/2.
+    noise : {"gaussian", "laplace"}
+    noise_scale : float
+    rotate : bool
+    random_state : int
+    dtype : numpy dtype
+
+    Returns
+    -------
+    A : ndarray (n_rows, n_features)
+    b : ndarray (n_rows,)
+    x_true : ndarray (n_features,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch.datasets import ill_conditioned_regression
+    >>> A, b, x = ill_conditioned_regression(2000, 10, condition_number=1e4)
+    >>> bool(5e3 < np.linalg.cond(A) < 5e4)
+    True
+    """
+    if noise not in ("gaussian", "laplace"):
+        raise ValueError(f"noise must be 'gaussian' or 'laplace', got {noise!r}")
+    rng = np.random.default_rng(resolve_seed(random_state))
+    d = int(n_features)
+    s = np.logspace(0, -np.log10(condition_number), d)
+    A = rng.standard_normal((n_rows, d))
+    A *= s
+    if rotate:
+        V, _ = np.linalg.qr(rng.standard_normal((d, d)))
+        A = A @ V.T
+    n_heavy = max(d // 4, 1) if n_heavy is None else int(n_heavy)
+    heavy_scale = np.sqrt(n_rows / d) if heavy_scale is None else float(heavy_scale)
+    heavy = rng.choice(n_rows, size=n_heavy, replace=False)
+    A[heavy] *= heavy_scale
+    # Equal signal along every right singular direction: x_true = V diag(1/s) g,
+    # so the objective is as sensitive to the small singular directions as to
+    # the large ones and an unpreconditioned method must resolve all of them.
+    x_true = rng.standard_normal(d) / s
+    if rotate:
+        x_true = V @ x_true
+    if noise == "gaussian":
+        e = rng.standard_normal(n_rows)
+    else:
+        e = rng.laplace(size=n_rows)
+    b = A @ x_true + noise_scale * e
+    return A.astype(dtype, copy=False), b, x_true
+
+
+def l1_regression_linprog(A, b, bounds=None):
+    """Exact ``argmin_x ||A x - b||_1`` (optionally in a box) with HiGHS.
+
+    The reference solution for small problems, by
+    ``scipy.optimize.linprog(method="highs")``. Without bounds, the dual
+    ``max b^T u`` subject to ``A^T u = 0, -1 <= u <= 1`` (``n`` variables, ``d``
+    equalities; ``x`` is minus the multipliers of the equalities; 4 s for
+    20,000 x 20, 2 minutes for 10^5 x 20); with bounds, the primal ``min sum(t)``
+    subject to ``-t <= A x - b <= t`` (20x slower).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch.datasets import l1_regression_linprog
+    >>> A = np.ones((5, 1)); b = np.array([0.0, 1.0, 2.0, 3.0, 100.0])
+    >>> l1_regression_linprog(A, b)          # the median
+    array([2.])
+    """
+    import scipy.optimize
+    import scipy.sparse
+
+    A = np.asarray(A, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    n, d = A.shape
+    if bounds is None:
+        res = scipy.optimize.linprog(-b, A_eq=A.T, b_eq=np.zeros(d), bounds=(-1, 1),
+                                     method="highs")
+        if res.status != 0:
+            raise RuntimeError(f"linprog failed: {res.message}")
+        return -res.eqlin.marginals
+    eye = scipy.sparse.identity(n, format="csr")
+    A_ub = scipy.sparse.vstack([scipy.sparse.hstack([A, -eye]),
+                                scipy.sparse.hstack([-A, -eye])]).tocsr()
+    c = np.concatenate([np.zeros(d), np.ones(n)])
+    box = [(None, None)] * d if bounds is None else [
+        (None if np.isinf(lo) else lo, None if np.isinf(hi) else hi)
+        for lo, hi in zip(np.broadcast_to(bounds[0], d), np.broadcast_to(bounds[1], d))]
+    res = scipy.optimize.linprog(c, A_ub=A_ub, b_ub=np.concatenate([b, -b]),
+                                 bounds=box + [(0, None)] * n, method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"linprog failed: {res.message}")
+    return res.x[:d]

@@ -1,0 +1,1 @@
+"""Utilities shared by the estimators and entry points."""
