@@ -17,8 +17,12 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 
+from sklearn.utils import check_scalar
+
 from dasketch._blocks.scheduler import client_holding
-from dasketch.io import is_sparse_store, open_zarr_array, read_csr_rows, sparse_store_info
+from dasketch.io import (
+    is_local_path, is_sparse_store, local_path, open_zarr_array, read_csr_rows,
+    sparse_store_info)
 
 # A dense block holds about this many values (32 MiB in float64).
 BLOCK_VALUES = 2 ** 22
@@ -84,11 +88,7 @@ def _check_dtype(dtype, name):
 
 
 def _check_block_rows(block_rows):
-    if isinstance(block_rows, (bool, np.bool_)) or not isinstance(
-        block_rows, numbers.Integral
-    ) or block_rows < 1:
-        raise ValueError(f"block_rows must be a positive integer, got {block_rows!r}")
-    return int(block_rows)
+    return int(check_scalar(block_rows, "block_rows", numbers.Integral, min_val=1))
 
 
 def _block_rows(block_rows, shape):
@@ -101,8 +101,13 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
 
     Parameters
     ----------
-    X : dask.array.Array, numpy.ndarray, scipy.sparse matrix, str or os.PathLike
-        Rows are samples. A string or path is a zarr store (local or fsspec URL).
+    X : dask.array.Array, numpy.ndarray, pandas.DataFrame, scipy.sparse matrix or array \
+(any format), zarr.Array, str or os.PathLike
+        Rows are samples. A string or path is a zarr store (a local directory, a
+        local ``.zip`` store, or an fsspec URL). The dtype is kept (float32 stays
+        float32); in-memory values are read as they are, so callers that need
+        finite values check them first (the estimators do, through
+        :func:`dasketch.utils.validation.validate_input`).
     block_rows : int, optional
         Rows per block; default :func:`default_block_rows`. Blocks, not the
         input's chunks, decide the result, so any chunking gives the same result.
@@ -119,7 +124,9 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     """
     if isinstance(X, RowBlocks):
         return X
-    if isinstance(X, (str, os.PathLike)):
+    if isinstance(X, (str, os.PathLike)) and _is_zip_store(X):
+        X = _open_zip_array(X, component, name)
+    elif isinstance(X, (str, os.PathLike)):
         if is_sparse_store(X, component=component, storage_options=storage_options):
             return _sparse_store_blocks(X, block_rows, component, storage_options)
         X = open_zarr_array(X, component=component, storage_options=storage_options)
@@ -128,13 +135,18 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
                          "zarr path or URL")
     if scipy.sparse.issparse(X):
         return _sparse_row_blocks(X, block_rows, name)
-    if isinstance(X, np.ndarray) or np.isscalar(X) or isinstance(X, (list, tuple)):
+    if _is_zarr_array(X):
+        X = da.from_zarr(X)
+    elif not isinstance(X, da.Array) and (
+            isinstance(X, (np.ndarray, list, tuple)) or np.isscalar(X)
+            or hasattr(X, "__array__")):  # pandas DataFrames and other array-likes
         X = np.asarray(X)
         _check_shape(X.shape, name)
         X = da.from_array(X, chunks=(_block_rows(block_rows, X.shape), -1))
     if not isinstance(X, da.Array):
-        raise TypeError(f"{name} must be a Dask array, numpy array, scipy.sparse matrix or "
-                        f"a zarr path/URL, got {type(X).__name__}")
+        raise TypeError(f"{name} must be a Dask array, numpy array, pandas DataFrame, "
+                        "scipy.sparse matrix, zarr.Array or a zarr path/URL, got "
+                        f"{type(X).__name__}")
     _check_shape(X.shape, name)
     dtype = _check_dtype(X.dtype, name)
     if any(np.isnan(c) for c in X.chunks[0]):
@@ -153,6 +165,31 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     blocks = tuple(X.to_delayed(optimize_graph=not persisted).ravel())
     offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(X.chunks[0])]))
     return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, False)
+
+
+def _is_zarr_array(X):
+    return type(X).__module__.split(".")[0] == "zarr" and hasattr(X, "shape")
+
+
+def _is_zip_store(path):
+    path = os.fspath(path)
+    return is_local_path(path) and local_path(path).endswith(".zip")
+
+
+def _open_zip_array(path, component, name):
+    """A zarr array in a local ``.zip`` store (zarr opens a path as a directory
+    store, so the zip store is opened explicitly; read-only)."""
+    import zarr
+
+    path = local_path(os.fspath(path))
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{name}: no zarr store at {path!r}")
+    store = zarr.storage.ZipStore(path, mode="r")
+    try:
+        return zarr.open_array(store, mode="r", path=component or "")
+    except Exception as exc:
+        where = f" at component {component!r}" if component else ""
+        raise ValueError(f"{name}: no zarr array in {path!r}{where}") from exc
 
 
 def _sparse_row_blocks(X, block_rows, name):

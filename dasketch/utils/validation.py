@@ -112,23 +112,21 @@ def as_target_vector(y, n_rows, *, name="y", matrix="X", real=False):
     """Targets or labels as a 1-D numpy vector of ``n_rows`` entries.
 
     Dask input is computed (targets are n values, small next to the matrix); an
-    ``(n, 1)`` column is flattened. With ``real=True`` the values must be finite
+    ``(n, 1)`` column is flattened with a ``DataConversionWarning``. With ``real=True`` the values must be finite
     real numbers and come back as float64.
 
     Examples
     --------
     >>> import numpy as np
-    >>> as_target_vector(np.ones((3, 1)), 3, real=True)
-    array([1., 1., 1.])
+    >>> as_target_vector([1, 2, 3], 3, real=True)
+    array([1., 2., 3.])
     """
     if is_dask_collection(y):
         (y,) = compute(y)
     y = np.asarray(y)
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y[:, 0]
-    if y.ndim != 1:
+    if y.ndim not in (1, 2) or (y.ndim == 2 and y.shape[1] != 1):
         raise ValueError(f"{name} must be 1-D, got shape {y.shape}")
-    y = column_or_1d(y)
+    y = column_or_1d(y, warn=True)  # DataConversionWarning for a column, as scikit-learn
     if y.shape[0] != n_rows:
         raise ValueError(f"{name} has {y.shape[0]} entries but {matrix} has {n_rows} rows; "
                          "they must match")
