@@ -1,11 +1,44 @@
-"""Shared fixtures: a real distributed LocalCluster and the a9a data set."""
+"""Shared fixtures: a real distributed LocalCluster and the a9a data set.
 
+The real data set is looked up in ``../shared/data`` beside the repository, or in
+the directory named by ``DASKETCH_SHARED_DATA``; ``DASKETCH_SHARED_DATA=none``
+disables the lookup, which is what a fresh clone without ``../shared`` sees (CI
+runs the ``real_data`` tests that way too). Tests that use the a9a fixtures are
+marked ``real_data`` automatically.
+"""
+
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_DATA_ENV = "DASKETCH_SHARED_DATA"
+REAL_DATA_FIXTURES = {"a9a_train", "a9a_test"}
+
+
+def _shared_data():
+    setting = os.environ.get(SHARED_DATA_ENV, "")
+    if setting.lower() == "none":
+        return None
+    if setting:
+        return Path(setting)
+    return Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+SHARED_DATA = _shared_data()
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "real_data: reads ../shared/data when present (CI runs these again "
+                   f"with {SHARED_DATA_ENV}=none)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if REAL_DATA_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.real_data)
 
 
 @pytest.fixture(scope="session")
@@ -22,6 +55,8 @@ def cluster_client():
 def _load_libsvm(name):
     from sklearn.datasets import load_svmlight_file
 
+    if SHARED_DATA is None:
+        pytest.skip(f"real data lookup disabled ({SHARED_DATA_ENV}=none)")
     path = SHARED_DATA / name
     if not path.exists():
         pytest.skip(f"real data set {path} is absent (it lives in ../shared/data)")

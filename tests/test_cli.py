@@ -1,9 +1,9 @@
 """The real `dasketch` console script, run in subprocesses against zarr stores on disk."""
 
 import os
-import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,11 +16,16 @@ from tests.helpers import spectral_norm
 TIMEOUT = 300
 
 
-def run(*args, cwd=None):
-    exe = shutil.which("dasketch")
-    command = [exe] if exe else [sys.executable, "-m", "dasketch.cli"]
-    return subprocess.run([*command, *map(str, args)], capture_output=True, text=True,
-                          timeout=TIMEOUT, cwd=cwd)
+# The console script installed with this interpreter (found beside it, not on PATH:
+# `venv/bin/python -m pytest` runs without the venv activated); from a source tree
+# without an installed script, the module.
+SCRIPT = Path(sys.executable).parent / "dasketch"
+COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "dasketch.cli"]
+
+
+def run(*args, cwd=None, env=None, timeout=TIMEOUT):
+    return subprocess.run([*COMMAND, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env=env)
 
 
 def assert_user_error(result, *needles):
@@ -125,9 +130,8 @@ def test_scheduler_address_and_env(dense_store, tmp_path, cluster_client):
                  "--quiet")
     assert result.returncode == 0, result.stderr
     env = dict(os.environ, DASK_SCHEDULER_ADDRESS=address)
-    via_env = subprocess.run([shutil.which("dasketch") or "dasketch", "sketch", str(dense_store),
-                              "-l", "6", "--out", str(tmp_path / "env.npz"), "--quiet"],
-                             capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    via_env = run("sketch", dense_store, "-l", 6, "--out", tmp_path / "env.npz", "--quiet",
+                  env=env)
     assert via_env.returncode == 0, via_env.stderr
     a, b = dasketch.load_sketch(out), dasketch.load_sketch(tmp_path / "env.npz")
     np.testing.assert_allclose(a.B.T @ a.B, b.B.T @ b.B, rtol=1e-10, atol=1e-8)

@@ -12,11 +12,13 @@ run; the TLS set-up of ``deploy/README.md`` is run with a throwaway CA.
 from __future__ import annotations
 
 import datetime
+import os
 import re
 import shlex
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import cloudpickle
 import numpy as np
@@ -166,9 +168,12 @@ def test_dockerfile_installs_the_repository():
 @pytest.mark.parametrize("name", ["dask-scheduler", "dask-worker"])
 def test_compatibility_names_run_current_commands(name):
     """The Helm chart calls ``dask-scheduler`` / ``dask-worker``; the image's
-    wrappers must start the current commands."""
+    wrappers must start the current commands. The image has ``dask`` on PATH;
+    here it is the one installed beside this interpreter (no activated venv)."""
+    scripts = str(Path(sys.executable).parent)
+    env = dict(os.environ, PATH=scripts + os.pathsep + os.environ.get("PATH", ""))
     out = subprocess.run([str(DEPLOY / "bin" / name), "--help"], capture_output=True,
-                         text=True, timeout=60)
+                         text=True, timeout=60, env=env)
     assert out.returncode == 0, out.stderr
     assert f"Usage: dask {name.split('-')[1]}" in out.stdout
 

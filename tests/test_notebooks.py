@@ -13,7 +13,13 @@ NOTEBOOKS = sorted(EXAMPLES.glob("*.ipynb"))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def _marks(notebook):
+    """Notebooks that look for the real data set run again in CI without it."""
+    return [pytest.mark.real_data] if "shared/data" in notebook.read_text() else []
+
+
+@pytest.mark.parametrize("notebook", [pytest.param(p, id=p.stem, marks=_marks(p))
+                                      for p in NOTEBOOKS])
 def test_notebook_runs_and_writes_figures(notebook, tmp_path, monkeypatch):
     figures = tmp_path / "figures"
     monkeypatch.setenv("DASKETCH_EXAMPLES_SMALL", "1")
