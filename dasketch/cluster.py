@@ -1,10 +1,23 @@
-"""Connect to a Dask scheduler, or start an embedded LocalCluster."""
+"""Connect to a Dask scheduler, or start an embedded LocalCluster.
+
+Every mistake is found before anything starts: impossible cluster sizes and
+malformed addresses raise ``ValueError``; an address that refuses, does not
+answer or does not speak Dask's protocol raises ``OSError`` naming the address,
+within the connection timeout (8 s by default).
+"""
 
 from __future__ import annotations
 
+import numbers
 import os
+import socket
+import time
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
+DEFAULT_TIMEOUT = "8s"
+# Protocols whose address is host:port, checked with a plain TCP connection first
+# (distributed itself retries a refused connection until its timeout).
+_TCP_PROTOCOLS = ("tcp", "tls", "ws", "wss")
 
 
 def default_cluster_size(memory_limit=None):
@@ -19,8 +32,174 @@ def default_cluster_size(memory_limit=None):
             "memory_limit": "auto" if memory_limit is None else memory_limit}
 
 
+def _check_count(value, name):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def check_memory_limit(memory_limit):
+    """``memory_limit`` as distributed accepts it: None, ``"auto"``, a byte
+    string such as ``"2GiB"``, a number of bytes, or a fraction in (0, 1] of
+    the machine's memory. Raises ``ValueError`` naming the value otherwise."""
+    from dask.utils import parse_bytes
+
+    if memory_limit is None or memory_limit == "auto":
+        return memory_limit
+    try:
+        value = (parse_bytes(memory_limit) if isinstance(memory_limit, str)
+                 else float(memory_limit))
+    except (TypeError, ValueError):
+        value = None
+    if isinstance(memory_limit, bool) or value is None or not value > 0:
+        raise ValueError(f"memory_limit must be 'auto', a size such as '2GiB', a number "
+                         f"of bytes or a fraction of memory in (0, 1], got {memory_limit!r}")
+    return memory_limit
+
+
+def check_timeout(timeout):
+    """Seconds of a timeout given as ``"10s"`` or a number (``ValueError`` otherwise)."""
+    from dask.utils import parse_timedelta
+
+    try:
+        seconds = parse_timedelta(timeout, default="seconds")
+    except (TypeError, ValueError, KeyError):
+        seconds = None
+    if seconds is None or not seconds > 0:
+        raise ValueError(f"timeout must be a positive duration such as '10s', got {timeout!r}")
+    return float(seconds)
+
+
+def check_address(address):
+    """``(protocol, host, port)`` of a scheduler address such as
+    ``tcp://10.0.0.5:8786`` (``port`` is None for protocols without one).
+
+    Raises
+    ------
+    ValueError
+        Naming the address and what is wrong with it.
+    """
+    from distributed.comm import registry
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    expected = "expected an address such as tcp://10.0.0.5:8786"
+    if not isinstance(address, str) or not address.strip():
+        raise ValueError(f"scheduler address must be a non-empty string ({expected}), "
+                         f"got {address!r}")
+    try:
+        protocol, location = parse_address(address.strip())
+    except ValueError as exc:
+        raise ValueError(f"scheduler address {address!r} is malformed: {exc}") from None
+    if protocol not in registry.backends:
+        raise ValueError(f"scheduler address {address!r} has an unknown protocol "
+                         f"{protocol!r} ({expected})")
+    if protocol not in _TCP_PROTOCOLS:
+        return protocol, location, None
+    try:
+        host, port = parse_host_port(location)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"scheduler address {address!r} is malformed: {exc} "
+                         f"({expected})") from None
+    if not host or not 0 < port < 65536:
+        raise ValueError(f"scheduler address {address!r} needs a host and a port in "
+                         f"1-65535 ({expected})")
+    return protocol, host, port
+
+
+def _first_line(exc):
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _probe(address, host, port, seconds):
+    """Open and close a TCP connection: fails at once when refused and within
+    ``seconds`` when the host does not answer."""
+    try:
+        with socket.create_connection((host, port), timeout=seconds):
+            pass
+    except socket.timeout:
+        raise OSError(f"cannot connect to the Dask scheduler at {address!r}: no answer "
+                      f"within {seconds:g} s (is the host reachable?)") from None
+    except ConnectionRefusedError:
+        raise OSError(f"cannot connect to the Dask scheduler at {address!r}: connection "
+                      "refused (is a scheduler running there?)") from None
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise OSError(f"cannot connect to the Dask scheduler at {address!r}: "
+                      f"{reason}") from None
+
+
+def _identify(address, seconds, timeout_seconds, security=None):
+    """The scheduler's ``identity`` reply, asked over Dask's protocol within
+    ``seconds`` overall (a peer that accepts the connection but never answers
+    would otherwise hold ``Client`` forever)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed.comm import connect as open_comm
+    from distributed.security import Security
+
+    async def ask():
+        comm = await open_comm(address, timeout=seconds,
+                               **(security or Security()).get_connection_args("client"))
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    async def bounded():
+        return await asyncio.wait_for(ask(), seconds)
+
+    # A thread of its own: the caller may already run an event loop (a notebook).
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            reply = pool.submit(asyncio.run, bounded()).result()
+        except asyncio.TimeoutError:
+            raise OSError(f"cannot connect to the Dask scheduler at {address!r}: no "
+                          f"answer within {timeout_seconds:g} s") from None
+        except OSError as exc:
+            raise OSError(f"cannot connect to the Dask scheduler at {address!r}: "
+                          f"{_first_line(exc)}") from None
+        except Exception as exc:  # noqa: BLE001 - garbage from another service
+            raise OSError(f"cannot connect to the Dask scheduler at {address!r}: what "
+                          f"answers there does not speak Dask's protocol "
+                          f"({type(exc).__name__})") from None
+    kind = reply.get("type") if isinstance(reply, dict) else None
+    if kind != "Scheduler":
+        raise OSError(f"cannot connect to the Dask scheduler at {address!r}: what "
+                      f"answers there is not a scheduler (it says {kind!r})")
+    return reply
+
+
+def connect(address, *, timeout=DEFAULT_TIMEOUT, **client_kwargs):
+    """A ``distributed.Client`` connected to the scheduler at ``address``.
+
+    Fails within ``timeout`` with a one-line ``OSError`` naming the address when
+    nothing listens there, the host does not answer, or what answers is not a
+    Dask scheduler; a malformed address is a ``ValueError`` before any
+    connection is tried.
+    """
+    from distributed import Client
+
+    protocol, host, port = check_address(address)
+    seconds = check_timeout(timeout)
+    deadline = time.monotonic() + seconds
+    if port is not None:
+        _probe(address, host, port, seconds)
+    _identify(address, max(deadline - time.monotonic(), 0.1), seconds,
+              client_kwargs.get("security"))
+    try:
+        return Client(address, timeout=seconds, **client_kwargs)
+    except OSError as exc:  # distributed closed the client
+        raise OSError(f"cannot connect to the Dask scheduler at {address!r}: "
+                      f"{_first_line(exc)}") from None
+
+
 def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_worker=None,
-               timeout="30s", dashboard_address=":0", set_as_default=True,
+               timeout=DEFAULT_TIMEOUT, dashboard_address=":0", set_as_default=True,
                **cluster_kwargs):
     """A ``distributed.Client``: connected to a scheduler, or on an embedded cluster.
 
@@ -35,11 +214,14 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
         Scheduler address such as ``tcp://10.0.0.5:8786``. Defaults to the
         ``DASK_SCHEDULER_ADDRESS`` environment variable; when neither is set, an
         embedded ``LocalCluster`` with worker processes is started.
-    n_workers, memory_limit, threads_per_worker
+    n_workers, threads_per_worker : int >= 1, optional
         Size of the embedded cluster (default: one single-threaded worker process
-        per core, memory split evenly). Ignored when connecting to an address.
-    timeout : str
-        How long to wait for a scheduler before raising ``OSError``.
+        per core). Only for the embedded cluster.
+    memory_limit : str or float, optional
+        Memory limit per worker of the embedded cluster (``"2GiB"``, bytes, or a
+        fraction of the machine's memory); default: the memory split evenly.
+    timeout : str or float
+        How long to wait for a scheduler (default 8 s) before raising ``OSError``.
     dashboard_address : str or None
         Dashboard of the embedded cluster (``":0"``: a free port; None: off).
     set_as_default : bool
@@ -54,6 +236,16 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
     -------
     distributed.Client
 
+    Raises
+    ------
+    ValueError
+        Before anything starts: a malformed address, sizes that are not
+        integers >= 1, an unreadable memory limit or timeout, or sizes given
+        with an address.
+    OSError
+        Within ``timeout``, naming the address, when no Dask scheduler answers
+        there.
+
     Examples
     --------
     >>> from dasketch import get_client
@@ -61,14 +253,19 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
     ...     print(client.submit(sum, [1, 2]).result())
     3
     """
-    from distributed import Client
-
+    n_workers = _check_count(n_workers, "n_workers")
+    threads_per_worker = _check_count(threads_per_worker, "threads_per_worker")
+    memory_limit = check_memory_limit(memory_limit)
+    check_timeout(timeout)
     address = address or os.environ.get(SCHEDULER_ENV) or None
     if address:
-        if n_workers is not None or memory_limit is not None:
-            raise ValueError("n_workers and memory_limit size an embedded cluster; they "
-                             "cannot be used with a scheduler address")
-        return Client(address, timeout=timeout, set_as_default=set_as_default)
+        if any(v is not None for v in (n_workers, memory_limit, threads_per_worker)):
+            raise ValueError("n_workers, threads_per_worker and memory_limit size an "
+                             "embedded cluster; they cannot be used with a scheduler "
+                             "address")
+        return connect(address, timeout=timeout, set_as_default=set_as_default)
+    from distributed import Client
+
     sizing = default_cluster_size(memory_limit)
     if n_workers is not None:
         sizing["n_workers"] = n_workers
