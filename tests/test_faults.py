@@ -160,7 +160,7 @@ def test_worker_killed_mid_dual_random_projection(procs, tmp_path):
         def job():
             with client.as_current():
                 return linear_model.DualRandomProjectionRegressor(
-                    alpha=1.0, n_components=24, n_iter=1, block_rows=512,
+                    alpha=1.0, n_components=24, solver="paper", max_iter=1, block_rows=512,
                     random_state=0).fit(tmp_path / "D.zarr", y)
 
         reference, n_transitions = measure(client, job)

@@ -7,14 +7,16 @@ The public names are imported on first use (PEP 562), so importing one model
 from dasketch.utils.lazy import lazy_attributes
 
 _PUBLIC = {
-    "DualRandomProjectionClassifier": "dasketch.linear_model.dual_random_projection",
-    "DualRandomProjectionRegressor": "dasketch.linear_model.dual_random_projection",
+    "DualRandomProjectionClassifier": "dasketch.linear_model.dual_projection.estimators",
+    "DualRandomProjectionRegressor": "dasketch.linear_model.dual_projection.estimators",
+    "DualRandomProjectionResult": "dasketch.linear_model.dual_projection.solve",
     "LstsqResult": "dasketch.linear_model.lstsq",
     "PWSGDRegressor": "dasketch.linear_model.pwsgd",
     "RFDSONClassifier": "dasketch.linear_model.rfd_son",
     "RFDSONRegressor": "dasketch.linear_model.rfd_son",
     "SketchLstsqRegressor": "dasketch.linear_model.lstsq",
     "SketchPreconditioner": "dasketch.linear_model.preconditioning",
+    "dual_random_projection": "dasketch.linear_model.dual_projection.solve",
     "leverage_scores": "dasketch.linear_model.preconditioning",
     "sketch_lstsq": "dasketch.linear_model.lstsq",
     "sketch_precondition": "dasketch.linear_model.preconditioning",

@@ -1,0 +1,24 @@
+"""Dual random projection (Zhang, Mahdavi, Jin, Yang, Zhu, COLT 2013) and past it.
+
+:func:`dual_random_projection` (module :mod:`.solve`) is the functional form;
+:class:`DualRandomProjectionRegressor` and :class:`DualRandomProjectionClassifier`
+(:mod:`.estimators`) are thin scikit-learn estimators on top. The losses
+(:mod:`.losses`), the blocked passes over X (:mod:`.passes`), the preconditioner
+built from the projection (:mod:`.preconditioner`), the preconditioned solvers of
+the full problem (:mod:`.solvers`) and the paper's Algorithms 1 and 2
+(:mod:`.paper`) live in their own modules. Names are imported on first use, so a
+worker unpickling a block task loads only the modules it runs.
+"""
+
+from dasketch.utils.lazy import lazy_attributes
+
+_PUBLIC = {
+    "DualRandomProjectionClassifier": "dasketch.linear_model.dual_projection.estimators",
+    "DualRandomProjectionRegressor": "dasketch.linear_model.dual_projection.estimators",
+    "DualRandomProjectionResult": "dasketch.linear_model.dual_projection.solve",
+    "dual_random_projection": "dasketch.linear_model.dual_projection.solve",
+}
+
+__all__ = sorted(_PUBLIC)
+
+__getattr__, __dir__ = lazy_attributes(__name__, _PUBLIC)

@@ -1,0 +1,267 @@
+"""scikit-learn estimators on top of :func:`dual_random_projection`.
+
+They hold no client: they compute on the current Dask scheduler (an active
+``distributed.Client`` when there is one), so clone, pickle and GridSearchCV work.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import expit
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
+
+from dasketch._blocks import RowBlocks, matvec
+from dasketch.linear_model.dual_projection.solve import dual_random_projection
+from dasketch.utils.validation import validate_input
+
+_PARAMS_DOC = """
+    alpha : float, default=1.0
+        ``lambda > 0``, the weight of ``||w||^2 / 2``.
+    n_components : int, default=100
+        ``m``, the projection dimension; ``min(n_components, n_samples,
+        n_features)`` is used, so the default works on small data (where the
+        preconditioner is then exact). A modest multiple of the rank of X makes
+        Algorithm 1 accurate and the default solver converge in a few
+        iterations.
+    solver : {"cg", "paper"}, default="cg"
+        ``"cg"``: conjugate gradients (squared loss) or Newton-CG (other losses)
+        on the full problem, preconditioned through the projection, from the
+        Algorithm 1 solution. ``"paper"``: Algorithm 2 of the paper, with
+        ``max_iter`` rounds (``max_iter=1``: Algorithm 1, one shot).
+    tol : float, default=1e-6
+        Stop when the relative optimality residual (``optimality_residual_``) is
+        at most ``tol``; a ``ConvergenceWarning`` says when it is not reached.
+    max_iter : int, default=100
+        Iterations at most (conjugate-gradient iterations, Newton steps or rounds).
+    fit_intercept : bool, default=True
+        Fit an unpenalised intercept.
+    block_rows, split_every
+        Rows per block and fan-in of the reduction trees (see
+        :func:`dasketch.sketch`); the model does not depend on them beyond rounding.
+    random_state : None, int or numpy random generator
+        Seed of the Gaussian projection ``R``.
+"""
+
+_ATTRIBUTES_DOC = """
+    optimality_residual_ : float or ndarray (n_targets,)
+        ``||grad F(w, b)|| / ||grad F(0, b0)||`` of the full problem at the
+        returned model (``b0`` the best constant model): the accuracy
+        certificate, computed in the last pass over X.
+    objective_ : float or ndarray
+    n_iter_ : int
+    n_passes_ : int
+        Passes over X, the projection included.
+    history_ : list of dict
+        Per iteration: passes so far, optimality residual, objective.
+    naive_coef_, naive_intercept_
+        The naive solution ``R z / sqrt(m)`` of the first projected problem.
+    best_iteration_ : int
+    n_components_ : int
+    n_features_in_ : int
+    feature_names_in_ : ndarray, only for DataFrame input
+
+    References
+    ----------
+    L. Zhang, M. Mahdavi, R. Jin, T. Yang, S. Zhu, "Recovering the Optimal Solution
+    by Dual Random Projection", COLT 2013.
+"""
+
+
+class _DualRandomProjectionBase(BaseEstimator):
+    _loss_name = "squared"
+
+    def __init__(self, alpha=1.0, *, n_components=100, solver="cg", tol=1e-6, max_iter=100,
+                 fit_intercept=True, block_rows=None, split_every=None, random_state=None):
+        self.alpha = alpha
+        self.n_components = n_components
+        self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.fit_intercept = fit_intercept
+        self.block_rows = block_rows
+        self.split_every = split_every
+        self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def _solve(self, X, targets, loss, smoothing=1.0):
+        result = dual_random_projection(
+            X, targets, loss=loss, alpha=self.alpha, smoothing=smoothing,
+            n_components=self.n_components, solver=self.solver, tol=self.tol,
+            max_iter=self.max_iter, fit_intercept=self.fit_intercept,
+            block_rows=self.block_rows, split_every=self.split_every,
+            random_state=self.random_state)
+        dtype = X.dtype if getattr(X, "dtype", None) == np.float32 else np.float64
+        self.coef_ = np.asarray(result.coef, dtype=dtype)
+        self.intercept_ = result.intercept
+        scalar = (lambda v: float(np.ravel(v)[0])) if np.size(result.objective) == 1 \
+            else np.asarray
+        self.optimality_residual_ = scalar(result.optimality_residual)
+        self.objective_ = scalar(result.objective)
+        self.n_iter_ = result.n_iter
+        self.n_passes_ = result.n_passes
+        self.history_ = result.history
+        self.naive_coef_ = result.naive_coef
+        self.naive_intercept_ = result.naive_intercept
+        self.best_iteration_ = result.best_iteration
+        self.n_components_ = result.n_components
+        return self
+
+    def _decision(self, X):
+        check_is_fitted(self, "coef_")
+        X = validate_input(self, X, reset=False)
+        coef = np.atleast_2d(self.coef_).T.astype(np.float64)
+        if isinstance(X, RowBlocks):
+            scores = matvec(X, coef) + np.atleast_1d(self.intercept_)
+        else:
+            scores = np.asarray(X @ coef) + np.atleast_1d(self.intercept_)
+        return scores[:, 0] if np.ndim(self.coef_) == 1 or self.coef_.shape[0] == 1 \
+            else scores
+
+
+class DualRandomProjectionRegressor(RegressorMixin, _DualRandomProjectionBase):
+    __doc__ = """Ridge regression by dual random projection (Zhang et al., COLT 2013).
+
+    Minimises ``alpha/2 ||w||^2 + 1/2 sum_i (x_i^T w + b - y_i)^2``, whose minimiser
+    is that of scikit-learn's ``Ridge(alpha=alpha, fit_intercept=fit_intercept)``.
+    The default solver is preconditioned conjugate gradients on the full problem
+    (see :func:`dasketch.linear_model.dual_random_projection`), one pass over X
+    per iteration; ``solver="paper"`` runs the paper's Algorithms 1 and 2.
+
+    Parameters
+    ----------""" + _PARAMS_DOC + """
+    Attributes
+    ----------
+    coef_ : ndarray (n_features,)
+    intercept_ : float""" + _ATTRIBUTES_DOC + """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import Ridge
+    >>> from dasketch.linear_model import DualRandomProjectionRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((200, 5)) @ rng.standard_normal((5, 1000))
+    >>> y = X @ rng.standard_normal(1000) + rng.standard_normal(200)
+    >>> drp = DualRandomProjectionRegressor(alpha=1.0, n_components=50,
+    ...                                     random_state=0).fit(X, y)
+    >>> exact = Ridge(alpha=1.0).fit(X, y).coef_
+    >>> bool(np.linalg.norm(drp.coef_ - exact) <= 1e-6 * np.linalg.norm(exact))
+    True
+    >>> drp.n_passes_, bool(drp.optimality_residual_ < 1e-6)
+    (3, True)
+    """
+
+    def fit(self, X, y):
+        """Fit on ``X`` (numpy, pandas, scipy.sparse, Dask array, zarr array or
+        path) and real targets ``y``."""
+        X, y = validate_input(self, X, y, reset=True, y_numeric=True)
+        return self._solve(X, y, "squared")
+
+    def predict(self, X):
+        """``X w + b``; a lazy Dask array for out-of-core input."""
+        return self._decision(X)
+
+
+class DualRandomProjectionClassifier(ClassifierMixin, _DualRandomProjectionBase):
+    __doc__ = """Linear classifier by dual random projection (Zhang et al., COLT 2013).
+
+    Minimises ``alpha/2 ||w||^2 + sum_i l(y_i (x_i^T w + b))`` with labels mapped
+    to ``{-1, +1}``; more than two classes are fitted one-vs-rest, all classes
+    sharing the projection and every pass over X. Losses:
+
+    * ``"logistic"``: ``log(1 + exp(-u))``; the minimiser is that of
+      ``LogisticRegression(C=1/alpha)`` (binary) or of ``OneVsRestClassifier``
+      around it.
+    * ``"smoothed_hinge"``: 0 for ``u >= 1``, ``1 - u - s/2`` for ``u <= 1 - s``,
+      ``(1 - u)^2 / (2 s)`` between (``s = smoothing``).
+    * ``"squared"``: ``(1 - u)^2 / 2``, i.e. ``Ridge(alpha)`` on ``+-1`` targets.
+
+    Parameters
+    ----------
+    loss : {"logistic", "smoothed_hinge", "squared"}, default="logistic"
+    smoothing : float, default=1.0
+        ``s > 0`` of the smoothed hinge loss.""" + _PARAMS_DOC + """
+    Attributes
+    ----------
+    classes_ : ndarray (n_classes,)
+    coef_ : ndarray (1, n_features) or (n_classes, n_features)
+    intercept_ : ndarray (1,) or (n_classes,)""" + _ATTRIBUTES_DOC + """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch.linear_model import DualRandomProjectionClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((300, 5)) @ rng.standard_normal((5, 2000))
+    >>> y = np.where(X @ rng.standard_normal(2000) > 0, "spam", "ham")
+    >>> clf = DualRandomProjectionClassifier(alpha=10.0, n_components=50,
+    ...                                      random_state=0).fit(X, y)
+    >>> clf.classes_.tolist(), bool(clf.score(X, y) > 0.9)
+    (['ham', 'spam'], True)
+    """
+
+    def __init__(self, alpha=1.0, *, loss="logistic", smoothing=1.0, n_components=100,
+                 solver="cg", tol=1e-6, max_iter=100, fit_intercept=True, block_rows=None,
+                 split_every=None, random_state=None):
+        super().__init__(alpha=alpha, n_components=n_components, solver=solver, tol=tol,
+                         max_iter=max_iter, fit_intercept=fit_intercept,
+                         block_rows=block_rows, split_every=split_every,
+                         random_state=random_state)
+        self.loss = loss
+        self.smoothing = smoothing
+
+    def fit(self, X, y):
+        """Fit on ``X`` (numpy, pandas, scipy.sparse, Dask array, zarr array or
+        path) and class labels ``y`` (two or more classes, one-vs-rest)."""
+        X, y = validate_input(self, X, y, reset=True)
+        check_classification_targets(y)
+        classes, codes = np.unique(y, return_inverse=True)
+        if classes.size < 2:
+            raise ValueError(f"y must hold at least two classes, got {classes.size} class: "
+                             f"{classes.tolist()}")
+        self.classes_ = classes
+        if classes.size == 2:
+            targets = np.where(codes == 1, 1.0, -1.0)[:, None]
+        else:
+            targets = np.where(codes[:, None] == np.arange(classes.size), 1.0, -1.0)
+        self._solve(X, targets, self.loss, self.smoothing)
+        self.intercept_ = np.asarray(self.intercept_, dtype=np.float64)
+        return self
+
+    def decision_function(self, X):
+        """``X w + b`` per class (one column for two classes, positive for
+        ``classes_[1]``); lazy for out-of-core input."""
+        return self._decision(X)
+
+    def predict(self, X):
+        """Predicted class labels; lazy for out-of-core input."""
+        scores = self._decision(X)
+
+        def labels(s):
+            index = (s > 0).astype(int) if s.ndim == 1 else s.argmax(axis=1)
+            return self.classes_[index]
+
+        if isinstance(scores, np.ndarray):
+            return labels(scores)
+        return scores.map_blocks(labels, dtype=self.classes_.dtype,
+                                 drop_axis=1 if scores.ndim == 2 else None)
+
+    @available_if(lambda self: self.loss == "logistic")
+    def predict_proba(self, X):
+        """Class probabilities (logistic loss only): ``sigmoid(X w + b)`` for two
+        classes, normalised one-vs-rest sigmoids otherwise (as scikit-learn's
+        one-vs-rest)."""
+        p = expit(np.asarray(self._decision(X)))
+        if p.ndim == 1:
+            return np.column_stack([1.0 - p, p])
+        return p / p.sum(axis=1, keepdims=True)
+
+    @available_if(lambda self: self.loss == "logistic")
+    def predict_log_proba(self, X):
+        """``log(predict_proba(X))``."""
+        return np.log(self.predict_proba(X))

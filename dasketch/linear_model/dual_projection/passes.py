@@ -1,0 +1,166 @@
+"""Blocked passes over X for dual random projection.
+
+Every function here is one pass over the row blocks of X (each block is read
+once, by one task, and only small per-block results are tree-summed), built on
+:mod:`dasketch._blocks`. Vectors of length ``d`` (or ``d + 1`` with the intercept
+as the last entry) are stacked as columns, one per target of a one-vs-rest fit,
+so that all targets share every pass.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+from dask import delayed
+
+from dasketch._blocks import (
+    as_row_aligned, compute, map_row_chunks, matvec, persist, random_projection, rmatvec,
+    tree_sum_rows)
+from dasketch._blocks.tasks import add, task, tree_reduce
+from dasketch.linear_model.dual_projection.losses import (
+    loss_curvature, loss_derivative, loss_value)
+
+# Stream of the Gaussian projection R in dasketch.kernels.embeddings.
+PROJECTION_STREAM = 0x445250
+
+
+def _dense(values):
+    return np.asarray(values, dtype=np.float64)
+
+
+def _with_ones(xhat):
+    return np.hstack([xhat, np.ones((xhat.shape[0], 1))])
+
+
+def _sum_over_blocks(blocks, func, aligned, split_every, **shared):
+    """Delayed sum over blocks of ``func(block, *aligned_pieces, **shared)``: one
+    task per block reads it once; ``aligned`` are Dask arrays with the blocks' row
+    chunks; ``shared`` arrays (points and directions, d x K) enter the graph once,
+    not once per task."""
+    pieces = [a.to_delayed(optimize_graph=True).ravel() for a in aligned]
+    shared = {name: delayed(value, pure=True) for name, value in shared.items()}
+    mapped = task(func)
+    parts = [mapped(block, *row, **shared) for block, *row in zip(blocks.blocks, *pieces)]
+    return tree_reduce(parts, add, split_every)
+
+
+# ------------------------------------------------------------ the projection pass
+def _projection_columns(xhat, y, *, b0, loss, smoothing):
+    """``[X_hat_b, 1, l'(b0, y_b)]``: the columns ``X_b^T`` is applied to."""
+    return np.hstack([_with_ones(xhat), loss_derivative(b0, y, loss, smoothing)])
+
+
+def _gram_terms(xhat, y):
+    """``[X_hat 1]^T [X_hat 1 y]`` and the count of non-finite projected values."""
+    xa = _with_ones(xhat)
+    return np.concatenate([(xa.T @ np.hstack([xa, y])).ravel(),
+                           [np.count_nonzero(~np.isfinite(xhat))]])
+
+
+def projection_pass(blocks, targets, n_components, seed, *, b0, loss, smoothing,
+                    split_every, client):
+    """One pass: ``X_hat = X R / sqrt(m)`` kept in (worker) memory, and
+    ``X^T [X_hat, 1, l'(b0, y)]`` (``d x (m + 1 + K)``).
+
+    Returns ``(xhat, y, XtA, gram, finite)``: the persisted ``X_hat`` and targets
+    (row-aligned with the blocks), ``X^T [X_hat 1]`` and ``X^T l'(b0, y)``
+    stacked, the Gram matrix ``[X_hat 1]^T [X_hat 1 y]`` ((m+1) x (m+1+K)), and
+    whether ``X_hat`` is finite (it is not exactly when X is not, or overflows).
+    """
+    m, k = int(n_components), targets.shape[1]
+    xhat = random_projection(blocks, m, seed, stream=PROJECTION_STREAM)
+    yd = as_row_aligned(targets, blocks, name="y")
+    columns = map_row_chunks((xhat, yd), partial(_projection_columns, b0=b0, loss=loss,
+                                                 smoothing=smoothing), n_columns=m + 1 + k)
+    products = rmatvec(blocks, columns, split_every=split_every)
+    gram = tree_sum_rows((xhat, yd), _gram_terms, split_every=split_every)
+    xhat, yd, products, gram = persist(xhat, yd, products, gram, client=client)
+    products, gram = compute(products, gram, client=client)
+    finite = gram[-1] == 0
+    gram = gram[:-1].reshape(m + 1, m + 1 + k)
+    return xhat, yd, _dense(products), gram, finite
+
+
+# ------------------------------------------------------------ evaluations
+def _evaluate_block(block, xhat, y, *, W, b, loss, smoothing, curvature_gram):
+    T = _dense(block @ W) + b
+    value = loss_value(T, y, loss, smoothing).sum(axis=0)
+    dual = loss_derivative(T, y, loss, smoothing)
+    parts = [value, _dense(block.T @ dual).ravel(), dual.sum(axis=0)]
+    if curvature_gram:
+        xa = _with_ones(xhat)
+        weights = loss_curvature(T, y, loss, smoothing)
+        parts.append(np.einsum("ik,ia,ib->kab", weights, xa, xa).ravel())
+    return np.concatenate(parts)
+
+
+def evaluate_pass(blocks, xhat, yd, W, b, *, loss, smoothing, curvature_gram, split_every,
+                  client, keep_margins=False):
+    """One pass at ``(W, b)`` (``d x K``, ``K``): per target the loss sum
+    ``sum_i l(t_i, y_i)``, the gradient terms ``X^T l'`` (d x K) and ``sum_i l'``
+    (K) and, with ``curvature_gram``, ``[X_hat 1]^T diag(l'') [X_hat 1]`` per
+    target (the projected Hessian the preconditioner is built from). With
+    ``keep_margins`` the margins ``X W`` are kept in (worker) memory from the same
+    pass (their tasks share the blocks' reads) and returned last."""
+    d, k = W.shape
+    func = partial(_evaluate_block, b=b, loss=loss, smoothing=smoothing,
+                   curvature_gram=curvature_gram)
+    total = _sum_over_blocks(blocks, func, (xhat, yd), split_every, W=W)
+    margins = None
+    if keep_margins:
+        margins, total = persist(matvec(blocks, W), total, client=client)
+    (packed,) = compute(total, client=client)
+    value, rest = packed[:k], packed[k:]
+    gradient, rest = rest[:d * k].reshape(d, k), rest[d * k:]
+    dual_sum, rest = rest[:k], rest[k:]
+    curvature = rest.reshape(k, xhat.shape[1] + 1, xhat.shape[1] + 1) if curvature_gram \
+        else None
+    if keep_margins:
+        return value, gradient, dual_sum, curvature, margins
+    return value, gradient, dual_sum, curvature
+
+
+def _hessian_block(block, y, *, W, b, P, pb, loss, smoothing):
+    U = _dense(block @ P) + pb
+    if loss != "squared":
+        U *= loss_curvature(_dense(block @ W) + b, y, loss, smoothing)
+    return np.concatenate([_dense(block.T @ U).ravel(), U.sum(axis=0)])
+
+
+def hessian_pass(blocks, yd, W, b, P, pb, *, loss, smoothing, split_every, client):
+    """One pass: ``[X 1]^T diag(l''(X W + b)) [X 1] [P; pb]`` for directions
+    ``P`` (d x J) and ``pb`` (J); for the squared loss ``l'' = 1`` and the
+    directions may be any number of columns, else one per target."""
+    d, j = P.shape
+    func = partial(_hessian_block, b=b, pb=pb, loss=loss, smoothing=smoothing)
+    (packed,) = compute(_sum_over_blocks(blocks, func, (yd,), split_every, W=W, P=P),
+                        client=client)
+    return packed[:d * j].reshape(d, j), packed[d * j:]
+
+
+def _recovery_block(block, xhat, y, *, Z, b, W, loss, smoothing):
+    T = xhat @ Z + b
+    if W is not None:
+        T += _dense(block @ W)
+    return _dense(block.T @ loss_derivative(T, y, loss, smoothing)).ravel()
+
+
+def recovery_pass(blocks, xhat, yd, Z, b, *, W=None, loss, smoothing, split_every, client):
+    """One pass: ``X^T alpha`` for the dual variables ``alpha = l'(X_hat Z + X W + b, y)``
+    of projected solutions ``Z`` (m x K) around ``W`` (Algorithms 1 and 2 of Zhang
+    et al.: the recovery is ``w = -(1/lambda) X^T alpha``)."""
+    func = partial(_recovery_block, Z=Z, b=b, loss=loss, smoothing=smoothing)
+    (packed,) = compute(_sum_over_blocks(blocks, func, (xhat, yd), split_every, W=W),
+                        client=client)
+    return packed.reshape(blocks.n_features, Z.shape[1])
+
+
+def _dual_chunk(margins, y, *, b, loss, smoothing):
+    return loss_derivative(margins + b, y, loss, smoothing)
+
+
+def dual_variables(blocks, yd, W, b, *, loss, smoothing):
+    """Lazy ``l'(X W + b, y)`` (n x K): the dual variables of ``(W, b)``."""
+    return map_row_chunks((matvec(blocks, W), yd), partial(
+        _dual_chunk, b=b, loss=loss, smoothing=smoothing), n_columns=W.shape[1])

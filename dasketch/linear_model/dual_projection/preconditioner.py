@@ -1,0 +1,95 @@
+"""The preconditioner of the full problem built from the random projection.
+
+numpy/scipy only. With ``X_a = [X, 1]`` (``[X]`` without an intercept) and ``Q``
+an orthonormal basis of the range of ``[X_hat, 1]`` (``X_hat = X R / sqrt(m)``),
+the Hessian ``X_a^T D X_a + diag(lambda, ..., lambda, 0)`` of the full problem is
+approximated by
+
+.. math:: M = X_a^T P D P X_a + \\mathrm{diag}(\\lambda I, 0) = B^T (Q^T D Q) B + ...,
+          \\qquad P = Q Q^T, \\quad B = Q^T X_a,
+
+i.e. X is replaced by its projection onto the range of its own random projection.
+``B^T = X_a^T Q`` comes from ``X^T [X_hat, 1]``, computed in the same pass as
+``X_hat``; ``Q^T D Q`` from ``[X_hat 1]^T D [X_hat 1]``, the Hessian of the
+projected problem of Zhang et al. (COLT 2013). When the rank of X is at most m
+the range of ``X_hat`` is that of X (almost surely), ``P X = X`` and ``M`` is the
+exact Hessian; for squared loss ``M`` is then the randomized Nystrom
+approximation of ``X^T X`` with test matrix ``R`` (Frangella, Tropp, Udell, SIAM
+J. Matrix Anal. Appl. 2023), whose rule of giving the directions outside the
+captured subspace the smallest captured eigenvalue plus lambda is used here as
+well. ``M^{-1}`` is applied by the Woodbury identity (through a d x k basis, never
+a d x d matrix) and a Schur complement for the unpenalised intercept.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+
+# Directions of [X_hat 1] whose Gram eigenvalue is below this fraction of the
+# largest are dropped from the basis Q (rank deficiency, e.g. m > rank X).
+RANK_TOLERANCE = 1e-10
+
+
+class ProjectedBasis:
+    """What all targets and Newton steps share: ``Q = [X_hat 1] T`` and the thin
+    SVD ``B^T = V S W^T`` of ``B^T = X_a^T Q`` (d x k)."""
+
+    def __init__(self, products, gram, fit_intercept):
+        m1 = gram.shape[0]
+        size = m1 if fit_intercept else m1 - 1
+        eigenvalues, vectors = np.linalg.eigh(gram[:size, :size])
+        keep = eigenvalues > RANK_TOLERANCE * max(eigenvalues.max(), np.finfo(float).tiny)
+        self.T = vectors[:, keep] / np.sqrt(eigenvalues[keep])   # Q = [X_hat 1][:, :size] T
+        self.ones = self.T.T @ gram[:size, m1 - 1] if fit_intercept else None  # Q^T 1
+        bt = products[:, :size] @ self.T                            # X^T Q
+        self.V, self.S, wt = np.linalg.svd(bt, full_matrices=False)
+        self.SW = self.S[:, None] * wt                               # S W^T
+        self.size = size
+        self.fit_intercept = fit_intercept
+
+
+class Preconditioner:
+    """``M^{-1}`` for one target at one Newton point (see the module docstring).
+
+    Parameters
+    ----------
+    basis : ProjectedBasis
+    curvature_gram : ndarray (m+1, m+1)
+        ``[X_hat 1]^T D [X_hat 1]`` at the current point (``D = I`` for squared loss).
+    lam : float
+    intercept_curvature : float
+        Added to the intercept's curvature (see :func:`newton_cg`); 0 for squared loss.
+    """
+
+    def __init__(self, basis, curvature_gram, lam, intercept_curvature=0.0):
+        size = basis.size
+        C = basis.T.T @ curvature_gram[:size, :size] @ basis.T          # Q^T D Q
+        core = basis.SW @ C @ basis.SW.T                                 # S W^T C W S
+        core = 0.5 * (core + core.T)
+        smallest = max(float(np.linalg.eigvalsh(core)[0]), 0.0) if core.size else 0.0
+        self.V = basis.V
+        self.lam = lam
+        self.outside = lam + smallest
+        self.factor = scipy.linalg.cho_factor(core + lam * np.eye(core.shape[0]))
+        self.fit_intercept = basis.fit_intercept
+        if self.fit_intercept:
+            Cq = C @ basis.ones
+            self.c = self.V @ (basis.SW @ Cq)                             # B^T C q
+            self.Ac = self._solve_weights(self.c)
+            e = float(basis.ones @ Cq) + intercept_curvature
+            self.schur = max(e - float(self.c @ self.Ac), 1e-12 * e, np.finfo(float).tiny)
+
+    def _solve_weights(self, r):
+        """``(B^T C B + lambda I)^{-1} r`` by Woodbury through the basis V."""
+        inside = self.V.T @ r
+        return (self.V @ scipy.linalg.cho_solve(self.factor, inside)
+                + (r - self.V @ inside) / self.outside)
+
+    def apply(self, r):
+        """``M^{-1} r`` for ``r`` of length d (+1 with the intercept)."""
+        if not self.fit_intercept:
+            return self._solve_weights(r)
+        x = self._solve_weights(r[:-1])
+        t = (r[-1] - self.c @ x) / self.schur
+        return np.append(x - self.Ac * t, t)
