@@ -221,6 +221,33 @@ def _sparse_store_blocks(path, block_rows, component, storage_options):
     return RowBlocks(blocks, offsets, n_features, np.dtype(dtype), True)
 
 
+def _append_ones(block):
+    ones = np.ones((block.shape[0], 1), dtype=block.dtype)
+    if scipy.sparse.issparse(block):
+        return scipy.sparse.hstack([block, ones], format="csr")
+    return np.hstack([block, ones])
+
+
+def append_ones_column(X):
+    """``[X 1]``: a column of ones appended (an intercept) to an in-memory matrix
+    (ndarray or scipy.sparse, kept in its kind and dtype) or, lazily, to every
+    block of :class:`RowBlocks`.
+
+    Examples
+    --------
+    >>> import numpy as np, dask
+    >>> from dasketch._blocks import append_ones_column, as_row_blocks
+    >>> blocks = append_ones_column(as_row_blocks(np.zeros((3, 2)), block_rows=2))
+    >>> blocks.shape, dask.compute(blocks.blocks[1])[0]
+    ((3, 3), array([[0., 0., 1.]]))
+    """
+    if not isinstance(X, RowBlocks):
+        return _append_ones(X)
+    append = dask.delayed(_append_ones, pure=True)
+    return RowBlocks(tuple(append(block) for block in X.blocks), X.offsets,
+                     X.n_features + 1, X.dtype, X.sparse)
+
+
 def as_row_aligned(v, blocks, name="v"):
     """``v`` (numpy or Dask, 1-D or 2-D with ``n`` rows) as a Dask array whose row
     chunks are the blocks of ``blocks`` (one chunk along any other axis).

@@ -11,16 +11,21 @@ converges at a rate set by ``cond(A R^{-1})`` (about 3 here), independent of
 from __future__ import annotations
 
 import numbers
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
-from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_scalar
+from sklearn.utils._param_validation import Interval, StrOptions
 
-from dasketch._blocks import compute, matvec, rmatvec
-from dasketch.linear_model.preconditioning import check_regression_data, sketch_precondition
+from dasketch._blocks import as_row_blocks, compute, matvec, rmatvec
+from dasketch.kernels.embeddings import EMBEDDINGS
+from dasketch.linear_model._sketched_regression import SketchedRegressorMixin
+from dasketch.linear_model.preconditioning import check_regression_data, precondition_blocks
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,10 @@ class LstsqResult:
         LSQR's estimate of ``cond(A R^{-1})``.
     sketch_solution : ndarray (d,)
         The warm start ``R^{-1} Q^T S b``.
+    optimality_residual : float
+        ``||U^T r|| / (||U|| ||r||)`` for ``U = A R^{-1}`` and ``r = b - A x``, as
+        tracked by LSQR: the relative residual of the normal equations (0 at the
+        exact solution; 0 also when ``r = 0``).
 
     Examples
     --------
@@ -57,6 +66,7 @@ class LstsqResult:
     residual_norm: float
     condition_number_estimate: float
     sketch_solution: np.ndarray
+    optimality_residual: float
 
 
 def _products(A, blocks, client):
@@ -132,18 +142,32 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
     >>> bool(np.linalg.norm(res.x - x) <= 1e-8 * np.linalg.norm(x))
     True
     """
-    if not (isinstance(tol, numbers.Real) and 0 < tol < 1):
-        raise ValueError(f"tol must be a number in (0, 1), got {tol!r}")
+    tol = check_scalar(tol, "tol", numbers.Real, min_val=0, max_val=1,
+                       include_boundaries="neither")
     blocks, b = check_regression_data(A, b, block_rows=block_rows)
+    return solve_lstsq(A if _in_memory(A) else blocks, b, tol=tol, max_iter=max_iter,
+                       sketch_size=sketch_size, embedding=embedding,
+                       nnz_per_column=nnz_per_column, random_state=random_state,
+                       client=client, block_rows=block_rows)
+
+
+def _in_memory(A):
+    return isinstance(A, np.ndarray) or scipy.sparse.issparse(A)
+
+
+def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
+                nnz_per_column=None, client=None, block_rows=None, name="A"):
+    """:func:`sketch_lstsq` on validated input: ``A`` an ndarray, a sparse matrix
+    (products in place) or :class:`~dasketch._blocks.RowBlocks`, ``b`` a finite
+    float64 vector; errors about the data name it ``name``."""
+    blocks = as_row_blocks(A, block_rows=block_rows, name=name)
     n, d = blocks.shape
     if max_iter is None:
         max_iter = max(2 * d, 100)
-    elif isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) \
-            or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-    precond = sketch_precondition(blocks, b, sketch_size=sketch_size, embedding=embedding,
+    max_iter = check_scalar(max_iter, "max_iter", numbers.Integral, min_val=1)
+    precond = precondition_blocks(blocks, b, sketch_size=sketch_size, embedding=embedding,
                                   nnz_per_column=nnz_per_column, check_size=0,
-                                  random_state=random_state, client=client)
+                                  random_state=random_state, client=client, name=name)
     forward, adjoint = _products(A, blocks, client)
     op = preconditioned_operator(forward, adjoint, precond, (n, d))
     y = precond.R @ precond.x0
@@ -152,45 +176,75 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
     # at about 1e-8 relative accuracy in x when cond(A) = 1e6; one restart from
     # the computed y (scipy recomputes the residual for x0) removes the drift.
     for _ in range(2):
-        y, istop, itn, r1norm, _, _, acond, _, _, _ = scipy.sparse.linalg.lsqr(
+        y, istop, itn, r1norm, _, anorm, acond, arnorm, _, _ = scipy.sparse.linalg.lsqr(
             op, b, atol=tol, btol=tol, conlim=1e12, iter_lim=int(max_iter), x0=y)
         n_iter += int(itn)
+    denominator = anorm * r1norm
+    optimality = float(arnorm / denominator) if denominator > 0 else 0.0
+    if istop == 7:  # iteration limit
+        warnings.warn(f"LSQR stopped at max_iter={max_iter} iterations with relative "
+                      f"normal-equation residual {optimality:.3g} > tol={tol:g}; increase "
+                      "max_iter (or sketch_size, for a better preconditioner)",
+                      ConvergenceWarning, stacklevel=3)
     return LstsqResult(precond.solve(y), n_iter, int(istop), float(r1norm),
-                       float(acond), precond.x0)
+                       float(acond), precond.x0, optimality)
 
 
-class SketchLstsqRegressor(RegressorMixin, BaseEstimator):
+class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
     """Estimator form of :func:`sketch_lstsq` (sketch-preconditioned LSQR).
 
     Parameters
     ----------
+    fit_intercept : bool, default=True
+        Fit an intercept, as the coefficient of an appended column of ones
+        (the preconditioner absorbs its scale; sparse ``X`` stays sparse).
     tol, max_iter, sketch_size, embedding, random_state, block_rows
-        See :func:`sketch_lstsq`.
+        See :func:`sketch_lstsq`. The defaults suit any size: ``sketch_size``
+        is ``4 (d + 1)`` and ``max_iter`` ``max(2 (d + 1), 100)`` for ``d``
+        features and the intercept.
 
     Attributes
     ----------
-    coef_ : ndarray (d,)
+    coef_ : ndarray (n_features,)
+        In the dtype of ``X`` (float32 stays float32; the solve runs in float64).
     intercept_ : float
-        Always 0.0.
+        0.0 when ``fit_intercept=False``.
     n_iter_ : int
     condition_number_estimate_ : float
-        LSQR's estimate of ``cond(A R^{-1})``.
+        LSQR's estimate of ``cond(X R^{-1})``.
+    optimality_residual_ : float
+        Relative normal-equation residual of the solution (see
+        :class:`LstsqResult`); a ``ConvergenceWarning`` is raised when LSQR
+        stops at ``max_iter`` before reaching ``tol``.
     n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        For a pandas DataFrame ``X``.
 
     Examples
     --------
     >>> import numpy as np
     >>> from dasketch.linear_model import SketchLstsqRegressor
     >>> rng = np.random.default_rng(0)
-    >>> A = rng.standard_normal((3000, 8))
-    >>> b = A @ np.arange(8.0)
-    >>> model = SketchLstsqRegressor(random_state=0).fit(A, b)
-    >>> bool(np.allclose(model.coef_, np.arange(8.0), atol=1e-9))
-    True
+    >>> X = rng.standard_normal((3000, 8))
+    >>> y = X @ np.arange(8.0) + 5.0
+    >>> model = SketchLstsqRegressor(random_state=0).fit(X, y)
+    >>> bool(np.allclose(model.coef_, np.arange(8.0), atol=1e-9)), round(float(model.intercept_), 9)
+    (True, 5.0)
     """
 
-    def __init__(self, tol=1e-10, max_iter=None, sketch_size=None, embedding="osnap",
-                 random_state=None, block_rows=None):
+    _parameter_constraints = {
+        "fit_intercept": ["boolean"],
+        "tol": [Interval(numbers.Real, 0, 1, closed="neither")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "sketch_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "embedding": [StrOptions(set(EMBEDDINGS))],
+        "random_state": ["random_state"],
+        "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
+    }
+
+    def __init__(self, fit_intercept=True, tol=1e-10, max_iter=None, sketch_size=None,
+                 embedding="osnap", random_state=None, block_rows=None):
+        self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
         self.sketch_size = sketch_size
@@ -199,18 +253,16 @@ class SketchLstsqRegressor(RegressorMixin, BaseEstimator):
         self.block_rows = block_rows
 
     def fit(self, X, y):
-        """Fit on ``X`` (n x d), ``y`` (n,)."""
-        res = sketch_lstsq(X, y, tol=self.tol, max_iter=self.max_iter,
-                           sketch_size=self.sketch_size, embedding=self.embedding,
-                           random_state=self.random_state, block_rows=self.block_rows)
-        self.coef_ = res.x
-        self.intercept_ = 0.0
+        """Fit on ``X`` (n x d: numpy, pandas, scipy.sparse, Dask, ``zarr.Array``
+        or zarr path/URL) and ``y`` (n,)."""
+        self._validate_params()
+        design, y, dtype = self._validate_fit_data(X, y)
+        res = solve_lstsq(design, y, tol=self.tol, max_iter=self.max_iter,
+                          sketch_size=self.sketch_size, embedding=self.embedding,
+                          random_state=self.random_state, block_rows=self.block_rows,
+                          name="X")
+        self._set_coef(res.x, dtype)
         self.n_iter_ = res.n_iter
         self.condition_number_estimate_ = res.condition_number_estimate
-        self.n_features_in_ = res.x.shape[0]
+        self.optimality_residual_ = res.optimality_residual
         return self
-
-    def predict(self, X):
-        """``X @ coef_`` (lazy for Dask input)."""
-        check_is_fitted(self)
-        return X @ self.coef_ + self.intercept_

@@ -16,6 +16,7 @@ from functools import partial
 
 import numpy as np
 import scipy.linalg
+from sklearn.utils import check_scalar
 
 from dasketch._blocks import as_row_blocks, compute, map_rows, sparse_embed_streams
 from dasketch.kernels.embeddings import EMBEDDINGS, resolve_seed
@@ -81,10 +82,7 @@ class SketchPreconditioner:
 
 
 def _check_int(value, name, low):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) \
-            or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
+    return int(check_scalar(value, name, numbers.Integral, min_val=low))
 
 
 def check_regression_data(A, b, *, block_rows=None):
@@ -145,14 +143,24 @@ def sketch_precondition(A, b=None, *, sketch_size=None, embedding="osnap", nnz_p
     True
     """
     blocks, b = check_regression_data(A, b, block_rows=block_rows)
+    return precondition_blocks(blocks, b, sketch_size=sketch_size, embedding=embedding,
+                               nnz_per_column=nnz_per_column, check_size=check_size,
+                               random_state=random_state, client=client)
+
+
+def precondition_blocks(blocks, b=None, *, sketch_size=None, embedding="osnap",
+                        nnz_per_column=None, check_size=None, random_state=None, client=None,
+                        name="A"):
+    """:func:`sketch_precondition` for validated row blocks ``blocks`` and
+    targets ``b``; errors about the data name it ``name``."""
     n, d = blocks.shape
     if embedding not in EMBEDDINGS:
         raise ValueError(f"embedding must be one of {EMBEDDINGS}, got {embedding!r}")
     sketch_size = 4 * d if sketch_size is None else sketch_size
     sketch_size = _check_int(sketch_size, "sketch_size", 1)
     if sketch_size < d:
-        raise ValueError(f"sketch_size must be >= d = {d} (the number of columns of A), "
-                         f"got {sketch_size}")
+        raise ValueError(f"sketch_size must be >= d = {d} (the number of columns of "
+                         f"{name}), got {sketch_size}")
     if nnz_per_column is None:
         nnz_per_column = min(4, sketch_size) if embedding == "osnap" else 1
     check_size = 8 * d if check_size is None else _check_int(check_size, "check_size", 0)
@@ -166,14 +174,15 @@ def sketch_precondition(A, b=None, *, sketch_size=None, embedding="osnap", nnz_p
     (stacked,) = compute(sparse_embed_streams(blocks, specs, seed, extra=extra),
                          client=client)
     if not np.all(np.isfinite(stacked)):
-        raise ValueError("A contains NaN or Inf (found in its sketch); entries must be "
-                         "finite")
+        raise ValueError(f"{name} contains NaN or Inf (found in its sketch); entries must "
+                         "be finite")
     SA = stacked[:sketch_size, :d]
     Q, R = np.linalg.qr(SA)
     diag = np.abs(np.diag(R))
     if diag.min() <= d * np.finfo(np.float64).eps * diag.max():
-        raise ValueError("A is numerically rank deficient (its sketch has a zero pivot "
-                         "in QR); drop dependent columns first")
+        raise ValueError(f"{name} is numerically rank deficient (its sketch has a zero "
+                         "pivot in QR); drop linearly dependent columns first (with an "
+                         "intercept, a constant column is one)")
     x0 = None
     if b is not None:
         x0 = scipy.linalg.solve_triangular(R, Q.T @ stacked[:sketch_size, d])

@@ -12,13 +12,14 @@ import time
 
 import numpy as np
 import scipy.linalg
-from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval, Options, StrOptions
 
-from dasketch._blocks import gather_rows
+from dasketch._blocks import as_row_blocks, gather_rows
+from dasketch.kernels.embeddings import EMBEDDINGS
+from dasketch.linear_model._sketched_regression import SketchedRegressorMixin
 from dasketch.linear_model.preconditioning import (
-    STREAM_DRAWS, check_regression_data, leverage_scores, metric_singular_values,
-    sketch_precondition)
+    STREAM_DRAWS, leverage_scores, metric_singular_values, precondition_blocks)
 
 PRECONDITIONERS = ("full", "diag", "none")
 # Steps per chunk: the drawn rows are moved to the metric of the iteration (one
@@ -167,7 +168,7 @@ def run_pwsgd(rows, draws, b, probs, P, y0, *, p, etas, ends, box=None, record=N
     return y
 
 
-class PWSGDRegressor(RegressorMixin, BaseEstimator):
+class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
     """l2 or l1 regression by preconditioned weighted SGD (pwSGD).
 
     Solves ``min_{x in Z} ||A x - b||_p`` (p in {1, 2}, ``n >> d``, ``Z`` all of
@@ -211,6 +212,10 @@ class PWSGDRegressor(RegressorMixin, BaseEstimator):
     Parameters
     ----------
     p : {1, 2}
+    fit_intercept : bool, default=True
+        Fit an intercept, as the coefficient of an appended column of ones
+        (``A = [X 1]`` below; the preconditioner absorbs its scale, sparse ``X``
+        stays sparse). Bounds apply to ``coef_`` only.
     embedding : {"osnap", "countsketch", "cauchy"}
         The embedding for ``R``. The paper conditions l1 problems with the sparse
         Cauchy transform, whose l1 guarantee does not depend on ``n``; but its
@@ -218,9 +223,11 @@ class PWSGDRegressor(RegressorMixin, BaseEstimator):
         the tests) and measured on them OSNAP's ``R`` needs 30x fewer steps for
         the same l1 accuracy, so OSNAP is the default for both p.
     sketch_size : int, optional
-        Rows of ``S A``, ``>= d``; default ``4 d``.
+        Rows of ``S A``, ``>= d``; default ``4 d`` (``d`` counts the intercept
+        column), so the defaults suit any size.
     n_iter : int, optional
-        Number of SGD steps (row visits) ``T``; default above.
+        Number of SGD steps (row visits) ``T``, all taken (not a cap, hence not
+        ``max_iter``); default above.
     preconditioner : {"full", "diag", "none"}
         The metric ``H``; box constraints need ``"diag"`` or ``"none"``.
     bounds : (lower, upper), optional
@@ -235,24 +242,29 @@ class PWSGDRegressor(RegressorMixin, BaseEstimator):
 
     Attributes
     ----------
-    coef_ : ndarray (d,)
+    coef_ : ndarray (n_features,)
+        In the dtype of ``X`` (float32 stays float32; the steps run in float64).
     intercept_ : float
-        Always 0.0 (add a column of ones to ``A`` for an intercept).
+        0.0 when ``fit_intercept=False``.
     n_iter_ : int
     n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        For a pandas DataFrame ``X``.
     objective_history_ : ndarray
         Importance-weighted estimate of ``||A x - b||_p^p`` on a fixed sample of
         the drawn rows, at the end of every chunk of steps (for plots).
     history_steps_, history_times_ : ndarray
         Steps and seconds since the start of ``fit`` of those records.
     coef_history_ : ndarray (k, d)
-        The iterate (p = 2) or running average (p = 1) at those records.
+        The iterate (p = 2) or running average (p = 1) at those records (the
+        intercept last when ``fit_intercept``).
     condition_number_estimate_ : float
         Estimate of ``cond(A R^{-1})``.
     metric_condition_number_ : float
         Estimate of ``cond(A P^{-1})`` for the metric used.
     sketch_solution_ : ndarray (d,)
-        The sketch-and-solve start ``R^{-1} Q^T S b``.
+        The sketch-and-solve start ``R^{-1} Q^T S b`` (the intercept last when
+        ``fit_intercept``).
 
     Examples
     --------
@@ -268,10 +280,25 @@ class PWSGDRegressor(RegressorMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, p=2, embedding="osnap", sketch_size=None, n_iter=None,
-                 preconditioner="full", bounds=None, step_size=None, leverage="estimate",
-                 random_state=None, block_rows=None):
+    _parameter_constraints = {
+        "p": [Options(numbers.Integral, {1, 2})],
+        "fit_intercept": ["boolean"],
+        "embedding": [StrOptions(set(EMBEDDINGS))],
+        "sketch_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "n_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "preconditioner": [StrOptions(set(PRECONDITIONERS))],
+        "bounds": [tuple, list, None],
+        "step_size": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "leverage": [StrOptions({"estimate", "exact"})],
+        "random_state": ["random_state"],
+        "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
+    }
+
+    def __init__(self, p=2, fit_intercept=True, embedding="osnap", sketch_size=None,
+                 n_iter=None, preconditioner="full", bounds=None, step_size=None,
+                 leverage="estimate", random_state=None, block_rows=None):
         self.p = p
+        self.fit_intercept = fit_intercept
         self.embedding = embedding
         self.sketch_size = sketch_size
         self.n_iter = n_iter
@@ -283,35 +310,26 @@ class PWSGDRegressor(RegressorMixin, BaseEstimator):
         self.block_rows = block_rows
 
     def _check_params(self):
-        if self.p not in (1, 2) or isinstance(self.p, bool):
-            raise ValueError(f"p must be 1 or 2, got {self.p!r}")
-        if self.preconditioner not in PRECONDITIONERS:
-            raise ValueError(f"preconditioner must be one of {PRECONDITIONERS}, got "
-                             f"{self.preconditioner!r}")
-        if self.leverage not in ("estimate", "exact"):
-            raise ValueError(f"leverage must be 'estimate' or 'exact', got {self.leverage!r}")
-        if self.n_iter is not None and (
-                isinstance(self.n_iter, bool) or not isinstance(self.n_iter, numbers.Integral)
-                or self.n_iter < 1):
-            raise ValueError(f"n_iter must be a positive integer, got {self.n_iter!r}")
-        if self.step_size is not None and not (
-                isinstance(self.step_size, numbers.Real) and self.step_size > 0
-                and np.isfinite(self.step_size)):
-            raise ValueError(f"step_size must be a positive number, got {self.step_size!r}")
+        self._validate_params()
         if self.bounds is not None and self.preconditioner == "full":
             raise ValueError("bounds need preconditioner='diag' or 'none': projecting onto "
                              "a box in the full metric R^T R is itself a QP")
 
     def fit(self, X, y):
-        """Fit on ``X`` (n x d: numpy, scipy.sparse, Dask array or zarr path), ``y`` (n,)."""
+        """Fit on ``X`` (n x d: numpy, pandas, scipy.sparse, Dask, ``zarr.Array``
+        or zarr path/URL) and ``y`` (n,)."""
         start_time = time.perf_counter()
         self._check_params()
-        blocks, b = check_regression_data(X, y, block_rows=self.block_rows)
+        blocks, b, dtype = self._validate_fit_data(X, y)
+        blocks = as_row_blocks(blocks, block_rows=self.block_rows, name="X")
         n, d = blocks.shape
-        box = check_bounds(self.bounds, d)
+        box = check_bounds(self.bounds, self.n_features_in_)
+        if box is not None and self.fit_intercept:  # the intercept is not bounded
+            box = tuple(np.append(side, value) for side, value in zip(box, (-np.inf, np.inf)))
         p = int(self.p)
-        precond = sketch_precondition(blocks, b, sketch_size=self.sketch_size, embedding=self.embedding,
-                                      random_state=self.random_state)
+        precond = precondition_blocks(blocks, b, sketch_size=self.sketch_size,
+                                      embedding=self.embedding,
+                                      random_state=self.random_state, name="X")
         weights = leverage_scores(blocks, precond, p=p, exact=self.leverage == "exact")
         total = weights.sum()
         if not (np.isfinite(total) and total > 0):
@@ -378,10 +396,8 @@ class PWSGDRegressor(RegressorMixin, BaseEstimator):
         coef = from_metric(y_final)
         if box is not None:  # undo rounding in the change of metric
             coef = np.clip(coef, *box)
-        self.coef_ = coef
-        self.intercept_ = 0.0
+        self._set_coef(coef, dtype)
         self.n_iter_ = n_iter
-        self.n_features_in_ = d
         self.history_steps_ = np.asarray(steps)
         self.history_times_ = np.asarray(times)
         self.coef_history_ = np.asarray(path)
@@ -390,8 +406,3 @@ class PWSGDRegressor(RegressorMixin, BaseEstimator):
         self.metric_condition_number_ = float(sv[0] / sv[-1]) if sv[-1] > 0 else np.inf
         self.sketch_solution_ = precond.x0
         return self
-
-    def predict(self, X):
-        """``X @ coef_ + intercept_`` (lazy for Dask input)."""
-        check_is_fitted(self)
-        return X @ self.coef_ + self.intercept_

@@ -4,6 +4,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse
+from sklearn.exceptions import ConvergenceWarning
 
 from dasketch.linear_model import SketchLstsqRegressor, sketch_lstsq
 from dasketch.datasets import ill_conditioned_regression
@@ -54,10 +55,18 @@ def test_blocked_path_dask_and_local_cluster(problem, cluster_client):
 
 def test_estimator(problem):
     A, b, x_ref = problem
-    model = SketchLstsqRegressor(random_state=0).fit(A, b)
-    assert rel(model.coef_, x_ref) <= 1e-8
+    model = SketchLstsqRegressor(fit_intercept=False, random_state=0).fit(A, b)
+    assert rel(model.coef_, x_ref) <= 1e-8 and model.intercept_ == 0.0
     np.testing.assert_allclose(model.predict(A[:5]), A[:5] @ x_ref, rtol=1e-6)
     assert model.n_features_in_ == 40
+    assert model.optimality_residual_ <= 1e-10
+
+
+def test_iteration_limit_warns_with_the_residual(problem):
+    A, b, x_ref = problem
+    with pytest.warns(ConvergenceWarning, match=r"max_iter=2 .*residual \d"):
+        res = sketch_lstsq(A, b, max_iter=2, random_state=0)
+    assert res.istop == 7 and res.optimality_residual > 1e-10
 
 
 def test_bad_input(problem):
