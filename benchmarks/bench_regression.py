@@ -62,7 +62,7 @@ def time_to_levels(times, errors):
 
 
 def run_pwsgd(X, A, b, p, f_opt, n_iter, seed):
-    model = PWSGDRegressor(p=p, n_iter=n_iter, random_state=seed)
+    model = PWSGDRegressor(p=p, fit_intercept=False, n_iter=n_iter, random_state=seed)
     start = time.perf_counter()
     model.fit(X, b)
     wall = time.perf_counter() - start

@@ -357,7 +357,8 @@ def test_compose_cluster_runs_regressions(compose_cluster, compose_store):
     with dasketch.get_client(compose_cluster.address) as client:
         client.wait_for_workers(2, timeout=60)
         with client.as_current():
-            pw = PWSGDRegressor(p=2, random_state=0, block_rows=2048).fit(compose_store, b)
+            pw = PWSGDRegressor(p=2, fit_intercept=False, random_state=0,
+                                block_rows=2048).fit(compose_store, b)
             drp = DualRandomProjectionRegressor(alpha=10.0, n_components=20, block_rows=2048,
                                                 random_state=0).fit(compose_store, b)
     local = DualRandomProjectionRegressor(alpha=10.0, n_components=20, block_rows=2048,
