@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import scipy.sparse
 from sklearn.utils.validation import column_or_1d, validate_data
 
 from dasketch._blocks import RowBlocks, as_row_blocks, compute, is_dask_collection
@@ -44,6 +45,15 @@ def _check_out_of_core_features(estimator, blocks, reset):
         raise ValueError(f"X has {blocks.n_features} features, but "
                          f"{type(estimator).__name__} is expecting {expected} features "
                          "as input.")
+
+
+def _check_not_1d(X):
+    # scikit-learn's own message for 1-D X does not name the argument
+    if not scipy.sparse.issparse(X) and hasattr(X, "__len__") and np.ndim(X) == 1:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got 1-D input with shape "
+                         f"{np.shape(X)}. Reshape your data either using X.reshape(-1, 1) if "
+                         "it has a single feature or X.reshape(1, -1) if it contains a "
+                         "single sample.")
 
 
 def validate_input(estimator, X, y="no_validation", *, reset, accept_sparse=("csr", "csc"),
@@ -93,6 +103,7 @@ def validate_input(estimator, X, y="no_validation", *, reset, accept_sparse=("cs
     ValueError: X has 4 features, but Ridge is expecting 2 features as input.
     """
     if not is_out_of_core(X):
+        _check_not_1d(X)
         if isinstance(y, str) and y == "no_validation":
             return validate_data(estimator, X, reset=reset, accept_sparse=accept_sparse,
                                  dtype=dtype)
