@@ -13,6 +13,7 @@ _PUBLIC = {
     "RFDSONRegressor": "dasketch.linear_model.rfd_son",
     "Sketch": "dasketch.kernels.frequent_directions",
     "SketchPCA": "dasketch.decomposition",
+    "estimate_error": "dasketch.sketching",
     "get_client": "dasketch.cluster",
     "load_sketch": "dasketch.io",
     "merge_sketches": "dasketch.kernels.frequent_directions",

@@ -165,6 +165,9 @@ def _sketch_metadata(sketch):
         "n_features": int(sketch.n_features),
         "frobenius_sq": float(sketch.frobenius_sq),
         "centered": bool(sketch.centered),
+        "shrinkage_bound": (None if sketch.shrinkage_bound is None
+                            else float(sketch.shrinkage_bound)),
+        "failure_probability": float(sketch.failure_probability),
     }
 
 
@@ -267,5 +270,7 @@ def load_sketch(path):
         alpha0=meta["alpha0"],
         mean=arrays.get("mean") if meta["centered"] else None,
         frobenius_sq=meta["frobenius_sq"],
+        shrinkage_bound=meta.get("shrinkage_bound"),
+        failure_probability=meta.get("failure_probability", 0.0),
     )
 

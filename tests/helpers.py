@@ -45,3 +45,18 @@ def check_guarantees(sketch, A, ks=(0, 1, 2)):
             assert sketch.shrinkage <= tail_energy(A, k) / (sketch.sketch_size - k) + tol
     estimate = sketch.covariance() - sketch.alpha0 * np.eye(A.shape[1])
     assert spectral_norm(gram - estimate) <= sketch.error_bound + tol
+
+
+def sparse_decaying(n, d, nnz_per_row, seed=0):
+    """CSR rows with about ``nnz_per_row`` nonzeros at uniform columns, Gaussian
+    values scaled by ``(j + 1) ** -0.5`` (a slowly decaying spectrum)."""
+    import scipy.sparse
+
+    rng = np.random.default_rng(seed)
+    counts = np.clip(rng.poisson(nnz_per_row, size=n), 1, d)
+    cols = rng.integers(0, d, size=counts.sum())
+    vals = rng.standard_normal(counts.sum()) * (1.0 + cols) ** -0.5
+    X = scipy.sparse.csr_matrix((vals, cols, np.concatenate([[0], np.cumsum(counts)])),
+                                shape=(n, d))
+    X.sum_duplicates()
+    return X

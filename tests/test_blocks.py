@@ -137,7 +137,7 @@ def test_bad_input(X, kwargs, error, match):
 
 def test_default_block_rows_is_shape_only():
     assert default_block_rows(256) == 16384
-    assert default_block_rows(10 ** 6) == 256
+    assert default_block_rows(10 ** 6) == 32
     assert default_block_rows(1) == 65536
     blocks = as_row_blocks(np.ones((70000, 3)))
     assert blocks.offsets[1] == 65536 and blocks.n_rows == 70000

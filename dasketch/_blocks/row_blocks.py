@@ -26,14 +26,18 @@ from dasketch.io import (
 
 # A dense block holds about this many values (32 MiB in float64).
 BLOCK_VALUES = 2 ** 22
+# Fewest rows per default block (a few times a typical sketch size).
+MIN_BLOCK_ROWS = 32
 
 
 def default_block_rows(n_features):
-    """Rows per block for ``n_features`` columns: a power of two in [256, 65536]
-    with about 32 MiB of float64 values per dense block."""
+    """Rows per block for ``n_features`` columns (or nonzeros per sparse row): a
+    power of two in [MIN_BLOCK_ROWS, 65536] with about 32 MiB of float64 values per
+    dense block. Wide rows get fewer rows per block, down to 32 (256 MiB at
+    d = 1e6), so a block's memory stays bounded for any d."""
     rows = BLOCK_VALUES // max(int(n_features), 1)
     rows = 1 << max(int(rows).bit_length() - 1, 0)
-    return int(min(max(rows, 256), 65536))
+    return int(min(max(rows, MIN_BLOCK_ROWS), 65536))
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,14 @@ class Sketch:
         Column means for a centred (covariance) sketch, None otherwise.
     frobenius_sq : float
         ``||A||_F^2`` of the (centred) rows, tracked exactly.
+    shrinkage_bound : float or None
+        Upper bound on the largest eigenvalue of ``A^T A - B^T B``; None means
+        ``shrinkage`` itself (every shrink exact, the deterministic case). Set by
+        the randomized sparse sketch (:mod:`dasketch.kernels.sparse_fd`), where
+        ``shrinkage`` holds the Lanczos estimates of the losses instead.
+    failure_probability : float
+        Probability that ``shrinkage_bound`` is too small: 0 for a certified
+        sketch; merged sketches add theirs (union bound).
 
     Notes
     -----
@@ -85,6 +93,11 @@ class Sketch:
     * RFD: ``||A^T A + alpha0 I - (B^T B + alpha I)||_2 <= Delta / 2`` with
       ``alpha = alpha0 + Delta / 2``.
     * For every ``k < l``: ``Delta <= ||A - [A]_k||_F^2 / (l - k)``.
+
+    A randomized sketch replaces ``Delta`` in the first two by ``shrinkage_bound``
+    and holds them with probability ``1 - failure_probability`` (see
+    :attr:`guarantee`); RFD's ridge still uses the estimate ``shrinkage``, so the
+    RFD bound is ``shrinkage_bound - shrinkage / 2``.
 
     Examples
     --------
@@ -106,6 +119,8 @@ class Sketch:
     alpha0: float = 0.0
     mean: np.ndarray | None = None
     frobenius_sq: float = 0.0
+    shrinkage_bound: float | None = None
+    failure_probability: float = 0.0
     _svd: list = field(default_factory=list, repr=False, compare=False)
 
     # ------------------------------------------------------------------ build
@@ -144,12 +159,35 @@ class Sketch:
         return self.alpha0
 
     @property
-    def error_bound(self):
-        """Certified spectral-norm bound on the error of :meth:`covariance`.
+    def loss_bound(self):
+        """Upper bound on ``||A^T A - B^T B||_2``: ``shrinkage_bound`` when set,
+        else ``shrinkage``."""
+        return self.shrinkage if self.shrinkage_bound is None else self.shrinkage_bound
 
-        ``Delta`` for FD and ``Delta / 2`` for RFD; available without the data.
+    @property
+    def error_bound(self):
+        """Spectral-norm bound on the error of :meth:`covariance`, available
+        without the data.
+
+        ``Delta`` for FD and ``Delta / 2`` for RFD when certified; for a randomized
+        sketch ``shrinkage_bound`` (FD) or ``shrinkage_bound - shrinkage / 2``
+        (RFD), holding with probability ``1 - failure_probability``.
         """
-        return self.shrinkage / 2.0 if self.method == "rfd" else self.shrinkage
+        if self.method == "rfd":
+            return self.loss_bound - self.shrinkage / 2.0
+        return self.loss_bound
+
+    @property
+    def guarantee(self):
+        """``"certified"`` (deterministic) or ``"probability >= 1 - p"``."""
+        if self.failure_probability == 0:
+            return "certified"
+        return f"probability >= 1 - {self.failure_probability:.3g}"
+
+    def with_loss(self, delta):
+        """The same sketch with ``delta`` more exact shrinkage (and bound)."""
+        bound = None if self.shrinkage_bound is None else self.shrinkage_bound + delta
+        return replace(self, shrinkage=self.shrinkage + delta, shrinkage_bound=bound)
 
     def covariance(self):
         """The d x d estimate of ``A^T A + alpha0 I``: ``B^T B + alpha I``.
@@ -239,13 +277,13 @@ class Sketch:
             raise ValueError(f"sketch_size must not exceed the current size "
                              f"{self.sketch_size}, got {sketch_size}")
         B, delta = shrink(np.zeros((0, self.n_features)), self.B, sketch_size)
-        return replace(self, B=B, shrinkage=self.shrinkage + delta,
-                       sketch_size=int(sketch_size), _svd=[])
+        return replace(self.with_loss(delta), B=B, sketch_size=int(sketch_size), _svd=[])
 
     def __repr__(self):
         return (f"Sketch(method={self.method!r}, sketch_size={self.sketch_size}, "
                 f"n_rows={self.n_rows}, n_features={self.n_features}, "
                 f"rows={self.B.shape[0]}, shrinkage={self.shrinkage:.6g}, "
+                f"guarantee={self.guarantee!r}, "
                 f"alpha={self.alpha:.6g}, centered={self.centered})")
 
 
@@ -543,5 +581,10 @@ def merge_sketches(sketches):
     B, delta = shrink(np.zeros((0, first.n_features)), np.vstack(parts),
                       first.sketch_size)
     shrinkage = sum(s.shrinkage for s in nonempty) + delta
+    bound = None
+    if any(s.shrinkage_bound is not None for s in nonempty):
+        bound = sum(s.loss_bound for s in nonempty) + delta
+    failure_probability = sum(s.failure_probability for s in nonempty)
     return replace(first, B=B, shrinkage=shrinkage, n_rows=n_rows, mean=mean,
+                   shrinkage_bound=bound, failure_probability=failure_probability,
                    frobenius_sq=frobenius_sq, _svd=[])

@@ -1,0 +1,165 @@
+"""Kernel tests: randomized sparse FD, its Lanczos certificate and the a-posteriori
+error estimate (numpy/scipy only)."""
+
+import numpy as np
+import pytest
+import scipy.sparse
+import scipy.stats
+
+from dasketch.kernels.frequent_directions import merge_sketches, sketch_rows
+from dasketch.kernels.sparse_fd import (
+    error_from_products, largest_eigenvalue, lanczos_steps, sketch_rows_randomized)
+from tests.helpers import low_rank_plus_noise, sparse_decaying, spectral_norm
+
+
+def _sparse(n, d, nnz_per_row, seed, rank=None):
+    """Sparse rows with a decaying column scale; with ``rank``, rows are sparse
+    combinations of ``rank`` sparse patterns (a rank-deficient sparse matrix)."""
+    if rank is None:
+        return sparse_decaying(n, d, nnz_per_row, seed)
+    patterns = sparse_decaying(rank, d, nnz_per_row, seed + 1)
+    mix = scipy.sparse.random(n, rank, density=0.5, random_state=seed, format="csr")
+    return scipy.sparse.csr_matrix(mix @ patterns)
+
+
+def _inputs():
+    rng = np.random.default_rng(5)
+    return {
+        "sparse": _sparse(1200, 400, 12, seed=1),
+        "very_sparse": _sparse(1200, 400, 4, seed=2),
+        "rank_deficient_sparse": _sparse(1200, 400, 6, seed=3, rank=5),
+        "dense_random": rng.standard_normal((600, 200)),
+        "dense_low_rank": low_rank_plus_noise(600, 200, 6),
+    }
+
+
+def _error(sketch, A):
+    A = A.toarray() if scipy.sparse.issparse(A) else A
+    if sketch.centered:
+        A = A - A.mean(axis=0)
+    estimate = sketch.covariance() - sketch.alpha0 * np.eye(A.shape[1])
+    return spectral_norm(A.T @ A - estimate), A
+
+
+def _tree(A, size, seed, failure_probability, center=False, method="rfd"):
+    """Four randomized block sketches, merged."""
+    rows = -(-A.shape[0] // 4)
+    parts = [sketch_rows_randomized(A[i:i + rows], size, seed=seed, row_offset=i,
+                                    method=method, center=center,
+                                    failure_probability=failure_probability)
+             for i in range(0, A.shape[0], rows)]
+    return merge_sketches(parts)
+
+
+@pytest.mark.parametrize("name", list(_inputs()))
+def test_stated_bound_fails_no_more_often_than_stated(name):
+    """Over 50 seeds the bound may fail with probability at most 0.05 each: more
+    than 8 failures has probability < 1e-3 under that rate."""
+    A = _inputs()[name]
+    allowed = int(scipy.stats.binom.ppf(0.999, 50, 0.05))
+    failures = 0
+    for seed in range(50):
+        sk = _tree(A, 8, seed, failure_probability=0.05 / 4)
+        assert sk.failure_probability == pytest.approx(0.05)
+        err, dense = _error(sk, A)
+        gram = dense.T @ dense
+        lowest = np.linalg.eigvalsh(gram - sk.B.T @ sk.B)[0]
+        assert lowest >= -1e-9 * spectral_norm(gram)  # the compression loss is PSD
+        failures += err > sk.error_bound * (1 + 1e-9)
+    assert failures <= allowed
+
+
+@pytest.mark.parametrize("method", ["fd", "rfd"])
+@pytest.mark.parametrize("center", [False, True])
+def test_randomized_tree_error_and_bound(method, center):
+    A = _inputs()["sparse"]
+    sk = _tree(A, 16, 0, 1e-6, center=center, method=method).resize(8)
+    err, dense = _error(sk, A)
+    assert err <= sk.error_bound
+    assert sk.guarantee.startswith("probability >= 1 - ")
+    lam = np.linalg.eigvalsh(dense.T @ dense)[::-1]
+    best = (lam[7] - lam[-1]) / (2 if method == "rfd" else 1)
+    assert err <= 2.0 * best  # measured 1.2-1.5x: a compression that lost rank fails
+    assert sk.n_rows == A.shape[0]
+    assert sk.frobenius_sq == pytest.approx(np.sum(dense ** 2))
+
+
+def test_same_seed_and_offset_give_the_same_sketch():
+    A = _inputs()["very_sparse"]
+    a = sketch_rows_randomized(A[300:900], 8, seed=4, row_offset=300)
+    b = sketch_rows_randomized(A[300:900], 8, seed=4, row_offset=300)
+    c = sketch_rows_randomized(A[300:900], 8, seed=5, row_offset=300)
+    assert np.array_equal(a.B, b.B) and a.shrinkage == b.shrinkage
+    assert not np.array_equal(a.B, c.B)
+
+
+def test_small_or_narrow_blocks_stay_certified():
+    A = _inputs()["sparse"]
+    small = sketch_rows_randomized(A[:10], 8)
+    narrow = sketch_rows_randomized(A[:, :20], 8)
+    assert small.guarantee == narrow.guarantee == "certified"
+    assert narrow.failure_probability == 0 and narrow.shrinkage_bound is None
+    exact = sketch_rows(A[:, :20], 8)
+    assert np.allclose(narrow.B, exact.B) and narrow.error_bound == exact.error_bound
+
+
+def test_merging_adds_failure_probabilities_and_keeps_certified_parts_exact():
+    A = _inputs()["sparse"]
+    randomized = sketch_rows_randomized(A[:600], 8, failure_probability=1e-4)
+    exact = sketch_rows(A[600:], 8)
+    merged = merge_sketches([randomized, exact])
+    assert merged.failure_probability == pytest.approx(1e-4)
+    assert merged.shrinkage_bound >= merged.shrinkage >= randomized.shrinkage
+    assert _error(merged, A)[0] <= merged.error_bound
+    assert merge_sketches([exact, sketch_rows(A[:600], 8)]).shrinkage_bound is None
+
+
+def test_lanczos_ritz_value_brackets_the_top_eigenvalue():
+    rng = np.random.default_rng(0)
+    eigvals = np.concatenate([[10.0, 9.9], rng.uniform(0, 5, size=298)])
+    Q = np.linalg.qr(rng.standard_normal((300, 300)))[0]
+    M = (Q * eigvals) @ Q.T
+    steps = lanczos_steps(300, 1e-6, 0.25)
+    theta = largest_eigenvalue(lambda v: M @ v, 300, steps, rng)
+    assert theta <= 10.0 * (1 + 1e-12)
+    assert theta >= 0.75 * 10.0
+    assert lanczos_steps(300, 1e-9, 0.25) > steps > lanczos_steps(300, 1e-3, 0.25)
+    # an invariant start subspace ends early with the exact value
+    assert largest_eigenvalue(lambda v: 3.0 * v, 50, 20, rng) == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("center", [False, True])
+def test_a_posteriori_estimate_brackets_the_true_error(center):
+    A = _inputs()["sparse"]
+    dense = A.toarray()
+    failures = 0
+    for seed in range(20):
+        sk = _tree(A, 8, seed, 1e-6, center=center)
+        err, centered = _error(sk, A)
+        omega = np.random.default_rng(seed).standard_normal((A.shape[1], 3))
+        est = error_from_products(sk, omega, dense.T @ (dense @ omega))
+        assert est.failure_probability == pytest.approx(1e-3)
+        assert est.lower <= err * (1 + 1e-9)  # deterministic
+        assert est.lower >= 0.1 * err  # a useful estimate, not just a valid one
+        failures += est.upper < err
+    assert failures <= 1  # P(>= 2 of 20 at rate 1e-3) < 2e-4
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(failure_probability=0), "failure_probability"),
+    (dict(failure_probability=1.5), "failure_probability"),
+    (dict(sketch_size=1), "sketch_size"),
+    (dict(method="svd"), "method"),
+])
+def test_bad_parameters(kwargs, match):
+    params = dict(sketch_size=4)
+    params.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        sketch_rows_randomized(_inputs()["sparse"], **params)
+
+
+def test_nan_rows_are_named():
+    A = _inputs()["sparse"].tolil()
+    A[700, 3] = np.nan
+    with pytest.raises(ValueError, match="rows 700"):
+        sketch_rows_randomized(A.tocsr(), 8)

@@ -1,0 +1,122 @@
+"""The public sketch() on sparse and wide data: the update choice, randomized
+guarantees, invariance, the working size, the a-posteriori error estimate."""
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+import dasketch
+from dasketch.datasets import write_sparse_synthetic
+from dasketch.io import read_csr_rows
+from dasketch.sketching import choose_update, default_working_size
+from tests.helpers import sparse_decaying, spectral_norm
+
+
+@pytest.fixture(scope="module")
+def wide_sparse():
+    """2,000 x 1,000 rows with about 5 nonzeros each and a decaying column scale."""
+    return sparse_decaying(2000, 1000, 5, seed=7)
+
+
+def _error(sk, X):
+    A = X.toarray() if scipy.sparse.issparse(X) else np.asarray(X)
+    if sk.centered:
+        A = A - A.mean(axis=0)
+    return spectral_norm(A.T @ A - (sk.covariance() - sk.alpha0 * np.eye(A.shape[1]))), A
+
+
+def test_auto_update_is_randomized_for_wide_sparse_only(wide_sparse):
+    assert choose_update("auto", True, 1000, 8) == "randomized"
+    assert choose_update("auto", True, 123, 8) == "auto"
+    assert choose_update("auto", False, 10 ** 5, 8) == "auto"
+    assert choose_update("block", True, 10 ** 5, 8) == "block"
+    sk = dasketch.sketch(wide_sparse, 8, random_state=0, block_rows=500)
+    assert sk.guarantee == "probability >= 1 - 1e-06"
+    assert sk.failure_probability == pytest.approx(1e-6)
+    dense = dasketch.sketch(wide_sparse[:, :100].toarray(), 8)
+    assert dense.guarantee == "certified"
+
+
+@pytest.mark.parametrize("method", ["rfd", "fd"])
+@pytest.mark.parametrize("center", [False, True])
+def test_randomized_sketch_within_bound_and_near_best(wide_sparse, method, center):
+    sk = dasketch.sketch(wide_sparse, 8, method=method, center=center, random_state=1,
+                         block_rows=500)
+    err, A = _error(sk, wide_sparse)
+    assert err <= sk.error_bound
+    lam = np.linalg.eigvalsh(A.T @ A)[::-1]
+    best = (lam[7] - lam[-1]) / (2 if method == "rfd" else 1)
+    assert err <= 2.0 * best  # measured 1.3-1.5x
+
+
+def test_randomized_result_independent_of_storage_scheduler_and_workers(tmp_path,
+                                                                        cluster_client):
+    path = str(tmp_path / "x.zarr")
+    write_sparse_synthetic(path, 2000, 1000, density=5e-3, chunk_rows=700)
+    in_memory = read_csr_rows(path, 0, 2000)
+    reference = dasketch.sketch(in_memory, 8, random_state=3, block_rows=300)
+    assert reference.failure_probability > 0
+    for X, client in [(in_memory, cluster_client), (path, None), (path, cluster_client)]:
+        other = dasketch.sketch(X, 8, random_state=3, block_rows=300, client=client)
+        np.testing.assert_allclose(other.B, reference.B, rtol=1e-9, atol=1e-12)
+        assert other.shrinkage == pytest.approx(reference.shrinkage, rel=1e-9)
+        assert other.error_bound == pytest.approx(reference.error_bound, rel=1e-9)
+
+
+def test_estimate_error_brackets_true_error(wide_sparse):
+    failures = 0
+    for seed in range(10):
+        sk = dasketch.sketch(wide_sparse, 8, random_state=seed, block_rows=700)
+        err, _ = _error(sk, wide_sparse)
+        est = dasketch.estimate_error(wide_sparse, sk, n_vectors=3, random_state=seed,
+                                      block_rows=300)
+        assert est.lower <= err * (1 + 1e-9)
+        assert est.lower >= 0.1 * err
+        failures += est.upper < err
+    assert failures <= 1  # each fails with probability 1e-3
+
+
+def test_estimate_error_rejects_other_data(wide_sparse):
+    sk = dasketch.sketch(wide_sparse, 8, random_state=0)
+    with pytest.raises(ValueError, match="summarises"):
+        dasketch.estimate_error(wide_sparse[:100], sk)
+    with pytest.raises(ValueError, match="n_vectors"):
+        dasketch.estimate_error(wide_sparse, sk, n_vectors=0)
+    with pytest.raises(TypeError, match="sketch"):
+        dasketch.estimate_error(wide_sparse, sk.B)
+
+
+@pytest.mark.parametrize("value", [0, 1, -0.1, "x"])
+def test_bad_failure_probability(wide_sparse, value):
+    with pytest.raises(ValueError, match="failure_probability"):
+        dasketch.sketch(wide_sparse, 8, failure_probability=value)
+
+
+def test_bad_update(wide_sparse):
+    with pytest.raises(ValueError, match="update"):
+        dasketch.sketch(wide_sparse, 8, update="stream")
+
+
+def test_default_working_size_is_oversampled_and_memory_capped():
+    assert default_working_size(8, 100) == 32
+    assert default_working_size(8, 100, update="randomized") == 16
+    # split_every = 8 inner sketches stay within 256 MiB; never below l
+    assert default_working_size(8, 10 ** 5) == 32
+    assert default_working_size(16, 10 ** 5) == 41
+    assert default_working_size(8, 10 ** 6) == 8
+    assert default_working_size(8, 10 ** 6, split_every=2) == 16
+
+
+@pytest.mark.parametrize("sketch_size", [5, 10, 20, 30, 50])
+def test_a9a_tree_within_five_percent_of_best_possible(a9a_train, sketch_size):
+    """The RFD paper's Theorem 1 bound (lambda_l - lambda_d) / 2 is the best any
+    rank-(l-1)-plus-ridge estimate can reach; the default tree (blocks of 2,048
+    rows, fan-in 8, working size 4l) must stay within 5 % of it."""
+    X, _ = a9a_train
+    sk = dasketch.sketch(X, sketch_size, block_rows=2048)
+    assert sk.guarantee == "certified"
+    err, A = _error(sk, X)
+    lam = np.linalg.eigvalsh(A.T @ A)[::-1]
+    best = (lam[sketch_size - 1] - lam[-1]) / 2
+    assert err <= sk.error_bound * (1 + 1e-9)
+    assert err <= 1.05 * best
