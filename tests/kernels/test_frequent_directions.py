@@ -223,3 +223,16 @@ def test_a9a_streaming_reproduces_paper_algorithms(a9a_train):
                                                                             abs=1e-4)
         assert spectral_norm(gram - rfd.covariance()) / top == pytest.approx(rfd_reference,
                                                                              abs=1e-4)
+
+
+@pytest.mark.parametrize("update", ["buffered", "block"])
+def test_error_bound_is_reached_exactly_on_diag_3_2_1(update):
+    # A^T A = diag(9, 4, 1), l = 2: the shrinkages add up to Delta = 4; FD's
+    # estimate diag(5, 0, 0) misses by Delta and RFD's diag(7, 2, 2) by Delta / 2,
+    # so both certificates are tight (RFD paper, Theorem 2)
+    A = np.diag([3.0, 2.0, 1.0])
+    for method, bound in (("fd", 4.0), ("rfd", 2.0)):
+        s = sketch_rows(A, 2, method=method, update=update)
+        assert s.shrinkage == pytest.approx(4.0)
+        assert s.error_bound == pytest.approx(bound)
+        assert np.linalg.norm(A.T @ A - s.covariance(), 2) == pytest.approx(bound)
