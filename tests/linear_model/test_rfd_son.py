@@ -278,7 +278,10 @@ def test_no_overflow_nan_or_linalgerror_for_any_step_size(method, loss):
                     assert not hasattr(clf, "coef_")
                     continue
             assert np.isfinite(clf.coef_).all() and np.isfinite(clf.online_loss_)
-            assert np.abs(clf.decision_function(X)).max() <= 1.0
+            # the clipped linear model itself (a bound alone holds for any clipped output)
+            linear = X @ np.ravel(clf.coef_) + np.ravel(clf.intercept_)[0]
+            np.testing.assert_allclose(clf.decision_function(X), np.clip(linear, -1.0, 1.0),
+                                       rtol=1e-10, atol=1e-12)
 
 
 def test_divergence_is_reported_and_the_previous_model_kept():
@@ -362,3 +365,29 @@ def test_bad_input_is_rejected():
         RFDSONClassifier(sketch_size=2).fit(X, y, n_epochs=0)
     with pytest.raises(ValueError, match="2-D"):
         RFDSONClassifier(sketch_size=2).fit(X[0], y[:1])
+
+
+def test_mu_auto_is_half_the_exp_concavity_constant():
+    X, y = classification_problem(300, 8, seed=12)
+    bound = 2.0
+    for loss, mu in (("logistic", np.exp(-bound) / 2), ("squared", 1 / (4 * (bound + 1) ** 2))):
+        auto = RFDSONClassifier(sketch_size=4, loss=loss, prediction_bound=bound).fit(X, y)
+        given = RFDSONClassifier(sketch_size=4, loss=loss, prediction_bound=bound,
+                                 mu=mu).fit(X, y)
+        other = RFDSONClassifier(sketch_size=4, loss=loss, prediction_bound=bound,
+                                 mu=2 * mu).fit(X, y)
+        np.testing.assert_allclose(auto.coef_, given.coef_, rtol=1e-12)
+        assert not np.allclose(auto.coef_, other.coef_, rtol=1e-3)  # mu matters here
+    regressor = RFDSONRegressor(sketch_size=4, prediction_bound=bound).fit(X, y)
+    given = RFDSONRegressor(sketch_size=4, prediction_bound=bound,
+                            mu=1 / (16 * bound ** 2)).fit(X, y)
+    np.testing.assert_allclose(regressor.coef_, given.coef_, rtol=1e-12)
+
+
+def test_second_fit_starts_from_scratch():
+    X, y = classification_problem(300, 8, seed=13)
+    for model in (RFDSONClassifier(sketch_size=4), RFDSONRegressor(sketch_size=4)):
+        refit = model.fit(X[:150], y[:150]).fit(X[150:], y[150:])
+        fresh = type(model)(sketch_size=4).fit(X[150:], y[150:])
+        np.testing.assert_array_equal(refit.coef_, fresh.coef_)
+        assert refit.n_seen_ == fresh.n_seen_ == 150
