@@ -9,10 +9,12 @@ from __future__ import annotations
 import math
 import numbers
 import time
+import warnings
 
 import numpy as np
 import scipy.linalg
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 
 from dasketch._blocks import as_row_blocks, gather_rows
@@ -264,7 +266,12 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
         Estimate of ``cond(A P^{-1})`` for the metric used.
     sketch_solution_ : ndarray (d,)
         The sketch-and-solve start ``R^{-1} Q^T S b`` (the intercept last when
-        ``fit_intercept``).
+        ``fit_intercept``). A ``ConvergenceWarning`` is raised when the final
+        objective estimate exceeds that of the start (clipped to the box).
+    sampled_rows_, sample_counts_ : ndarray of int
+        The distinct rows the steps visited (sorted) and how many of the
+        ``n_iter_`` draws landed on each: rows are drawn with probability
+        proportional to their leverage ``lambda_i``.
 
     Examples
     --------
@@ -355,7 +362,7 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
         cdf = np.cumsum(probs)
         drawn = np.minimum(np.searchsorted(cdf / cdf[-1], rng.random(n_iter), side="right"),
                            n - 1)
-        distinct, draws = np.unique(drawn, return_inverse=True)
+        distinct, draws, counts = np.unique(drawn, return_inverse=True, return_counts=True)
         rows = gather_rows(blocks, distinct)
         b_drawn, p_drawn = b[drawn], probs[drawn]
 
@@ -405,4 +412,13 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
         self.condition_number_estimate_ = precond.condition_number_estimate
         self.metric_condition_number_ = float(sv[0] / sv[-1]) if sv[-1] > 0 else np.inf
         self.sketch_solution_ = precond.x0
+        self.sampled_rows_, self.sample_counts_ = distinct, counts
+        start, end = self.objective_history_[0], self.objective_history_[-1]
+        if end > start:
+            warnings.warn(
+                f"pwSGD ended with an objective estimate of {end:.6g}, above the "
+                f"{start:.6g} of its sketch-and-solve start (sketch_solution_): the steps "
+                f"did not converge (metric condition number {self.metric_condition_number_:.3g}"
+                "); use preconditioner='full' or 'diag', more n_iter or a smaller step_size",
+                ConvergenceWarning, stacklevel=2)
         return self

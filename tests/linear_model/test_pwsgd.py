@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse
 from scipy.optimize import lsq_linear
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDRegressor
 
 from dasketch.linear_model import PWSGDRegressor
@@ -101,11 +102,49 @@ def test_box_constrained_l1(box_problem):
     assert rel_error(A, b, model.coef_, x_opt, 1) <= 5e-2
 
 
-def test_no_preconditioner_keeps_the_box(box_problem):
-    A, b, bounds = box_problem
+def test_no_preconditioner_keeps_the_box_and_converges_when_conditioned():
+    A, b, _ = ill_conditioned_regression(8000, 10, condition_number=10, rotate=False,
+                                         random_state=3)
+    bounds = (np.full(10, -0.5), np.full(10, 0.5))
+    x_opt = lsq_linear(A, b, bounds=bounds, tol=1e-12, lsmr_tol="auto").x
     model = PWSGDRegressor(fit_intercept=False, preconditioner="none", bounds=bounds,
-                           n_iter=3000, random_state=0).fit(A, b)
+                           random_state=0).fit(A, b)
     assert all(_feasible(x, bounds) for x in model.coef_history_)
+    assert rel_error(A, b, model.coef_, x_opt, 2) <= 1e-2
+    assert rel_error(A, b, model.coef_history_[0], x_opt, 2) > 2e-2  # SGD did the work
+
+
+def test_no_preconditioner_on_an_ill_conditioned_box_warns(box_problem):
+    A, b, bounds = box_problem
+    with pytest.warns(ConvergenceWarning, match="above the .* sketch-and-solve start"):
+        model = PWSGDRegressor(fit_intercept=False, preconditioner="none", bounds=bounds,
+                               n_iter=3000, random_state=0).fit(A, b)
+    assert all(_feasible(x, bounds) for x in model.coef_history_)
+
+
+def test_diagonal_metric_is_the_column_scaling(box_problem):
+    # Jacobi scaling by the column norms of R (= column norms of S A, close to those
+    # of A) removes an ill-conditioning that comes from column scales
+    A, b, bounds = box_problem
+    model = PWSGDRegressor(fit_intercept=False, preconditioner="diag", bounds=bounds,
+                           n_iter=100, random_state=0).fit(A, b)
+    scaled = np.linalg.cond(A / np.linalg.norm(A, axis=0))
+    assert np.linalg.cond(A) > 1e5 and scaled < 3
+    assert model.metric_condition_number_ == pytest.approx(scaled, rel=0.5)
+
+
+def test_draws_follow_the_leverage_scores():
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((20000, 10))
+    A[:20] *= 100  # 20 rows of 20000 hold most of the leverage
+    b = A @ np.ones(10) + rng.standard_normal(20000)
+    Q, _ = np.linalg.qr(A)
+    heavy_share = np.sum(Q[:20] ** 2) / 10  # leverage scores sum to d
+    model = PWSGDRegressor(fit_intercept=False, n_iter=4000, random_state=0).fit(A, b)
+    assert model.sample_counts_.sum() == model.n_iter_ == 4000
+    drawn_heavy = model.sample_counts_[model.sampled_rows_ < 20].sum() / model.n_iter_
+    assert heavy_share > 0.5  # uniform draws would put 0.1% there
+    assert drawn_heavy == pytest.approx(heavy_share, abs=0.05)
 
 
 def test_invariant_to_chunking_scheduler_and_storage(l2_problem, cluster_client, tmp_path):
