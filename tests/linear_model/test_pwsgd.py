@@ -127,7 +127,7 @@ def test_diagonal_metric_is_the_column_scaling(box_problem):
     # of A) removes an ill-conditioning that comes from column scales
     A, b, bounds = box_problem
     model = PWSGDRegressor(fit_intercept=False, preconditioner="diag", bounds=bounds,
-                           n_iter=100, random_state=0).fit(A, b)
+                           n_iter=2000, random_state=0).fit(A, b)
     scaled = np.linalg.cond(A / np.linalg.norm(A, axis=0))
     assert np.linalg.cond(A) > 1e5 and scaled < 3
     assert model.metric_condition_number_ == pytest.approx(scaled, rel=0.5)
