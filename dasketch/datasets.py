@@ -250,3 +250,44 @@ def l1_regression_linprog(A, b, bounds=None):
     if res.status != 0:
         raise RuntimeError(f"linprog failed: {res.message}")
     return res.x[:d]
+
+
+def imbalanced_sparse_classification(n_rows, n_features, *, nnz_per_row=12,
+                                     positive_rate=0.03, signal=5.0, zipf_exponent=1.1,
+                                     random_state=0):
+    """Sparse binary rows with rare features and rare positives.
+
+    Each row holds ``nnz_per_row`` draws of features whose frequencies follow a
+    Zipf law (a few frequent features, many rarely seen ones, as in text or
+    click data); labels come from a sparse logistic model (10 % of the features
+    carry weights of size ``signal``) whose bias leaves a fraction
+    ``positive_rate`` of positives. The setting where a sketched Newton step
+    without regularisation takes huge first steps into rarely seen features.
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix of shape (n_rows, n_features), values 0 or 1
+    y : ndarray of shape (n_rows,), labels in {0, 1}
+
+    Examples
+    --------
+    >>> from dasketch.datasets import imbalanced_sparse_classification
+    >>> X, y = imbalanced_sparse_classification(4000, 500)
+    >>> X.shape, round(float(y.mean()), 2)
+    ((4000, 500), 0.03)
+    """
+    import scipy.sparse
+
+    rng = np.random.default_rng(resolve_seed(random_state))
+    d = int(n_features)
+    frequency = rng.permutation(1.0 / np.arange(1, d + 1) ** zipf_exponent)
+    columns = rng.choice(d, size=(n_rows, nnz_per_row), p=frequency / frequency.sum())
+    X = scipy.sparse.csr_matrix(
+        (np.ones(n_rows * nnz_per_row), columns.ravel(),
+         np.arange(0, n_rows * nnz_per_row + 1, nnz_per_row)), shape=(n_rows, d))
+    X.sum_duplicates()
+    X.data[:] = 1.0
+    weights = signal * rng.standard_normal(d) * (rng.random(d) < 0.1)
+    margin = X @ weights + rng.logistic(size=n_rows)
+    y = (margin > np.quantile(margin, 1.0 - positive_rate)).astype(np.int64)
+    return X, y

@@ -2,8 +2,8 @@
 
 Thin estimators around :class:`dasketch.kernels.online_newton.OnlineNewton`: they
 validate input, walk the rows in order (a Dask array or zarr store one row block
-at a time, see :func:`dasketch._blocks.iter_row_blocks`) and expose the learned
-model the scikit-learn way.
+at a time, see :func:`dasketch._blocks.iter_row_blocks`), hand each block to the
+compiled per-example loop and expose the learned model the scikit-learn way.
 
 References
 ----------
@@ -16,33 +16,31 @@ References
 from __future__ import annotations
 
 import numbers
-import os
 import sys
+import warnings
 
 import numpy as np
 import scipy.sparse
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import r2_score
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from dasketch._blocks import as_row_blocks, is_dask_collection, iter_row_blocks, matvec
+from dasketch._blocks import RowBlocks, is_dask_collection, iter_row_blocks, matvec
 from dasketch.kernels.frequent_directions import _check_finite
 from dasketch.kernels.online_newton import DivergenceError, OnlineNewton
+from dasketch.utils.validation import validate_input
 
 __all__ = ["DivergenceError", "RFDSONClassifier", "RFDSONRegressor"]
 
-
-def _is_streamed(X):
-    return is_dask_collection(X) or isinstance(X, (str, os.PathLike))
+_IN_MEMORY_BLOCK_ROWS = 65536
 
 
-def _check_y_values(y, name="y"):
-    y = np.asarray(y)
-    if y.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {y.shape}")
-    if y.dtype.kind in "fc" and not np.isfinite(y).all():
-        raise ValueError(f"{name} contains NaN or Inf")
-    return y
+def _is_real(value):
+    return not isinstance(value, (bool, np.bool_)) and isinstance(value, numbers.Real) \
+        and bool(np.isfinite(value))
 
 
 def _with_intercept(block):
@@ -55,12 +53,12 @@ def _with_intercept(block):
 class _BaseRFDSON(BaseEstimator):
     """Shared machinery of :class:`RFDSONClassifier` and :class:`RFDSONRegressor`."""
 
-    _default_loss = "squared"
     _losses = ("squared",)
 
-    def __init__(self, sketch_size=20, *, method="rfd", alpha0=0.0, loss="squared", prediction_bound=1.0,
-                 eta=1.0, mu="auto", fit_intercept=False, update="buffered",
-                 block_rows=None, progress=False, random_state=None):
+    def __init__(self, sketch_size=20, *, method="rfd", alpha0=0.0, loss="squared",
+                 prediction_bound="auto", eta=1.0, mu="auto", fit_intercept=True,
+                 update="buffered", alpha_floor=True, block_rows=None, progress=False,
+                 random_state=None):
         self.sketch_size = sketch_size
         self.method = method
         self.alpha0 = alpha0
@@ -70,87 +68,71 @@ class _BaseRFDSON(BaseEstimator):
         self.mu = mu
         self.fit_intercept = fit_intercept
         self.update = update
+        self.alpha_floor = alpha_floor
         self.block_rows = block_rows
         self.progress = progress
         self.random_state = random_state
 
-    # ------------------------------------------------------------ parameters
-    def _label_bound(self):
-        return 1.0
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
 
-    def _step_constants(self):
-        """Resolve ``mu="auto"``.
+    # ------------------------------------------------------------ parameters
+    def _resolve_constants(self, target_bound):
+        """Resolve ``prediction_bound="auto"`` and ``mu="auto"`` on the first fit.
 
         ``mu`` defaults to half the exp-concavity constant of the loss on the
-        constraint set ``|w^T x| <= prediction_bound`` (the ``mu_t`` of [1]_, the online Newton
-        step's curvature): ``1 / (4 (prediction_bound + |y|max)^2)`` for the squared loss,
-        ``exp(-prediction_bound) / 2`` for the logistic loss, 0 for the hinge loss (not
-        exp-concave).
+        constraint set ``|w^T x| <= C`` (the ``mu_t`` of [1]_):
+        ``1 / (4 (C + |y|max)^2)`` for the squared loss, ``exp(-C) / 2`` for the
+        logistic loss, 0 for the hinge loss (not exp-concave).
         """
         if self.loss not in self._losses:
             raise ValueError(f"loss must be one of {self._losses}, got {self.loss!r}")
-        prediction_bound = self.prediction_bound
-        if isinstance(prediction_bound, (bool, np.bool_)) or not isinstance(prediction_bound, numbers.Real) \
-                or not np.isfinite(prediction_bound) or prediction_bound <= 0:
-            raise ValueError(f"prediction_bound must be a finite number > 0, got {prediction_bound!r}")
-        mu, eta = self.mu, self.eta
-        if isinstance(mu, str):
-            if mu != "auto":
-                raise ValueError(f"mu must be a number >= 0 or 'auto', got {mu!r}")
+        bound = self.prediction_bound
+        if isinstance(bound, str) and bound == "auto":
+            bound = target_bound
+        elif not _is_real(bound) or bound <= 0:
+            raise ValueError(f"prediction_bound must be a finite number > 0 or 'auto', got "
+                             f"{bound!r}")
+        mu = self.mu
+        if isinstance(mu, str) and mu == "auto":
             if self.loss == "squared":
-                mu = 1.0 / (4.0 * (prediction_bound + self._label_bound()) ** 2)
-            elif self.loss == "logistic":
-                mu = float(np.exp(-prediction_bound)) / 2.0
+                mu = 1.0 / (4.0 * (bound + self._label_bound(bound)) ** 2)
             else:
-                mu = 0.0
-        return eta, mu
+                mu = float(np.exp(-bound)) / 2.0 if self.loss == "logistic" else 0.0
+        elif not _is_real(mu) or mu < 0:
+            raise ValueError(f"mu must be a finite number >= 0 or 'auto', got {mu!r}")
+        sketch_size = self.sketch_size
+        if isinstance(sketch_size, (bool, np.bool_)) or not isinstance(
+                sketch_size, numbers.Integral):
+            raise TypeError(f"sketch_size must be a positive integer, got {sketch_size!r}")
+        if sketch_size < 1:
+            raise ValueError(f"sketch_size must be a positive integer, got {sketch_size}")
+        return float(bound), float(mu)
 
     def _new_learner(self, n_features):
-        eta, mu = self._step_constants()
-        if isinstance(self.alpha0, (bool, np.bool_)) or not isinstance(
-                self.alpha0, numbers.Real) or not np.isfinite(self.alpha0) or self.alpha0 < 0:
-            raise ValueError(f"alpha0 must be a finite number >= 0, got {self.alpha0!r}")
-        sketch_size = self.sketch_size
-        if self.method == "full":
-            sketch_size = n_features
-        return OnlineNewton(n_features, sketch_size, method=self.method,
-                            alpha0=self.alpha0, loss=self.loss, prediction_bound=self.prediction_bound, eta=eta, mu=mu,
-                            update=self.update)
-
-    def _reset(self):
-        for attr in ("learner_", "coef_", "intercept_", "n_seen_", "n_features_in_",
-                     "online_loss_", "online_error_rate_", "alpha_", "classes_",
-                     "_loss_sum", "_mistakes"):
-            if hasattr(self, attr):
-                delattr(self, attr)
+        # A sketch as large as the dimension is exact: l is capped at d.
+        return OnlineNewton(n_features, min(int(self.sketch_size), n_features),
+                            method=self.method, alpha0=self.alpha0, loss=self.loss,
+                            prediction_bound=self.prediction_bound_, eta=self.eta,
+                            mu=self.mu_, update=self.update,
+                            alpha_floor=bool(self.alpha_floor))
 
     # ---------------------------------------------------------------- input
-    def _check_X(self, X):
-        """Validate the shape of ``X``; return (blocks or None, n_rows, n_features)."""
-        if _is_streamed(X):
-            blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
-            return blocks, blocks.n_rows, blocks.n_features
-        if not scipy.sparse.issparse(X):
-            X = np.asarray(X)
-            if X.dtype.kind not in "biuf":
-                raise TypeError(f"X must hold real numbers, got dtype {X.dtype}")
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-D (rows are samples), got shape {X.shape}")
-        if X.shape[0] == 0 or X.shape[1] == 0:
-            raise ValueError(f"X must have at least one row and one column, got shape "
-                             f"{X.shape}")
-        return None, X.shape[0], X.shape[1]
-
-    def _iter_blocks(self, X, y, blocks):
-        """Yield ``(start, X_block, y_block)`` in row order."""
-        if blocks is None:
-            step = self.block_rows or 65536
-            X = scipy.sparse.csr_matrix(X) if scipy.sparse.issparse(X) else np.asarray(X)
-            for start in range(0, X.shape[0], step):
-                yield start, X[start:start + step], y[start:start + step]
-        else:
-            for start, _, block, y_block in iter_row_blocks(blocks, y):
-                yield start, block, y_block
+    def _iter_blocks(self, X):
+        """Yield ``(start, X_block)`` in row order (out-of-core: one block read at a
+        time, its values checked as it arrives)."""
+        if isinstance(X, RowBlocks):
+            for start, _, block in iter_row_blocks(X):
+                _check_finite(block, start)
+                yield start, block
+            return
+        step = self.block_rows or _IN_MEMORY_BLOCK_ROWS
+        if scipy.sparse.issparse(X):
+            X = scipy.sparse.csr_matrix(X)
+        for start in range(0, X.shape[0], step):
+            yield start, X[start:start + step]
 
     def _progress_bar(self, n_rows):
         if not self.progress:
@@ -161,72 +143,51 @@ class _BaseRFDSON(BaseEstimator):
                     disable=not (self.progress is True or sys.stderr.isatty()))
 
     # ------------------------------------------------------------- learning
-    def partial_fit(self, X, y, **kwargs):
-        """One pass over the rows of ``X`` in order, continuing from the current model.
-
-        Parameters
-        ----------
-        X : ndarray, scipy.sparse matrix, dask.array.Array or zarr path of shape (n, d)
-            A Dask array or zarr store is read one row block at a time.
-        y : array_like or dask.array.Array of shape (n,)
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        DivergenceError
-            When the iterates diverge (step size too large for the data); the
-            model is then left as it was before the call.
-        """
-        blocks, n_rows, n_features = self._check_X(X)
-        if isinstance(y, (list, tuple)):
-            y = np.asarray(y)
-        if getattr(y, "ndim", None) != 1 or y.shape[0] != n_rows:
-            raise ValueError(f"y must be 1-D with one entry per row of X ({n_rows}), got "
-                             f"shape {getattr(y, 'shape', None)}")
-        first = not hasattr(self, "learner_")
-        if not first and n_features != self.n_features_in_:
-            raise ValueError(f"X has {n_features} features, but {type(self).__name__} was "
-                             f"fitted with {self.n_features_in_} features")
-        self._prepare_targets(y, first, **kwargs)
-        dim = n_features + bool(self.fit_intercept)
+    def _partial_fit(self, X, y, classes=None):
+        first = not hasattr(self, "learners_")
+        X, y = validate_input(self, X, y, reset=first, accept_sparse=("csr", "csc", "coo"),
+                              y_numeric=self._y_numeric)
+        targets = self._prepare_targets(y, first, classes)
         if first:
-            if self.method != "full" and isinstance(self.sketch_size, numbers.Integral) \
-                    and not isinstance(self.sketch_size, (bool, np.bool_)) \
-                    and self.sketch_size > n_features + bool(self.fit_intercept):
-                raise ValueError(f"sketch_size must be an integer in [1, n_features={dim}]"
-                                 f", got {self.sketch_size}")
-            learner = self._new_learner(dim)
-            loss_sum, mistakes, seen = 0.0, 0, 0
+            self.prediction_bound_, self.mu_ = self._resolve_constants(self._target_bound(y))
+            dim = self.n_features_in_ + bool(self.fit_intercept)
+            learners = [self._new_learner(dim) for _ in range(targets.shape[1])]
+            stats = dict(loss_sum=0.0, mistakes=0, seen=0, baseline=0.0)
         else:
-            learner = self.learner_.copy()
-            loss_sum, mistakes, seen = self._loss_sum, self._mistakes, self.n_seen_
-        bar = self._progress_bar(n_rows)
+            learners = [learner.copy() for learner in self.learners_]
+            stats = dict(self._stats)
+        self._check_targets_within_bound(y)
+        bar = self._progress_bar(X.shape[0])
         try:
-            for start, X_block, y_block in self._iter_blocks(X, y, blocks):
-                _check_finite(X_block, start)
-                target = self._encode(_check_y_values(y_block))
+            for start, X_block in self._iter_blocks(X):
                 if self.fit_intercept:
                     X_block = _with_intercept(X_block)
+                rows = slice(start, start + X_block.shape[0])
+                z = np.empty((X_block.shape[0], len(learners)))
                 # Each step is a few products with an l x d matrix: threaded BLAS
                 # only adds synchronisation (several times slower on a busy machine).
                 with threadpool_limits(limits=1, user_api="blas"):
-                    z, losses = learner.fit_rows(
-                        X_block, target, callback=None if bar is None else bar.update)
-                loss_sum += float(losses.sum())
-                mistakes += self._count_mistakes(z, target)
-                seen += X_block.shape[0]
+                    for j, learner in enumerate(learners):
+                        z[:, j], losses = learner.fit_rows(
+                            X_block, targets[rows, j],
+                            callback=bar.update if bar is not None and j == 0 else None)
+                        stats["loss_sum"] += float(losses.sum()) / len(learners)
+                stats["mistakes"] += self._count_mistakes(z, targets[rows])
+                stats["seen"] += X_block.shape[0]
         finally:
             if bar is not None:
                 bar.close()
-        self.learner_ = learner
-        self.n_features_in_ = n_features
-        self._loss_sum, self._mistakes, self.n_seen_ = loss_sum, mistakes, seen
-        self.online_loss_ = loss_sum / seen
-        self.alpha_ = learner.alpha
-        self._set_coef(learner.u)
+        stats["baseline"] += self._baseline(targets)
+        self.learners_ = learners
+        self._stats = stats
+        self.n_seen_ = stats["seen"]
+        self.online_loss_ = stats["loss_sum"] / stats["seen"]
+        alphas = np.array([learner.alpha for learner in learners])
+        self.alpha_ = float(alphas[0]) if alphas.size == 1 else alphas
+        coef = np.array([learner.u for learner in learners])
+        self._set_coef(coef[:, :self.n_features_in_],
+                       coef[:, -1] if self.fit_intercept else np.zeros(len(learners)))
+        self._warn_if_worse_than_baseline(stats)
         return self
 
     def fit(self, X, y, n_epochs=1, **kwargs):
@@ -234,7 +195,7 @@ class _BaseRFDSON(BaseEstimator):
 
         Parameters
         ----------
-        X : ndarray, scipy.sparse matrix, dask.array.Array or zarr path
+        X : ndarray, scipy.sparse matrix, DataFrame, dask.array.Array, zarr.Array or path
         y : array_like or dask.array.Array of shape (n,)
         n_epochs : int
             Number of passes (the paper's online setting is one pass).
@@ -246,95 +207,116 @@ class _BaseRFDSON(BaseEstimator):
         if isinstance(n_epochs, (bool, np.bool_)) or not isinstance(
                 n_epochs, numbers.Integral) or n_epochs < 1:
             raise ValueError(f"n_epochs must be a positive integer, got {n_epochs!r}")
-        self._reset()
+        for attr in ("learners_", "classes_"):
+            if hasattr(self, attr):
+                delattr(self, attr)
         for _ in range(int(n_epochs)):
             self.partial_fit(X, y, **kwargs)
         return self
 
-    def _raw_decision(self, X):
-        check_is_fitted(self, "learner_")
-        u = self.learner_.u
-        coef, intercept = u[:self.n_features_in_], (u[-1] if self.fit_intercept else 0.0)
-        if _is_streamed(X):
-            blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
-            if blocks.n_features != self.n_features_in_:
-                raise ValueError(f"X has {blocks.n_features} features, but "
-                                 f"{type(self).__name__} was fitted with "
-                                 f"{self.n_features_in_} features")
-            return (matvec(blocks, coef)[:, 0] + intercept).clip(-self.prediction_bound, self.prediction_bound)
-        _, _, n_features = self._check_X(X)
-        if n_features != self.n_features_in_:
-            raise ValueError(f"X has {n_features} features, but {type(self).__name__} was "
-                             f"fitted with {self.n_features_in_} features")
-        _check_finite(X if scipy.sparse.issparse(X) else np.asarray(X), 0)
-        z = np.asarray(X @ coef, dtype=np.float64).ravel() + intercept
-        return np.clip(z, -self.prediction_bound, self.prediction_bound)
+    def _warn_if_worse_than_baseline(self, stats):
+        """ConvergenceWarning when the online predictions did worse than the
+        trivial predictor (majority class, or predicting 0)."""
+        measured, baseline = self._online_measure(stats), stats["baseline"] / stats["seen"]
+        if measured > baseline:
+            warnings.warn(
+                f"{type(self).__name__}: the online {self._measure_name} over "
+                f"{stats['seen']} examples is {measured:.4g}, worse than the "
+                f"{self._baseline_name} ({baseline:.4g}); more passes (n_epochs), a larger "
+                f"sketch_size or a larger alpha0 may help", ConvergenceWarning, stacklevel=3)
+
+    def _decision(self, X):
+        check_is_fitted(self, "learners_")
+        X = validate_input(self, X, reset=False, accept_sparse=("csr", "csc", "coo"))
+        coef, intercept = np.atleast_2d(self.coef_).T, np.atleast_1d(self.intercept_)
+        bound = self.prediction_bound_
+        if isinstance(X, RowBlocks):
+            z = (matvec(X, coef) + intercept).clip(-bound, bound)
+        else:
+            z = np.clip(np.asarray(X @ coef, dtype=np.float64) + intercept, -bound, bound)
+        return z[:, 0] if coef.shape[1] == 1 else z
 
 
 class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
-    """Binary classifier trained by the sketched online Newton step (RFD-SON).
+    """Classifier trained by the sketched online Newton step (RFD-SON).
 
     Implements Algorithm 3 of Luo, Chen, Zhang, Li, Zhang, "Robust Frequent
     Directions with application in online learning" (JMLR 2019) with the fast
     update of its Algorithm 6 (Appendix A): the Hessian estimate
     ``H = B^T B + alpha I`` comes from a Robust Frequent Directions sketch of the
     scaled gradients, each step and the closed-form projection onto
-    ``K_t = {w : |w^T x_t| <= prediction_bound}`` cost O(l d) (O(l d + nnz) for sparse rows) by
-    the Woodbury identity, and ``alpha0 = 0`` needs no tuning.
+    ``K_t = {w : |w^T x_t| <= prediction_bound}`` cost O(l d) (O(l d + nnz) for
+    sparse rows) by the Woodbury identity, in a compiled loop over the examples.
     ``method="fd"`` gives FD-SON (Luo, Agarwal, Cesa-Bianchi, Langford, NeurIPS
-    2016) and ``method="full"`` the full-matrix online Newton step (FULL-ON,
-    O(d^2) per step with ``alpha0 > 0``, O(d^3) with ``alpha0 = 0``; small d).
+    2016) and ``method="full"`` the full-matrix online Newton step (O(d^2) per
+    step; small d). More than two classes: one-vs-rest, one learner per class,
+    all trained in the same pass over the data.
+
+    ``alpha0 = 0`` needs no tuning. alpha is kept above a floor derived from the
+    data seen so far, ``max ||g|| max ||x|| / (2 prediction_bound)``, so that no
+    single step can move a prediction by more than the width of the constraint
+    set while the sketch is still nearly empty (see
+    :class:`~dasketch.kernels.online_newton.OnlineNewton`); ``alpha_floor=False``
+    runs the paper's algorithm as written, which on sparse data with rare
+    features can take huge first steps.
 
     Parameters
     ----------
     sketch_size : int
-        ``l`` in ``[1, n_features]`` (the paper's ``m``).
+        ``l`` (the paper's ``m``); capped at the number of features.
     method : {"rfd", "fd", "full"}
     alpha0 : float
         Initial regularisation ``alpha0 >= 0``.
     loss : {"squared", "logistic", "hinge"}
         Loss of the margin ``w^T x`` against labels mapped to {-1, +1}.
-    prediction_bound : float
-        Predictions are kept in ``[-prediction_bound, prediction_bound]`` (the constraint set ``K_t``).
+    prediction_bound : float or "auto"
+        Margins are kept in ``[-prediction_bound, prediction_bound]`` (the
+        constraint set ``K_t``); ``"auto"`` is 1, the size of the labels.
     eta : float
         ``eta_t = eta / t`` (Algorithm 3's ``eta_t = O(1/t)``).
     mu : float or "auto"
         ``mu_t = mu``; the sketched rows are ``sqrt(mu_t + eta_t) g_t``.
-        ``"auto"``: half the loss's exp-concavity constant on ``|w^T x| <= prediction_bound``
-        (``1 / (4 (prediction_bound + 1)^2)`` squared, ``exp(-prediction_bound) / 2`` logistic, 0 hinge).
-        Larger ``eta`` and ``mu`` mean smaller steps; with ``eta = mu = 0``
-        nothing is learned and a ValueError is raised.
+        ``"auto"``: half the loss's exp-concavity constant on the constraint set
+        (``1 / (4 (C + 1)^2)`` squared, ``exp(-C) / 2`` logistic, 0 hinge).
     fit_intercept : bool
         Learn an intercept (a constant feature appended to every row).
     update : {"buffered", "per_step"}
         ``"buffered"``: the ``2 l`` buffer of Algorithm 6, O(l d) amortised per
         step; ``"per_step"``: a shrink after every example, as written in
         Algorithm 3 (O(l^2 d) per step).
+    alpha_floor : bool
+        Keep alpha above the data-derived floor (default); False runs
+        Algorithms 3 and 6 as written.
     block_rows : int, optional
-        Rows per block when reading a Dask array or zarr store.
+        Rows per block handed to the compiled loop (and read from a Dask array or
+        zarr store at a time).
     progress : bool or "auto"
-        Show a tqdm progress bar over the rows of each pass; ``"auto"`` only
-        when stderr is a terminal. Off by default.
+        Show a tqdm progress bar over the rows of each pass.
     random_state : None
         Unused (the algorithm is deterministic); kept for API compatibility.
 
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
-    coef_ : ndarray of shape (1, n_features)
-    intercept_ : ndarray of shape (1,)
+    classes_ : ndarray of shape (n_classes,)
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+    intercept_ : ndarray of shape (1,) or (n_classes,)
     n_seen_ : int
         Examples processed, over all passes.
     online_error_rate_ : float
         Fraction of examples misclassified by the prediction made before their
-        label was revealed (the paper's online error rate).
+        label was revealed (the paper's online error rate); a ConvergenceWarning
+        is issued when it exceeds the majority-class rate.
     online_loss_ : float
-        Mean loss suffered online.
-    alpha_ : float
-        ``alpha`` of the sketch (``alpha0 + shrinkage / 2`` for RFD).
+        Mean loss suffered online (per learner).
+    alpha_ : float or ndarray of shape (n_classes,)
+        ``alpha`` of the sketch of each learner.
+    prediction_bound_, mu_ : float
+        The resolved constants.
     n_features_in_ : int
-    learner_ : OnlineNewton
-        The kernel state (sketch, iterate).
+    feature_names_in_ : ndarray of str
+        Column names, when X was a DataFrame.
+    learners_ : list of OnlineNewton
+        The kernel states (sketch, iterate), one per binary problem.
 
     Examples
     --------
@@ -348,44 +330,70 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
     """
 
     _losses = ("squared", "logistic", "hinge")
+    _y_numeric = False
+    _measure_name, _baseline_name = "error rate", "majority-class rate"
 
-    def _prepare_targets(self, y, first, classes=None):
+    @staticmethod
+    def _label_bound(bound):
+        return 1.0
+
+    @staticmethod
+    def _target_bound(y):
+        return 1.0
+
+    def _check_targets_within_bound(self, y):
+        pass
+
+    def _prepare_targets(self, y, first, classes):
+        """+-1 targets, one column per binary problem (one-vs-rest)."""
+        check_classification_targets(y)
         if first:
-            if classes is None:
-                values = y.compute() if is_dask_collection(y) else y
-                classes = np.unique(_check_y_values(values))
-            classes = np.asarray(classes)
-            if classes.ndim != 1 or len(np.unique(classes)) != 2:
-                raise ValueError(
-                    f"{type(self).__name__} is a binary classifier: y must hold exactly "
-                    f"2 classes (or pass classes= with 2 labels), got {classes!r}")
-            self.classes_ = np.unique(classes)
+            classes = np.unique(y) if classes is None else np.unique(np.asarray(classes))
+            if classes.size < 2:
+                raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes "
+                                 f"in the data, but the data contains only one class: "
+                                 f"{classes[0]!r}")
+            self.classes_ = classes
         elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
             raise ValueError(f"classes={classes!r} differs from the classes seen before, "
                              f"{self.classes_!r}")
-
-    def _encode(self, y):
-        pos = y == self.classes_[1]
-        if not np.all(pos | (y == self.classes_[0])):
-            bad = np.unique(y[~(pos | (y == self.classes_[0]))])[:5]
-            raise ValueError(f"y has labels {bad!r} outside the two classes "
+        known = np.isin(y, self.classes_)
+        if not known.all():
+            raise ValueError(f"y has labels {np.unique(y[~known])[:5]!r} outside the classes "
                              f"{self.classes_!r}")
-        return np.where(pos, 1.0, -1.0)
+        index = np.searchsorted(self.classes_, y)
+        if self.classes_.size == 2:
+            return np.where(index == 1, 1.0, -1.0)[:, None]
+        return np.where(index[:, None] == np.arange(self.classes_.size), 1.0, -1.0)
 
     @staticmethod
-    def _count_mistakes(z, target):
-        return int(np.count_nonzero(np.where(z > 0, 1.0, -1.0) != target))
+    def _count_mistakes(z, targets):
+        if z.shape[1] == 1:
+            return int(np.count_nonzero(np.where(z[:, 0] > 0, 1.0, -1.0) != targets[:, 0]))
+        return int(np.count_nonzero(z.argmax(axis=1) != targets.argmax(axis=1)))
+
+    @staticmethod
+    def _baseline(targets):
+        """Mistakes of always predicting the majority class."""
+        counts = (targets > 0).sum(axis=0)
+        if targets.shape[1] == 1:
+            counts = np.array([targets.shape[0] - counts[0], counts[0]])
+        return float(targets.shape[0] - counts.max())
+
+    @staticmethod
+    def _online_measure(stats):
+        return stats["mistakes"] / stats["seen"]
 
     def partial_fit(self, X, y, classes=None):
         """One pass over the rows of ``X`` in order, continuing from the current model.
 
         Parameters
         ----------
-        X : ndarray, scipy.sparse matrix, dask.array.Array or zarr path of shape (n, d)
+        X : ndarray, scipy.sparse matrix, DataFrame, dask.array.Array, zarr.Array or path
             A Dask array or zarr store is read one row block at a time.
         y : array_like or dask.array.Array of shape (n,)
-        classes : array_like of shape (2,), optional
-            The two labels; inferred from ``y`` on the first call when omitted.
+        classes : array_like, optional
+            All labels; inferred from ``y`` on the first call when omitted.
 
         Returns
         -------
@@ -407,34 +415,32 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
         >>> clf.partial_fit(X[50:], X[50:, 0] > 0).n_seen_
         100
         """
-        super().partial_fit(X, y, classes=classes)
-        self.online_error_rate_ = self._mistakes / self.n_seen_
+        self._partial_fit(X, y, classes)
+        self.online_error_rate_ = self._stats["mistakes"] / self.n_seen_
         return self
 
-    def _set_coef(self, u):
-        d = self.n_features_in_
-        self.coef_ = u[:d].reshape(1, d).copy()
-        self.intercept_ = np.array([u[d] if self.fit_intercept else 0.0])
+    def _set_coef(self, coef, intercept):
+        self.coef_, self.intercept_ = coef, intercept
 
     def decision_function(self, X):
-        """Margin ``clip(w^T x, -prediction_bound, prediction_bound)``: the prediction of the projected iterate.
+        """Margins ``clip(w^T x + b, -C, C)``, shape (n,) or (n, n_classes).
 
-        The H-norm projection of the iterate onto ``{|w^T x| <= prediction_bound}`` moves the
-        prediction exactly to the nearest of ``-prediction_bound, prediction_bound``. Lazy for Dask input.
+        The H-norm projection of the iterate onto ``{|w^T x| <= C}`` moves the
+        prediction exactly to the nearest of ``-C, C``. Lazy for Dask input.
 
         Examples
         --------
         >>> import numpy as np
         >>> from dasketch import RFDSONClassifier
         >>> X = np.random.default_rng(2).standard_normal((200, 5))
-        >>> clf = RFDSONClassifier(sketch_size=2, prediction_bound=1.0).fit(X, X[:, 0] > 0)
+        >>> clf = RFDSONClassifier(sketch_size=2).fit(X, X[:, 0] > 0)
         >>> bool(np.abs(clf.decision_function(X)).max() <= 1.0)
         True
         """
-        return self._raw_decision(X)
+        return self._decision(X)
 
     def predict(self, X):
-        """Class labels (``classes_[1]`` where the margin is positive).
+        """Class labels: the class of the largest margin (binary: positive margin).
 
         Examples
         --------
@@ -447,19 +453,19 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
         True
         """
         z = self.decision_function(X)
+        classes = self.classes_
         if is_dask_collection(z):
-            return z.map_blocks(lambda b: self.classes_[(b > 0).astype(int)],
-                                dtype=self.classes_.dtype)
-        return self.classes_[(z > 0).astype(int)]
+            if z.ndim == 1:
+                return z.map_blocks(lambda b: classes[(b > 0).astype(int)], dtype=classes.dtype)
+            return z.map_blocks(lambda b: classes[b.argmax(axis=1)], drop_axis=1,
+                                dtype=classes.dtype)
+        return classes[(z > 0).astype(int)] if z.ndim == 1 else classes[z.argmax(axis=1)]
 
     def score(self, X, y, sample_weight=None):
         """Accuracy on ``(X, y)`` (computed for Dask input)."""
         pred = self.predict(X)
-        if is_dask_collection(pred):
-            pred = pred.compute()
-        if is_dask_collection(y):
-            y = y.compute()
-        return float(np.average(pred == np.asarray(y), weights=sample_weight))
+        pred, y = (v.compute() if is_dask_collection(v) else v for v in (pred, y))
+        return float(np.average(pred == np.asarray(y).ravel(), weights=sample_weight))
 
 
 class RFDSONRegressor(RegressorMixin, _BaseRFDSON):
@@ -467,10 +473,13 @@ class RFDSONRegressor(RegressorMixin, _BaseRFDSON):
 
     Algorithm 3 (fast variant: Algorithm 6) of Luo, Chen, Zhang, Li, Zhang
     (JMLR 2019) with the squared loss ``(w^T x - y)^2``; see
-    :class:`RFDSONClassifier` for the algorithm and the parameters. Predictions
-    are kept in ``[-prediction_bound, prediction_bound]``: choose ``prediction_bound`` at least as large as the targets.
-    ``mu="auto"`` is ``1 / (16 prediction_bound^2)``, half the exp-concavity constant of the
-    squared loss for ``|w^T x| <= prediction_bound`` and ``|y| <= prediction_bound``.
+    :class:`RFDSONClassifier` for the algorithm, the warm-up floor of alpha and
+    the parameters. Predictions are kept in ``[-C, C]`` with ``C =
+    prediction_bound``: ``"auto"`` (default) takes the largest ``|y|`` of the
+    first fit; when later targets (or the targets of an explicit bound) exceed
+    it, a warning says that predictions are clipped. ``mu="auto"`` is
+    ``1 / (16 C^2)``, half the exp-concavity constant of the squared loss for
+    ``|w^T x| <= C`` and ``|y| <= C``.
 
     Attributes
     ----------
@@ -478,10 +487,12 @@ class RFDSONRegressor(RegressorMixin, _BaseRFDSON):
     intercept_ : float
     n_seen_ : int
     online_loss_ : float
-        Mean squared error of the predictions made before each target was seen.
-    alpha_ : float
+        Mean squared error of the predictions made before each target was seen;
+        a ConvergenceWarning is issued when it exceeds the mean of ``y^2`` (the
+        error of predicting 0).
+    alpha_, prediction_bound_, mu_ : float
     n_features_in_ : int
-    learner_ : OnlineNewton
+    learners_ : list of one OnlineNewton
 
     Examples
     --------
@@ -494,45 +505,64 @@ class RFDSONRegressor(RegressorMixin, _BaseRFDSON):
     True
     """
 
-    def __init__(self, sketch_size=20, *, method="rfd", alpha0=0.0, prediction_bound=1.0, eta=1.0,
-                 mu="auto", fit_intercept=False, update="buffered", block_rows=None,
-                 progress=False, random_state=None):
-        super().__init__(sketch_size, method=method, alpha0=alpha0, loss="squared", prediction_bound=prediction_bound,
-                         eta=eta, mu=mu, fit_intercept=fit_intercept, update=update,
-                         block_rows=block_rows, progress=progress,
-                         random_state=random_state)
+    _y_numeric = True
+    _measure_name, _baseline_name = "mean squared error", "mean of y^2"
 
-    def _label_bound(self):
-        return self.prediction_bound
-
-    def _prepare_targets(self, y, first):
-        if y.dtype.kind not in "biuf":
-            raise TypeError(f"y must hold real numbers, got dtype {y.dtype}")
+    def __init__(self, sketch_size=20, *, method="rfd", alpha0=0.0, prediction_bound="auto",
+                 eta=1.0, mu="auto", fit_intercept=True, update="buffered", alpha_floor=True,
+                 block_rows=None, progress=False, random_state=None):
+        super().__init__(sketch_size, method=method, alpha0=alpha0, loss="squared",
+                         prediction_bound=prediction_bound, eta=eta, mu=mu,
+                         fit_intercept=fit_intercept, update=update, alpha_floor=alpha_floor,
+                         block_rows=block_rows, progress=progress, random_state=random_state)
 
     @staticmethod
-    def _encode(y):
-        return np.asarray(y, dtype=np.float64)
+    def _label_bound(bound):
+        return bound
 
     @staticmethod
-    def _count_mistakes(z, target):
+    def _target_bound(y):
+        top = float(np.abs(y).max()) if y.size else 0.0
+        return top if top > 0 else 1.0
+
+    def _check_targets_within_bound(self, y):
+        top = float(np.abs(y).max())
+        if top > self.prediction_bound_:
+            warnings.warn(
+                f"targets reach |y| = {top:.4g}, beyond prediction_bound = "
+                f"{self.prediction_bound_:.4g}: predictions are clipped to "
+                f"[-{self.prediction_bound_:.4g}, {self.prediction_bound_:.4g}]; set "
+                f"prediction_bound='auto' or at least {top:.4g}", UserWarning, stacklevel=4)
+
+    @staticmethod
+    def _prepare_targets(y, first, classes):
+        return np.asarray(y, dtype=np.float64)[:, None]
+
+    @staticmethod
+    def _count_mistakes(z, targets):
         return 0
 
-    def _set_coef(self, u):
-        d = self.n_features_in_
-        self.coef_ = u[:d].copy()
-        self.intercept_ = float(u[d]) if self.fit_intercept else 0.0
+    @staticmethod
+    def _baseline(targets):
+        return float(targets[:, 0] @ targets[:, 0])
+
+    @staticmethod
+    def _online_measure(stats):
+        return stats["loss_sum"] / stats["seen"]
+
+    def partial_fit(self, X, y):
+        """One pass over the rows of ``X`` in order, continuing from the current model."""
+        return self._partial_fit(X, y)
+
+    def _set_coef(self, coef, intercept):
+        self.coef_, self.intercept_ = coef[0], float(intercept[0])
 
     def predict(self, X):
-        """Predictions ``clip(w^T x + b, -prediction_bound, prediction_bound)`` (lazy for Dask input)."""
-        return self._raw_decision(X)
+        """Predictions ``clip(w^T x + b, -C, C)`` (lazy for Dask input)."""
+        return self._decision(X)
 
     def score(self, X, y, sample_weight=None):
         """Coefficient of determination R^2 (computed for Dask input)."""
-        from sklearn.metrics import r2_score
-
         pred = self.predict(X)
-        if is_dask_collection(pred):
-            pred = pred.compute()
-        if is_dask_collection(y):
-            y = y.compute()
+        pred, y = (v.compute() if is_dask_collection(v) else v for v in (pred, y))
         return float(r2_score(np.asarray(y), pred, sample_weight=sample_weight))

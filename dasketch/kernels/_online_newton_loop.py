@@ -1,0 +1,416 @@
+"""Compiled per-example loop of the sketched online Newton step (numba).
+
+:class:`dasketch.kernels.online_newton.OnlineNewton` keeps its state in a few
+numpy arrays and hands whole blocks of rows to :func:`run_rows`, which processes
+them strictly in order (predict, loss, sketch update, step) without returning to
+Python. The per-example work is a handful of loops over the non-zeros of the row
+and over the ``d x k`` basis of the sketch; a hand-written loop is used where
+numpy would allocate a temporary per example (numba compiles them to tight
+machine code), LAPACK (through numba's ``numpy.linalg``) for the small
+eigen-problems.
+
+State (see :class:`~dasketch.kernels.online_newton.OnlineNewton` for the maths):
+
+* ``Q`` (kmax x d): its first k rows are an orthonormal basis of the sketch's
+  row space; ``K`` (kmax x kmax) the Gram matrix ``M^T M`` of the sketch
+  rows in that basis, so that ``B^T B = Q^T K Q``; ``P = (K + alpha I)^{-1}``
+  while H is non-singular; ``wt``, ``inv`` a cached eigen-decomposition of K.
+* The iterate is held as ``u = v + Q^T c``: the Woodbury solves give vectors of
+  the form ``Q^T coef + beta x``, so a step updates the ``k`` numbers ``c`` and
+  the non-zeros of ``x`` in ``v``; only the new basis vector of a sketch update
+  touches all d coordinates.
+"""
+
+import numpy as np
+from numba import njit
+
+# Eigenvalues of H below RCOND * (largest eigenvalue) are treated as zero.
+RCOND = 1e-12
+# A sketch row whose part outside span(Q) is below this fraction of its norm adds
+# no basis direction (that part is rounding noise).
+BASIS_TOL = 1e-12
+# Iterates whose norm exceeds this are reported as diverged.
+DIVERGENCE_NORM = 1e100
+
+# Float state slots.
+T, SHRINKAGE, TRACE, GRAD_MAX, ROW_MAX, FLOOR, INV_ALPHA, TOP, V_NORM_SQ = range(9)
+N_FLOAT_STATE = 9
+# Integer state slots.
+N_ROWS, RANK, HAS_INVERSE, FACTORED, N_EIG, N_SHRINKS = range(6)
+N_INT_STATE = 6
+# Float parameters.
+ALPHA0, BOUND, ETA, MU = range(4)
+N_FLOAT_PARAMS = 4
+# Integer parameters.
+SKETCH_SIZE, CAPACITY, LOSS, METHOD, USE_FLOOR = range(5)
+N_INT_PARAMS = 5
+LOSS_CODES = {"squared": 0, "logistic": 1, "hinge": 2}
+METHOD_CODES = {"rfd": 0, "fd": 1, "full": 2}
+_SQUARED, _LOGISTIC = 0, 1
+_RFD, _FULL = 0, 2
+# Return codes of run_rows.
+OK, GRADIENT_OVERFLOW, DIVERGED = 0, 1, 2
+
+
+@njit(cache=True)
+def current_alpha(fs, fp, ip):
+    """``max(alpha0 + shrinkage / 2, floor)`` (RFD) or ``max(alpha0, floor)``."""
+    alpha = fp[ALPHA0]
+    if ip[METHOD] == _RFD:
+        alpha += 0.5 * fs[SHRINKAGE]
+    if ip[USE_FLOOR] and fs[FLOOR] > alpha:
+        return fs[FLOOR]
+    return alpha
+
+
+@njit(cache=True)
+def loss_and_slope(code, z, y):
+    """Loss ``l(z, y)`` and its derivative in ``z`` (overflow-free logistic)."""
+    if code == _SQUARED:
+        r = z - y
+        return r * r, 2.0 * r
+    m = y * z
+    if code == _LOGISTIC:
+        soft_minus = max(-m, 0.0) + np.log1p(np.exp(-abs(m)))  # log(1 + exp(-m))
+        soft_plus = max(m, 0.0) + np.log1p(np.exp(-abs(m)))    # log(1 + exp(m))
+        return soft_minus, -y * np.exp(-soft_plus)
+    if m < 1.0:
+        return 1.0 - m, -y
+    return 0.0, 0.0
+
+
+@njit(cache=True)
+def basis_coordinates(Q, k, idx, val, is_sparse, out):
+    """``out[:k] = Q x`` for the row with non-zeros ``val`` at ``idx``: O(k nnz)."""
+    if not is_sparse:
+        out[:k] = Q[:k] @ val
+        return
+    out[:k] = 0.0
+    for j in range(idx.size):
+        c = idx[j]
+        v = val[j]
+        for i in range(k):
+            out[i] += Q[i, c] * v
+
+
+@njit(cache=True)
+def add_basis_combination(Q, k, coef, scale, out):
+    """``out += scale * Q^T coef`` (dense, O(k d))."""
+    if k:
+        out += scale * (coef[:k] @ Q[:k])
+
+
+@njit(cache=True)
+def is_nonsingular(fs, ist, alpha):
+    """Whether the maintained ``(K + alpha I)^{-1}`` applies (alpha above cut-off)."""
+    return ist[HAS_INVERSE] == 1 and alpha > 0 and alpha > RCOND * (fs[TRACE] + alpha)
+
+
+@njit(cache=True)
+def factor(K, wt, inv, fs, ist, alpha, d):
+    """Eigen-decomposition of H on span(Q) (cached until the sketch changes)."""
+    if ist[FACTORED]:
+        return
+    k = ist[RANK]
+    top = alpha
+    if k:
+        eig, vecs = np.linalg.eigh(np.ascontiguousarray(K[:k, :k]))
+        for i in range(k):  # descending order
+            lam = max(eig[k - 1 - i], 0.0)
+            wt[i, :k] = vecs[:, k - 1 - i]
+            inv[i] = lam + alpha
+        top = max(inv[0], alpha)
+        for i in range(k):
+            inv[i] = 1.0 / inv[i] if inv[i] > RCOND * top else 0.0
+    fs[INV_ALPHA] = 1.0 / alpha if (alpha > RCOND * top and alpha > 0 and k < d) else 0.0
+    fs[TOP] = top
+    ist[N_EIG] = k
+    ist[FACTORED] = 1
+
+
+@njit(cache=True)
+def solve(K, P, wt, inv, fs, ist, alpha, qx, d, coef, null_coef, work):
+    """``H^+ x = Q^T coef + beta x`` for a row with ``qx = Q x``.
+
+    Returns ``(beta, singular, null_beta)``; when ``singular`` the part of x in the
+    null space of H is ``Q^T null_coef + null_beta x``.
+    """
+    k = ist[RANK]
+    if is_nonsingular(fs, ist, alpha):
+        # Woodbury: H^{-1} x = Q^T (K + alpha I)^{-1} Q x + (x - Q^T Q x) / alpha.
+        for i in range(k):
+            s = 0.0
+            for j in range(k):
+                s += P[i, j] * qx[j]
+            coef[i] = s - qx[i] / alpha
+        return 1.0 / alpha, False, 0.0
+    factor(K, wt, inv, fs, ist, alpha, d)
+    for i in range(k):
+        s = 0.0
+        for j in range(k):
+            s += wt[i, j] * qx[j]
+        work[i] = s  # eigen-coordinates of Q x
+    for j in range(k):
+        s = 0.0
+        for i in range(k):
+            s += wt[i, j] * inv[i] * work[i]
+        coef[j] = s
+    inv_alpha = fs[INV_ALPHA]
+    if inv_alpha > 0:
+        for j in range(k):
+            coef[j] -= inv_alpha * qx[j]
+        return inv_alpha, False, 0.0
+    # Null space: the complement of span(Q) and the directions the cut-off dropped.
+    for j in range(k):
+        s = -qx[j]
+        for i in range(k):
+            if inv[i] == 0.0:
+                s += wt[i, j] * work[i]
+        null_coef[j] = s
+    return 0.0, True, 1.0
+
+
+@njit(cache=True)
+def rebuild_inverse(K, P, ist, alpha):
+    """``P = (K + alpha I)^{-1}`` from scratch (after alpha changed)."""
+    k = ist[RANK]
+    if alpha <= 0:
+        ist[HAS_INVERSE] = 0
+        return
+    if k:
+        A = K[:k, :k].copy()
+        for i in range(k):
+            A[i, i] += alpha
+        P[:k, :k] = np.linalg.inv(A)
+    ist[HAS_INVERSE] = 1
+
+
+@njit(cache=True)
+def shrink(Q, K, P, fs, ist, fp, ip, qx, c, v):
+    """FD shrink to ``l - 1`` rows, from the eigen-decomposition of the Gram matrix
+    ``K`` (section 2 of DESIGN.md); rotates the basis, ``Q x`` and the iterate's
+    coordinates, and folds the dropped part of the iterate into ``v``."""
+    l = ip[SKETCH_SIZE]
+    k = ist[RANK]
+    d = Q.shape[1]
+    eig, vecs = np.linalg.eigh(np.ascontiguousarray(K[:k, :k]))
+    sq = np.empty(k)
+    for i in range(k):
+        sq[i] = max(eig[k - 1 - i], 0.0)
+    delta = sq[l - 1] if k >= l else 0.0
+    keep = np.empty(min(k, l - 1), dtype=np.int64)
+    lead = np.empty(min(k, l - 1))
+    nk = 0
+    for i in range(min(k, l - 1)):
+        if sq[i] - delta > 0:
+            keep[nk] = i
+            lead[nk] = sq[i] - delta
+            nk += 1
+    W = np.empty((k, nk))  # columns: kept right singular vectors of M
+    for j in range(nk):
+        W[:, j] = vecs[:, k - 1 - keep[j]]
+    new_c = W.T @ c[:k]
+    dropped = c[:k] - W @ new_c
+    add_basis_combination(Q, k, dropped, 1.0, v)
+    fs[V_NORM_SQ] = v @ v
+    new_qx = W.T @ qx[:k]
+    Q[:nk] = np.ascontiguousarray(W.T) @ Q[:k]
+    c[:nk] = new_c
+    qx[:nk] = new_qx
+    K[:, :] = 0.0
+    P[:, :] = 0.0
+    trace = 0.0
+    for j in range(nk):
+        K[j, j] = lead[j]
+        trace += lead[j]
+    ist[RANK] = nk
+    ist[N_ROWS] = nk
+    ist[N_SHRINKS] += 1
+    ist[FACTORED] = 0
+    fs[SHRINKAGE] += delta
+    fs[TRACE] = trace
+    alpha = current_alpha(fs, fp, ip)
+    if alpha > 0:  # K is diagonal right after a shrink
+        for j in range(nk):
+            P[j, j] = 1.0 / (lead[j] + alpha)
+        ist[HAS_INVERSE] = 1
+    else:
+        ist[HAS_INVERSE] = 0
+
+
+@njit(cache=True)
+def append(Q, K, P, fs, ist, fp, ip, idx, val, scale, qx, c, v, resid, row):
+    """Append the sketch row ``a = scale * x`` (``Q a = scale * qx``)."""
+    d = Q.shape[1]
+    k = ist[RANK]
+    resid[:] = 0.0
+    norm_sq = 0.0
+    for j in range(idx.size):
+        resid[idx[j]] += scale * val[j]
+        norm_sq += (scale * val[j]) ** 2
+    for i in range(k):
+        row[i] = scale * qx[i]
+    add_basis_combination(Q, k, row, -1.0, resid)
+    rho = np.sqrt(resid @ resid)
+    norm_a = np.sqrt(norm_sq)
+    if k and rho < 0.7 * norm_a:
+        # Cancellation: a second Gram-Schmidt pass keeps Q orthonormal to working
+        # precision ("twice is enough", Kahan-Parlett criterion).
+        corr = Q[:k] @ resid
+        add_basis_combination(Q, k, corr, -1.0, resid)
+        row[:k] += corr
+        rho = np.sqrt(resid @ resid)
+    alpha = current_alpha(fs, fp, ip)
+    if rho > BASIS_TOL * norm_a and k < d:
+        Q[k] = resid / rho
+        K[k, :k + 1] = 0.0
+        K[:k + 1, k] = 0.0
+        row[k] = rho
+        c[k] = 0.0
+        s = 0.0
+        for j in range(idx.size):
+            s += resid[idx[j]] * val[j]
+        qx[k] = s / rho
+        if ist[HAS_INVERSE]:  # the new direction enters K + alpha I with alpha
+            P[k, :k + 1] = 0.0
+            P[:k + 1, k] = 0.0
+            P[k, k] = 1.0 / alpha if alpha > 0 else 0.0
+        k += 1
+        ist[RANK] = k
+    ist[N_ROWS] += 1
+    for i in range(k):
+        for j in range(k):
+            K[i, j] += row[i] * row[j]
+    fs[TRACE] += row[:k] @ row[:k]
+    if ist[HAS_INVERSE]:  # Sherman-Morrison: (K + a a^T + alpha I)^{-1}, O(k^2)
+        pa = np.zeros(k)
+        for i in range(k):
+            for j in range(k):
+                pa[i] += P[i, j] * row[j]
+        denom = 1.0 + row[:k] @ pa
+        for i in range(k):
+            for j in range(k):
+                P[i, j] -= pa[i] * pa[j] / denom
+    ist[FACTORED] = 0
+    if ist[N_ROWS] == ip[CAPACITY]:
+        shrink(Q, K, P, fs, ist, fp, ip, qx, c, v)
+
+
+@njit(cache=True)
+def update_floor(K, P, fs, ist, fp, ip, row_norm, slope):
+    """Raise the data-derived floor of alpha with the row and gradient just seen."""
+    before = current_alpha(fs, fp, ip)
+    fs[ROW_MAX] = max(fs[ROW_MAX], row_norm)
+    fs[GRAD_MAX] = max(fs[GRAD_MAX], abs(slope) * row_norm)
+    fs[FLOOR] = fs[GRAD_MAX] * fs[ROW_MAX] / (2.0 * fp[BOUND])
+    after = current_alpha(fs, fp, ip)
+    if after != before:
+        ist[FACTORED] = 0
+        rebuild_inverse(K, P, ist, after)
+
+
+@njit(cache=True)
+def move_sparse(v, idx, val, step, fs):
+    """``v[idx] -= step * val``, keeping ``||v||^2`` up to date in O(nnz)."""
+    change = 0.0
+    for j in range(idx.size):
+        old = v[idx[j]]
+        new = old - step * val[j]
+        v[idx[j]] = new
+        change += (new - old) * (new + old)
+    fs[V_NORM_SQ] += change
+
+
+@njit(cache=True)
+def iterate_norm(Q, v, c, k):
+    """``||v + Q^T c||`` (O(k d))."""
+    u = v.copy()
+    add_basis_combination(Q, k, c, 1.0, u)
+    return np.sqrt(u @ u)
+
+
+@njit(cache=True)
+def run_rows(indptr, indices, data, dense, is_sparse, y, v, c, Q, K, P, wt, inv, fs, ist,
+             fp, ip, z_out, loss_out):
+    """One round of the online Newton step per row, in order.
+
+    Rows are CSR (``indptr``, ``indices``, ``data``) when ``is_sparse``, else the
+    rows of ``dense``. Writes the prediction made before each label and its loss.
+    Returns ``(status, row)``: ``OK`` after all rows, or ``GRADIENT_OVERFLOW`` /
+    ``DIVERGED`` at the row where it happened (the state is then inconsistent and
+    must be discarded).
+    """
+    d = v.size
+    kmax = c.size
+    qx = np.zeros(kmax + 1)
+    coef = np.zeros(kmax + 1)
+    null_coef = np.zeros(kmax + 1)
+    work = np.zeros(kmax + 1)
+    row = np.zeros(kmax + 1)
+    resid = np.zeros(d)
+    all_columns = np.arange(d, dtype=indices.dtype)
+    bound = fp[BOUND]
+    for i in range(y.size):
+        if is_sparse:
+            idx = indices[indptr[i]:indptr[i + 1]]
+            val = data[indptr[i]:indptr[i + 1]]
+        else:
+            idx = all_columns
+            val = dense[i]
+        k = ist[RANK]
+        basis_coordinates(Q, k, idx, val, is_sparse, qx)
+        zu = 0.0
+        xx = 0.0
+        for j in range(idx.size):
+            zu += v[idx[j]] * val[j]
+            xx += val[j] * val[j]
+        zu += c[:k] @ qx[:k]
+        # 1. project u onto K_t = {|w^T x| <= C} in the H-(semi)norm
+        excess = abs(zu) - bound
+        projected = False
+        if excess > 0:
+            alpha = current_alpha(fs, fp, ip)
+            beta, singular, null_beta = solve(K, P, wt, inv, fs, ist, alpha, qx, d, coef,
+                                              null_coef, work)
+            denom = coef[:k] @ qx[:k] + beta * xx
+            if singular:
+                top = fs[TRACE] + alpha if is_nonsingular(fs, ist, alpha) else fs[TOP]
+                if denom <= RCOND * xx * top:
+                    # x leaves the range of H: step along its null-space part
+                    coef[:k] = null_coef[:k]
+                    beta = null_beta
+                    denom = coef[:k] @ qx[:k] + beta * xx
+            if denom > 0:
+                gamma = np.copysign(excess, zu) / denom
+                c[:k] -= gamma * coef[:k]
+                move_sparse(v, idx, val, gamma * beta, fs)
+                projected = True
+        # 2. predict; the projected prediction is exactly +-C
+        z = np.copysign(bound, zu) if projected else zu
+        value, slope = loss_and_slope(ip[LOSS], z, y[i])
+        z_out[i] = z
+        loss_out[i] = value
+        fs[T] += 1.0
+        if slope == 0.0:
+            continue
+        # 3. sketch sqrt(mu + eta / t) g with g = slope * x
+        scale = np.sqrt(fp[MU] + fp[ETA] / fs[T]) * slope
+        if not np.isfinite(scale * scale * xx):
+            return GRADIENT_OVERFLOW, i
+        if ip[USE_FLOOR]:
+            update_floor(K, P, fs, ist, fp, ip, np.sqrt(xx), slope)
+        append(Q, K, P, fs, ist, fp, ip, idx, val, scale, qx, c, v, resid, row)
+        # 4. u = w - H^+ g
+        k = ist[RANK]
+        alpha = current_alpha(fs, fp, ip)
+        beta, _, _ = solve(K, P, wt, inv, fs, ist, alpha, qx, d, coef, null_coef, work)
+        c[:k] -= slope * coef[:k]
+        move_sparse(v, idx, val, slope * beta, fs)
+        # ||u|| <= ||v|| + ||c|| (Q orthonormal) is O(k); the exact norm, O(k d),
+        # only when that bound is large or not finite.
+        norm_bound = np.sqrt(abs(fs[V_NORM_SQ])) + np.sqrt(c[:k] @ c[:k])
+        if not np.isfinite(norm_bound) or norm_bound > DIVERGENCE_NORM:
+            norm = iterate_norm(Q, v, c, k)
+            if not np.isfinite(norm) or norm > DIVERGENCE_NORM:
+                return DIVERGED, i
+    return OK, y.size
