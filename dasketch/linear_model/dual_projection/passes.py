@@ -121,6 +121,22 @@ def evaluate_pass(blocks, xhat, yd, W, b, *, loss, smoothing, curvature_gram, sp
     return value, gradient, dual_sum, curvature
 
 
+def _constant_curvature_terms(xhat, y, *, b, loss, smoothing):
+    xa = _with_ones(xhat)
+    weights = loss_curvature(np.broadcast_to(b, y.shape), y, loss, smoothing)
+    return np.einsum("ik,ia,ib->kab", weights, xa, xa).ravel()
+
+
+def curvature_at_constant(xhat, yd, b, *, loss, smoothing, split_every, client):
+    """``[X_hat 1]^T diag(l''(b_k, y_k)) [X_hat 1]`` per target at constant margins
+    ``b`` (K): a pass over the persisted ``X_hat``, not over X."""
+    func = partial(_constant_curvature_terms, b=b, loss=loss, smoothing=smoothing)
+    (packed,) = compute(tree_sum_rows((xhat, yd), func, split_every=split_every),
+                        client=client)
+    m1 = xhat.shape[1] + 1
+    return packed.reshape(yd.shape[1], m1, m1)
+
+
 def _hessian_block(block, y, *, W, b, P, pb, loss, smoothing):
     U = _dense(block @ P) + pb
     if loss != "squared":

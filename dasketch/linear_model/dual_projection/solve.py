@@ -34,10 +34,10 @@ from sklearn.exceptions import ConvergenceWarning
 from dasketch._blocks import as_row_blocks
 from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
 from dasketch.linear_model.dual_projection.losses import (
-    LOSSES, intercept_only, loss_curvature, loss_derivative, loss_value)
+    LOSSES, intercept_only, loss_derivative, loss_value)
 from dasketch.linear_model.dual_projection.paper import algorithm_one, paper_rounds
 from dasketch.linear_model.dual_projection.passes import (
-    PROJECTION_STREAM, dual_variables, projection_pass)
+    PROJECTION_STREAM, curvature_at_constant, dual_variables, projection_pass)
 from dasketch.linear_model.dual_projection.preconditioner import ProjectedBasis
 from dasketch.linear_model.dual_projection.solvers import (
     FullProblem, newton_cg, pcg_squared, record)
@@ -312,24 +312,9 @@ def _newton_from_algorithm_one(full, V, V0, g_v0, f_v0, products, gram, b0, refe
     worse = np.flatnonzero(f > f_v0)
     if worse.size:
         V[:, worse], f[worse], G[:, worse] = V0[:, worse], f_v0[worse], g_v0[:, worse]
-        curvature[worse] = _curvature_at_constant(full, b0, worse, m)
+        curvature[worse] = curvature_at_constant(full.xhat, full.yd[:, worse], b0[worse],
+                                                 **full.options)
     basis = ProjectedBasis(products[:, :m + 1], gram[:, :m + 1], full.fit_intercept)
     return newton_cg(full, V, f, G, curvature, basis, reference, tol, max_iter, history)
 
 
-def _curvature_at_constant(full, b0, columns, m):
-    """``[X_hat 1]^T diag(l''(b0, y_k)) [X_hat 1]`` for target ``columns`` (a pass
-    over the persisted X_hat, not over X)."""
-    from functools import partial
-
-    from dasketch._blocks import compute, tree_sum_rows
-
-    def terms(xhat, y, *, b):
-        xa = np.hstack([xhat, np.ones((xhat.shape[0], 1))])
-        weights = loss_curvature(b, y, full.loss, full.smoothing)
-        return np.einsum("ik,ia,ib->kab", weights, xa, xa).ravel()
-
-    (packed,) = compute(tree_sum_rows((full.xhat, full.yd[:, columns]),
-                                      partial(terms, b=b0[columns])),
-                        client=full.options["client"])
-    return packed.reshape(len(columns), m + 1, m + 1)

@@ -163,7 +163,7 @@ def _inner_cg(problem, center, G, precs, kappas, forcing, columns):
     while running.any() and passes < MAX_INNER_ITER:
         run = np.flatnonzero(running)
         HP = problem.hessian(center[:, columns[run]], P[:, run], columns[run],
-                             intercept_curvature=kappas[run])
+                             intercept_curvature=kappas[columns[run]])
         passes += 1
         pHp = _dot(P[:, run], HP)
         for i, j in enumerate(run):
