@@ -3,41 +3,21 @@
 from __future__ import annotations
 
 import numbers
-from functools import partial
-
 import numpy as np
-import scipy.sparse
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.extmath import fast_logdet, svd_flip
+from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import check_is_fitted
 
-from dasketch._blocks import RowBlocks, as_row_blocks, compute, map_rows
+from dasketch._blocks import RowBlocks, as_row_blocks, compute
 from dasketch.kernels.frequent_directions import METHODS
 from dasketch.sketching import sketch
+from dasketch.utils.blockwise import affine_rows, gaussian_log_likelihood
 from dasketch.utils.validation import validate_input
 
 # Default number of components when n_components is None (capped by n_features).
 DEFAULT_COMPONENTS = 10
-
-
-def _finite_rows(out, start, stop):
-    if not np.all(np.isfinite(out)):
-        raise ValueError(f"X contains NaN or Inf in rows [{start}, {stop}); only finite "
-                         "values are accepted")
-    return out
-
-
-def _project_block(block, start, stop, projection, offset, dtype):
-    out = np.asarray(block @ projection) - offset
-    return _finite_rows(out, start, stop).astype(dtype, copy=False)
-
-
-def _log_likelihood_block(block, start, stop, mean, precision, constant):
-    centred = (block.toarray() if scipy.sparse.issparse(block) else np.asarray(block)) - mean
-    out = -0.5 * np.einsum("ij,ij->i", centred @ precision, centred) + constant
-    return _finite_rows(out.reshape(-1, 1), start, stop)
 
 
 class SketchPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -173,13 +153,11 @@ class SketchPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         check_is_fitted(self, "components_")
         X = validate_input(self, X, reset=False, accept_sparse="csr")
         projection = self.components_.T
-        offset = self.mean_ @ projection
+        offset = -(self.mean_ @ projection)
         if not isinstance(X, RowBlocks):
-            return (np.asarray(X @ projection) - offset).astype(self.components_.dtype,
+            return (np.asarray(X @ projection) + offset).astype(self.components_.dtype,
                                                                copy=False)
-        func = partial(_project_block, projection=projection, offset=offset,
-                       dtype=self.components_.dtype)
-        return map_rows(X, func, self.n_components_, dtype=self.components_.dtype)
+        return affine_rows(X, projection, offset, self.components_.dtype)
 
     def inverse_transform(self, X):
         """Map projections ``X`` (n, n_components) back to the input space."""
@@ -205,13 +183,7 @@ class SketchPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         check_is_fitted(self, "components_")
         X = validate_input(self, X, reset=False, accept_sparse="csr")
         precision = np.linalg.pinv(self.get_covariance().astype(np.float64), hermitian=True)
-        d = self.n_features_in_
-        constant = -0.5 * (d * np.log(2.0 * np.pi) - fast_logdet(precision))
-        func = partial(_log_likelihood_block, mean=self.mean_.astype(np.float64),
-                       precision=precision, constant=constant)
-        if not isinstance(X, RowBlocks):
-            return func(X, 0, X.shape[0]).ravel()
-        return map_rows(X, func, 1)[:, 0]
+        return gaussian_log_likelihood(X, self.mean_.astype(np.float64), precision)
 
     def score(self, X, y=None):
         """Average log-likelihood of the samples of ``X`` under the probabilistic

@@ -17,8 +17,6 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 
-from sklearn.utils import check_scalar
-
 from dasketch._blocks.scheduler import client_holding
 from dasketch.io import (
     is_local_path, is_sparse_store, local_path, open_zarr_array, read_csr_rows,
@@ -92,7 +90,13 @@ def _check_dtype(dtype, name):
 
 
 def _check_block_rows(block_rows):
-    return int(check_scalar(block_rows, "block_rows", numbers.Integral, min_val=1))
+    # Not sklearn.utils.check_scalar: importing scikit-learn would add about 110 MiB to
+    # every worker that unpickles a block task (the bridge must stay light).
+    if isinstance(block_rows, (bool, np.bool_)) or not isinstance(
+        block_rows, numbers.Integral
+    ) or block_rows < 1:
+        raise ValueError(f"block_rows must be a positive integer, got {block_rows!r}")
+    return int(block_rows)
 
 
 def _block_rows(block_rows, shape):

@@ -3,22 +3,13 @@ intercept column and a prediction that validates exactly as ``fit``."""
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from dasketch._blocks import RowBlocks, append_ones_column, map_rows
+from dasketch._blocks import RowBlocks, append_ones_column
+from dasketch.utils.blockwise import affine_rows
 from dasketch.utils.validation import validate_input
-
-
-def _predict_block(block, start, stop, coef, intercept):
-    out = np.asarray(block @ coef).reshape(-1, 1) + intercept
-    if not np.all(np.isfinite(out)):
-        raise ValueError(f"X contains NaN or Inf in rows [{start}, {stop}) (or X @ coef_ "
-                         "overflows); only finite values are accepted")
-    return out
 
 
 class SketchedRegressorMixin(RegressorMixin):
@@ -66,8 +57,7 @@ class SketchedRegressorMixin(RegressorMixin):
         X = validate_input(self, X, reset=False, accept_sparse="csr")
         if not isinstance(X, RowBlocks):
             return np.asarray(X @ self.coef_).ravel() + self.intercept_
-        func = partial(_predict_block, coef=self.coef_, intercept=self.intercept_)
-        return map_rows(X, func, 1, dtype=self.coef_.dtype)[:, 0]
+        return affine_rows(X, self.coef_[:, None], self.intercept_, self.coef_.dtype)[:, 0]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
