@@ -18,15 +18,52 @@ from dasketch.io import (CSR_FORMAT, is_local_path, local_path, open_zarr_array,
 from dasketch.kernels.embeddings import gaussian_rows, resolve_seed
 
 
+def write_in_chunks(write_chunk, starts, *, threads=None, progress=None):
+    """Call ``write_chunk(start)`` for every start, on ``threads`` threads.
+
+    ``progress(done, total)`` is called as chunks finish. On any error, Ctrl-C
+    included, the chunks not yet started are cancelled and the running ones
+    awaited before the error propagates, so nothing writes into the target after
+    this returns and the caller can remove it (written by hand rather than with
+    a Dask graph for that guarantee: Dask's threaded scheduler leaves running
+    tasks behind when interrupted).
+    """
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    starts = list(starts)
+    threads = max(1, min(threads or os.cpu_count() or 1, len(starts)))
+    pool = ThreadPoolExecutor(threads)
+    pending, done = set(), 0
+
+    def collect(at_most):
+        nonlocal pending, done
+        while len(pending) > at_most:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                future.result()
+                done += 1
+                if progress is not None:
+                    progress(done, len(starts))
+
+    try:
+        for start in starts:
+            pending.add(pool.submit(write_chunk, start))
+            collect(2 * threads - 1)  # a bounded queue: memory stays O(threads chunks)
+        collect(0)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def write_sparse_synthetic(path, n_rows, n_features, *, density=1e-3, chunk_rows=16384,
-                           dtype="float64", random_state=0, overwrite=False):
+                           dtype="float64", random_state=0, overwrite=False, progress=None):
     """Write a synthetic sparse-by-rows data set as a CSR zarr group.
 
     Each row has about ``density * n_features`` nonzeros at uniform columns; the
     values are Gaussian with a column scale ``(j + 1) ** -0.5`` (a decaying
     spectrum). Rows are generated chunk by chunk (seeded by ``random_state`` and
     the chunk's first row) and appended, so the data set can be larger than
-    memory.
+    memory. ``progress(done, total)``, if given, is called after every chunk.
+    The group appears at ``path`` only once complete (also after Ctrl-C).
 
     Returns
     -------
@@ -54,17 +91,21 @@ def write_sparse_synthetic(path, n_rows, n_features, *, density=1e-3, chunk_rows
                                     dtype="int64")
         indices = group.create_array("indices", shape=(0,), chunks=(nnz_chunk,), dtype="int64")
         data = group.create_array("data", shape=(0,), chunks=(nnz_chunk,), dtype=dtype)
-        nnz = 0
+        nnz = [0]
         indptr[0:1] = [0]
-        for start in range(0, n_rows, chunk_rows):
+
+        def write_chunk(start):  # in order: one thread, appends
             stop = min(start + chunk_rows, n_rows)
             counts, cols, vals = _sparse_rows(seed, start, stop, n_features, density)
             row_of = np.repeat(np.arange(stop - start), counts)
             cols_sorted = cols[np.lexsort((cols, row_of))]
-            indptr[start + 1:stop + 1] = nnz + np.cumsum(counts)
+            indptr[start + 1:stop + 1] = nnz[0] + np.cumsum(counts)
             indices.append(cols_sorted)
             data.append((vals * column_scale[cols_sorted]).astype(dtype))
-            nnz += int(counts.sum())
+            nnz[0] += int(counts.sum())
+
+        write_in_chunks(write_chunk, range(0, n_rows, chunk_rows), threads=1,
+                        progress=progress)
 
     write_atomically(write, path, overwrite)
     return n_rows, n_features, sparse_store_info(path)[2]
@@ -80,7 +121,8 @@ def _sparse_rows(seed, start, stop, n_features, density):
 
 
 def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=None, noise=0.01,
-                    chunk_rows=16384, dtype="float64", random_state=0, overwrite=False):
+                    chunk_rows=16384, dtype="float64", random_state=0, overwrite=False,
+                    progress=None):
     """Write a synthetic data set with a decaying spectrum to a zarr store.
 
     Row ``i`` is ``g_i^T diag(s) V^T + noise * e_i^T`` with ``g_i, e_i`` standard
@@ -89,7 +131,9 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
     fixed random orthogonal basis; so ``A^T A / n`` approaches
     ``V diag(s^2) V^T + noise^2 I``. Rows are generated block by block from
     tile-indexed seeds (the same rows for any ``chunk_rows``), so the data set can
-    be far larger than memory.
+    be far larger than memory. Chunks are written on a few threads;
+    ``progress(done, total)``, if given, is called after every chunk. The store
+    appears at ``path`` only once complete (also after Ctrl-C).
 
     Returns
     -------
@@ -103,7 +147,7 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
     >>> X.shape, X.dtype.name
     ((1000, 8), 'float64')
     """
-    import dask.array as da
+    import zarr
 
     if n_rows < 1 or n_features < 1:
         raise ValueError(f"n_rows and n_features must be >= 1, got {n_rows}, {n_features}")
@@ -117,20 +161,22 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
     scales = decay ** np.arange(rank) if power is None else (1.0 + np.arange(rank)) ** -power
     mixing = scales[:, None] * basis.T  # rank x d
 
-    def make_block(block_info=None):
-        start, stop = block_info[None]["array-location"][0]
-        latent = gaussian_rows(seed, 1, start, stop, rank)
-        rows = latent @ mixing
-        if noise:
-            rows += noise * gaussian_rows(seed, 2, start, stop, n_features)
-        return rows.astype(dtype, copy=False)
-
     chunk_rows = int(min(chunk_rows, n_rows))
-    lazy = da.map_blocks(make_block, dtype=dtype,
-                         chunks=(da.core.normalize_chunks(chunk_rows, (n_rows,))[0],
-                                 (n_features,)))
-    write_atomically(lambda target: da.to_zarr(lazy, target, overwrite=True),
-                      path, overwrite)
+
+    def write(target):
+        array = zarr.create_array(target, shape=(n_rows, n_features),
+                                  chunks=(chunk_rows, n_features), dtype=dtype)
+
+        def write_chunk(start):
+            stop = min(start + chunk_rows, n_rows)
+            rows = gaussian_rows(seed, 1, start, stop, rank) @ mixing
+            if noise:
+                rows += noise * gaussian_rows(seed, 2, start, stop, n_features)
+            array[start:stop] = rows.astype(dtype, copy=False)
+
+        write_in_chunks(write_chunk, range(0, n_rows, chunk_rows), progress=progress)
+
+    write_atomically(write, path, overwrite)
     return open_zarr_array(path)
 
 

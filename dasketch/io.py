@@ -1,7 +1,10 @@
 """Open inputs, save and load sketches.
 
 Inputs are opened lazily: a zarr path or fsspec URL becomes a Dask array read
-block by block; nothing is loaded on the client.
+block by block; nothing is loaded on the client. Every read is preceded by a
+check on a worker that the store opens there and holds all its chunks
+(:mod:`dasketch.store_checks`): storage the workers cannot read is an error,
+never zeros.
 """
 
 from __future__ import annotations
@@ -13,60 +16,141 @@ import uuid
 
 import numpy as np
 
+from dasketch._sketch_files import (SKETCH_FORMAT_VERSION, read_npz_sketch,
+                                    read_zarr_sketch, sketch_from_metadata)
 from dasketch.kernels.frequent_directions import Sketch
+from dasketch.store_checks import (check_chunk_files, check_missing_chunks, checked_array,
+                                   checked_group, first_line, is_local_path, local_path)
 
-SKETCH_FORMAT_VERSION = 1
-_SKETCH_ARRAYS = ("B", "mean")
 
 
 def _is_path(obj):
     return isinstance(obj, (str, os.PathLike))
 
 
-def is_local_path(path):
-    return "://" not in str(path) or str(path).startswith("file://")
+def _group_listing(group, limit=10):
+    import zarr
+
+    names = [name for name, node in group.members(max_depth=None)
+             if isinstance(node, zarr.Array)]
+    shown = ", ".join(repr(name) for name in names[:limit])
+    return (shown + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
+            ) or "(none)"
 
 
-def local_path(path):
-    path = str(path)
-    return path[len("file://"):] if path.startswith("file://") else path
-
-
-def open_zarr_array(path, *, component=None, storage_options=None, chunks=None):
-    """Open a zarr array (local path or fsspec URL) as a Dask array.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        Zarr store: a local directory or an fsspec URL such as ``s3://bucket/x.zarr``.
-    component : str, optional
-        Path of the array inside the store when the store is a group.
-    storage_options : dict, optional
-        Passed to fsspec for remote stores.
-    chunks : tuple, optional
-        Dask chunks to read with; defaults to the store's chunks.
+def open_store_array(path, *, component=None, storage_options=None, name="X"):
+    """The ``zarr.Array`` at ``path`` (``/component``), opened here for its
+    metadata; no data is read.
 
     Raises
     ------
     FileNotFoundError
         If a local store does not exist.
     ValueError
-        If the store holds no array at ``component``.
+        If there is no array: a group (the message lists its arrays, to pass as
+        ``component``), or nothing zarr can read.
     """
-    import dask.array as da
     import zarr
 
-    if is_local_path(path) and not os.path.exists(local_path(path)):
-        raise FileNotFoundError(f"X: no zarr store at {os.fspath(path)!r}")
+    where = f" at component {component!r}" if component else ""
+    url = os.fspath(path)
+    if is_local_path(url) and not os.path.exists(local_path(url)):
+        raise FileNotFoundError(f"{name}: no zarr store at {url!r}")
+    node, reason = None, None
     try:
-        return da.from_zarr(os.fspath(path), component=component,
-                            storage_options=storage_options, chunks=chunks)
-    except (zarr.errors.ArrayNotFoundError, zarr.errors.NodeTypeValidationError,
-            KeyError, FileNotFoundError) as exc:
-        where = f" at component {component!r}" if component else ""
-        hint = "" if component else " (pass component= for an array inside a group)"
-        raise ValueError(
-            f"X: no zarr array in {os.fspath(path)!r}{where}{hint}") from exc
+        node = zarr.open(url, mode="r", path=component or "", storage_options=storage_options)
+    except Exception as exc:  # noqa: BLE001 - reported below, in one line
+        reason = first_line(exc)
+    if isinstance(node, zarr.Array):
+        return node
+    if isinstance(node, zarr.Group):
+        raise ValueError(f"{name}: {url!r}{where} is a zarr group, not an array; pass "
+                         f"component= (command line: --component) one of its arrays: "
+                         f"{_group_listing(node)}")
+    raise ValueError(f"{name}: no zarr array in {url!r}{where} ({reason})")
+
+
+def _read_rows(array, check_files, name, block_info=None):
+    """Rows of one chunk; on a local store, after checking its files exist here."""
+    (start, stop), _ = block_info[None]["array-location"][:2]
+    if check_files:
+        check_chunk_files(array, start, stop, name)
+    return array[start:stop]
+
+
+def open_zarr_array(path, *, component=None, storage_options=None, chunks=None,
+                    missing_chunks="raise", name="X"):
+    """Open a zarr array (local path, fsspec URL or ``zarr.Array``) as a Dask array
+    whose reads are checked where they run.
+
+    The first task of any computation opens the store on a worker and checks
+    that it is the array the client saw and that every chunk is stored (one
+    listing of the store); each read task checks, on a local store, that the
+    files of its chunks exist on its worker. So a ``memory://`` store on a
+    process cluster, a local path the workers do not have, or a partly written
+    store is an error naming the store and the reason, never zeros.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or zarr.Array
+        Zarr store: a local directory or an fsspec URL such as ``s3://bucket/x.zarr``.
+    component : str, optional
+        Path of the array inside the store when the store is a group.
+    storage_options : dict, optional
+        Passed to fsspec for remote stores.
+    chunks : int or tuple, optional
+        Rows per Dask chunk; defaults to the store's chunks.
+    missing_chunks : {"raise", "fill"}
+        Chunks absent from the store: an error naming the first ones
+        (default), or read as the array's fill value. Zarr leaves out chunks
+        that hold only the fill value when ``write_empty_chunks`` is off, so
+        ``"fill"`` is right for stores written that way, and only for them.
+    name : str
+        Name of the argument, used in error messages.
+
+    Raises
+    ------
+    FileNotFoundError
+        If a local store does not exist.
+    ValueError
+        If the store holds no array at ``component`` (a group: its arrays are
+        listed), or ``missing_chunks`` is not one of the two choices.
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, zarr
+    >>> path = os.path.join(tempfile.mkdtemp(), "X.zarr")
+    >>> _ = zarr.create_array(path, data=np.ones((4, 2)), chunks=(2, 2))
+    >>> os.remove(os.path.join(path, "c", "1", "0"))
+    >>> open_zarr_array(path).sum().compute()  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: X: the zarr store '...' lacks 1 of 2 chunks of the array (first: c/1/0): ...
+    >>> float(open_zarr_array(path, missing_chunks="fill").sum().compute())
+    4.0
+    """
+    import dask
+    import dask.array as da
+
+    check_missing_chunks(missing_chunks)
+    if isinstance(path, (str, os.PathLike)):
+        array = open_store_array(path, component=component,
+                                 storage_options=storage_options, name=name)
+        source = os.fspath(path)
+    else:
+        array = source = path
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array (rows are samples), got "
+                         f"{array.ndim}-D input with shape {tuple(array.shape)}")
+    checked = dask.delayed(checked_array, pure=True)(
+        source, component, storage_options, tuple(array.shape), array.dtype.str,
+        missing_chunks, uuid.uuid4().hex, name)
+    rows = array.chunks[0] if chunks is None else (
+        chunks[0] if isinstance(chunks, tuple) else chunks)
+    block_chunks = da.core.normalize_chunks((rows, array.shape[1]), array.shape)
+    return da.map_blocks(_read_rows, checked, missing_chunks == "raise", name,
+                         chunks=block_chunks, dtype=array.dtype,
+                         meta=np.empty((0, 0), array.dtype))
 
 
 CSR_FORMAT = "dasketch.csr"
@@ -102,18 +186,48 @@ def read_csr_rows(path, start, stop, *, component=None, storage_options=None):
     matrix; a block reads only its slice of each, so no task ever holds more than
     its rows.
     """
-    import scipy.sparse
     import zarr
 
     group = zarr.open_group(os.fspath(path), mode="r", path=component or "",
                             storage_options=storage_options)
+    return csr_rows(group, start, stop)
+
+
+def csr_rows(group, start, stop, check_files=False, name="X"):
+    """Rows ``[start, stop)`` of an opened sparse-by-rows group; with
+    ``check_files``, after checking (on a local store) that the chunk files
+    they come from exist here."""
+    import scipy.sparse
+
     n_features = int(group.attrs["shape"][1])
+    if check_files:
+        check_chunk_files(group["indptr"], start, stop + 1, name)
     indptr = np.asarray(group["indptr"][start:stop + 1], dtype=np.int64)
     lo, hi = int(indptr[0]), int(indptr[-1])
+    if check_files:
+        for member in ("indices", "data"):
+            check_chunk_files(group[member], lo, hi, name)
     indices = group["indices"][lo:hi]
     data = group["data"][lo:hi]
     return scipy.sparse.csr_matrix((data, indices, indptr - lo),
                                    shape=(stop - start, n_features))
+
+
+def checked_sparse_store(path, *, component=None, storage_options=None,
+                         missing_chunks="raise", name="X"):
+    """A Delayed that opens the sparse-by-rows group on a worker and checks it
+    (see :func:`open_zarr_array`); its value is the opened group, for
+    :func:`csr_rows`."""
+    import dask
+    import zarr
+
+    check_missing_chunks(missing_chunks)
+    group = zarr.open_group(os.fspath(path), mode="r", path=component or "",
+                            storage_options=storage_options)
+    shapes = {member: tuple(group[member].shape) for member in ("indptr", "indices", "data")}
+    return dask.delayed(checked_group, pure=True)(
+        os.fspath(path), component, storage_options, shapes, missing_chunks,
+        uuid.uuid4().hex, name)
 
 
 def write_atomically(write, path, overwrite):
@@ -230,7 +344,9 @@ def load_sketch(path):
     FileNotFoundError
         If nothing exists at ``path``.
     ValueError
-        If the file is not a dasketch sketch or has an unknown format version.
+        If what is there is not a complete dasketch sketch (another file, a data
+        store, a truncated or corrupted file, missing metadata) or has a format
+        version this dasketch does not read; the message says which.
 
     Examples
     --------
@@ -242,35 +358,13 @@ def load_sketch(path):
     """
     if not _is_path(path):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    where = os.fspath(path)
     if is_local_path(path) and not os.path.exists(local_path(path)):
-        raise FileNotFoundError(f"path: no sketch at {os.fspath(path)!r}")
-    if str(path).endswith(".npz"):
-        with np.load(local_path(path), allow_pickle=False) as archive:
-            if "metadata" not in archive:
-                raise ValueError(f"path: {os.fspath(path)!r} is not a dasketch sketch")
-            meta = json.loads(str(archive["metadata"]))
-            arrays = {name: archive[name] for name in _SKETCH_ARRAYS if name in archive}
+        raise FileNotFoundError(f"path: no sketch at {where!r}")
+    if str(path).endswith(".npz") or (is_local_path(path) and os.path.isfile(local_path(path))):
+        meta, arrays, problem = read_npz_sketch(local_path(path))
     else:
-        import zarr
-
-        group = zarr.open_group(os.fspath(path), mode="r")
-        meta = dict(group.attrs)
-        arrays = {name: group[name][...] for name in _SKETCH_ARRAYS if name in group}
-    if meta.get("format") != "dasketch.Sketch":
-        raise ValueError(f"path: {os.fspath(path)!r} is not a dasketch sketch")
-    if meta.get("format_version") != SKETCH_FORMAT_VERSION:
-        raise ValueError(f"path: sketch format version {meta.get('format_version')!r} is "
-                         f"not supported (expected {SKETCH_FORMAT_VERSION})")
-    return Sketch(
-        B=np.asarray(arrays["B"], dtype=np.float64),
-        shrinkage=meta["shrinkage"],
-        n_rows=meta["n_rows"],
-        sketch_size=meta["sketch_size"],
-        method=meta["method"],
-        alpha0=meta["alpha0"],
-        mean=arrays.get("mean") if meta["centered"] else None,
-        frobenius_sq=meta["frobenius_sq"],
-        shrinkage_bound=meta.get("shrinkage_bound"),
-        failure_probability=meta.get("failure_probability", 0.0),
-    )
-
+        meta, arrays, problem = read_zarr_sketch(path)
+    if problem is not None:
+        raise ValueError(f"path: {where!r} is not a dasketch sketch: {problem}")
+    return sketch_from_metadata(meta, arrays, where)

@@ -14,16 +14,19 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import uuid
 
 import cloudpickle
 import numpy as np
 import pytest
+import zarr
 
 import dasketch
 from cluster_procs import (Job, ProcessCluster, kill_mid_job, kill_process,
                            kill_while_running, kill_worker_and_nanny, measure, progress,
                            wait_until)
 from dasketch.datasets import write_synthetic
+from dasketch.io import open_zarr_array
 
 # Functions run on the scheduler and workers travel by value: those processes
 # cannot import the test modules.
@@ -341,8 +344,6 @@ def test_same_result_for_1_2_4_workers_and_3_chunkings(tmp_path, chunkings):
 
 # ------------------------------------------------------------------ bad data
 def test_nan_in_block_37_names_the_rows_and_writes_nothing(tmp_path, cluster_client):
-    import zarr
-
     path = tmp_path / "X.zarr"
     write_synthetic(path, 60 * 500, 16, chunk_rows=500)
     array = zarr.open_array(str(path), mode="r+")
@@ -387,3 +388,62 @@ def test_nan_in_block_37_names_the_rows_and_writes_nothing(tmp_path, cluster_cli
         sketch_and_overwrite()
     assert target.read_bytes() == before
     assert [p.name for p in out.iterdir()] == ["sketch.npz"]
+
+
+# ------------------------------------------------------------------ storage faults
+def _memory_store():
+    url = f"memory://faults-{uuid.uuid4().hex}/X.zarr"
+    write_synthetic(url, 2000, 8, chunk_rows=500)
+    return url, "in-memory filesystem"
+
+
+def _deleted_chunk(tmp_path):
+    path = tmp_path / "deleted.zarr"
+    write_synthetic(path, 2000, 8, chunk_rows=500)
+    (path / "c" / "2" / "0").unlink()
+    return str(path), "c/2/0"
+
+
+def _never_written(tmp_path):
+    path = tmp_path / "unwritten.zarr"
+    zarr.create_array(str(path), shape=(2000, 8), chunks=(500, 8), dtype="float64")
+    return str(path), "lacks 4 of 4 chunks"
+
+
+def _moved_after_opening(tmp_path):
+    """The client opened the store, then the path went away: what a worker on
+    another machine without the path sees."""
+    path = tmp_path / "moved.zarr"
+    write_synthetic(path, 2000, 8, chunk_rows=500)
+    X = open_zarr_array(path)
+    path.rename(tmp_path / "elsewhere.zarr")
+    return X, "does not exist on worker"
+
+
+STORAGE_FAULTS = {"memory:// store": lambda tmp_path: _memory_store(),
+                  "deleted chunk file": _deleted_chunk,
+                  "never-written store": _never_written,
+                  "path missing on the workers": _moved_after_opening}
+
+
+@pytest.mark.parametrize("fault", list(STORAGE_FAULTS))
+def test_storage_the_workers_cannot_read_is_an_error_never_zeros(fault, tmp_path,
+                                                                  cluster_client):
+    X, needle = STORAGE_FAULTS[fault](tmp_path)
+    started = time.monotonic()
+    with pytest.raises(ValueError) as excinfo:
+        dasketch.sketch(X, 4, client=cluster_client)
+    message = str(excinfo.value)
+    assert needle in message and "\n" not in message, message
+    if isinstance(X, str):
+        assert X in message
+    assert time.monotonic() - started < 60
+
+
+def test_memory_store_is_fine_without_worker_processes():
+    url, _ = _memory_store()
+    values = zarr.open_array(url, mode="r")[...]
+    result = dasketch.sketch(url, 4)  # threads share the in-memory filesystem
+    reference = dasketch.sketch(values, 4)
+    np.testing.assert_allclose(result.B.T @ result.B, reference.B.T @ reference.B,
+                               rtol=1e-12, atol=1e-12)

@@ -8,6 +8,7 @@ import pytest
 import zarr
 
 import dasketch
+from dasketch.io import open_zarr_array
 from tests.helpers import decaying
 
 
@@ -76,3 +77,86 @@ def test_write_synthetic_independent_of_chunks(tmp_path):
     # Spectrum decays as requested: A^T A / n approaches diag(decay ** (2 j)) + noise^2.
     eig = np.linalg.eigvalsh(np.asarray(a.T @ a))[::-1] / 1000
     np.testing.assert_allclose(eig, 0.9 ** (2 * np.arange(8)) + 0.01 ** 2, rtol=0.35)
+
+
+# ------------------------------------------------------------------ damaged files
+def test_load_names_what_is_wrong_with_a_file(tmp_path, sketch):
+    garbage = tmp_path / "garbage.npz"
+    garbage.write_bytes(b"garbage")
+    with pytest.raises(ValueError, match="not a NumPy .npz archive"):
+        dasketch.load_sketch(garbage)
+    dasketch.save_sketch(sketch, tmp_path / "s.npz")
+    whole = (tmp_path / "s.npz").read_bytes()
+    for cut in (len(whole) // 2, len(whole) - 30):
+        (tmp_path / "t.npz").write_bytes(whole[:cut])
+        with pytest.raises(ValueError, match="truncated or corrupted"):
+            dasketch.load_sketch(tmp_path / "t.npz")
+    meta = json.loads(str(np.load(tmp_path / "s.npz")["metadata"]))
+    for key in ("shrinkage", "n_rows", "centered"):
+        broken = {k: v for k, v in meta.items() if k != key}
+        np.savez(tmp_path / "m.npz", metadata=np.array(json.dumps(broken)), B=sketch.B)
+        with pytest.raises(ValueError, match=f"'{key}' is missing"):
+            dasketch.load_sketch(tmp_path / "m.npz")
+    np.savez(tmp_path / "b.npz", metadata=np.array(json.dumps(meta)), B=sketch.B[:, :3])
+    with pytest.raises(ValueError, match="'B'"):
+        dasketch.load_sketch(tmp_path / "b.npz")
+    data = tmp_path / "data.zarr"
+    zarr.create_array(str(data), data=np.ones((4, 3)))
+    with pytest.raises(ValueError, match="zarr array .*not a saved sketch"):
+        dasketch.load_sketch(data)
+
+
+# ------------------------------------------------------------------ stores
+@pytest.fixture
+def store(tmp_path):
+    """A 2,000 x 6 zarr store in 4 chunks of 500 rows, and its values."""
+    path = tmp_path / "X.zarr"
+    values = np.random.default_rng(3).standard_normal((2000, 6))
+    zarr.create_array(str(path), data=values, chunks=(500, 6))
+    return path, values
+
+
+def test_missing_chunks_are_an_error_or_the_fill_value(store):
+    path, values = store
+    (path / "c" / "1" / "0").unlink()
+    (path / "c" / "3" / "0").unlink()
+    with pytest.raises(ValueError, match=r"lacks 2 of 4 chunks .*c/1/0, c/3/0"):
+        dasketch.sketch(str(path), 4)
+    with pytest.raises(ValueError, match="c/1/0"):
+        open_zarr_array(path).compute()
+    filled = values.copy()
+    filled[500:1000] = filled[1500:] = 0.0
+    X = open_zarr_array(path, missing_chunks="fill")
+    np.testing.assert_array_equal(X.compute(), filled)
+    a, b = dasketch.sketch(X, 4, block_rows=300), dasketch.sketch(filled, 4, block_rows=300)
+    np.testing.assert_allclose(a.B.T @ a.B, b.B.T @ b.B, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="missing_chunks must be 'raise' or 'fill'"):
+        open_zarr_array(path, missing_chunks="zeros")
+
+
+def test_store_checks_list_the_store_once(store, monkeypatch):
+    """O(number of chunks) metadata: one listing, no per-chunk requests beyond it."""
+    from zarr.storage import LocalStore
+
+    path, values = store
+    calls = []
+    original = LocalStore.list_prefix
+
+    def counting(self, prefix):
+        calls.append(prefix)
+        return original(self, prefix)
+
+    monkeypatch.setattr(LocalStore, "list_prefix", counting)
+    X = open_zarr_array(path)
+    np.testing.assert_array_equal(X.compute(), values)
+    X.sum().compute()  # a second pass over the same opening is not checked again
+    assert len(calls) == 1
+
+
+def test_group_without_component_names_its_arrays(tmp_path):
+    group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    group.create_array("a", data=np.ones((5, 2)))
+    group.create_group("sub").create_array("b", data=np.ones((5, 2)))
+    with pytest.raises(ValueError, match=r"zarr group.*'a', 'sub/b'"):
+        dasketch.sketch(str(tmp_path / "g.zarr"), 3)
+    assert dasketch.sketch(str(tmp_path / "g.zarr"), 3, component="sub/b").n_rows == 5

@@ -19,8 +19,8 @@ import scipy.sparse
 
 from dasketch._blocks.scheduler import client_holding
 from dasketch.io import (
-    is_local_path, is_sparse_store, local_path, open_zarr_array, read_csr_rows,
-    sparse_store_info)
+    checked_sparse_store, csr_rows, is_local_path, is_sparse_store, local_path,
+    open_zarr_array, sparse_store_info)
 
 # A dense block holds about this many values (32 MiB in float64).
 BLOCK_VALUES = 2 ** 22
@@ -104,7 +104,8 @@ def _block_rows(block_rows, shape):
     return min(rows, shape[0])
 
 
-def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_options=None):
+def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_options=None,
+                  missing_chunks="raise"):
     """Normalise an input matrix to :class:`RowBlocks`.
 
     Parameters
@@ -121,8 +122,11 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
         input's chunks, decide the result, so any chunking gives the same result.
     name : str
         Name of the argument, used in error messages.
-    component, storage_options
-        For zarr inputs, see :func:`dasketch.io.open_zarr_array`.
+    component, storage_options, missing_chunks
+        For zarr inputs, see :func:`dasketch.io.open_zarr_array`: a store is
+        checked on a worker before any block is read (storage the workers
+        cannot read, or missing chunks unless ``missing_chunks="fill"``, is an
+        error naming the store).
 
     Raises
     ------
@@ -136,15 +140,17 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
         X = _open_zip_array(X, component, name)
     elif isinstance(X, (str, os.PathLike)):
         if is_sparse_store(X, component=component, storage_options=storage_options):
-            return _sparse_store_blocks(X, block_rows, component, storage_options)
-        X = open_zarr_array(X, component=component, storage_options=storage_options)
+            return _sparse_store_blocks(X, block_rows, component, storage_options,
+                                        missing_chunks, name)
+        X = open_zarr_array(X, component=component, storage_options=storage_options,
+                            missing_chunks=missing_chunks, name=name)
     elif component is not None or storage_options is not None:
         raise ValueError(f"component and storage_options apply only when {name} is a "
                          "zarr path or URL")
     if scipy.sparse.issparse(X):
         return _sparse_row_blocks(X, block_rows, name)
     if _is_zarr_array(X):
-        X = da.from_zarr(X)
+        X = open_zarr_array(X, missing_chunks=missing_chunks, name=name)
     elif not isinstance(X, da.Array) and (
             isinstance(X, (np.ndarray, list, tuple)) or np.isscalar(X)
             or hasattr(X, "__array__")):  # pandas DataFrames and other array-likes
@@ -215,16 +221,17 @@ def _sparse_row_blocks(X, block_rows, name):
     return RowBlocks(blocks, offsets, n_features, dtype, True)
 
 
-def _sparse_store_blocks(path, block_rows, component, storage_options):
+def _sparse_store_blocks(path, block_rows, component, storage_options, missing_chunks, name):
     n_rows, n_features, nnz, dtype = sparse_store_info(
         path, component=component, storage_options=storage_options)
     if block_rows is None:
         block_rows = default_block_rows(max(nnz / max(n_rows, 1), 1.0))
     rows = min(_check_block_rows(block_rows), n_rows)
     offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
-    read = dask.delayed(read_csr_rows, pure=True)
-    blocks = tuple(read(os.fspath(path), start, stop, component=component,
-                        storage_options=storage_options)
+    group = checked_sparse_store(path, component=component, storage_options=storage_options,
+                                 missing_chunks=missing_chunks, name=name)
+    read = dask.delayed(csr_rows, pure=True)
+    blocks = tuple(read(group, start, stop, missing_chunks == "raise", name)
                    for start, stop in zip(offsets[:-1], offsets[1:]))
     return RowBlocks(blocks, offsets, n_features, np.dtype(dtype), True)
 
