@@ -13,8 +13,17 @@ Jobs: ``dasketch.sketch`` (RFD, streaming block updates) and, as the peer, the
 same pass written in plain ``dask.array`` (``X.T @ X`` tree reduction), under the
 same faults. Scheduler loss and a NaN in block 37 are timed to the error.
 
-Results: ``benchmarks/results/faults.json`` and ``faults.png``.
-Usage: ``python benchmarks/bench_faults.py [--quick]``
+Edges (``--edges`` runs only these): stores a process cluster cannot read
+correctly (a ``memory://`` store written by the client, a deleted chunk file, a
+never-written store), with plain ``dask.array`` over the same stores as the
+peer (it reads them as zeros without an error); bad scheduler addresses
+(refused, malformed, a port that never answers), with a plain
+``distributed.Client`` as the peer, each in a fresh process: seconds until it
+returns and lines left on stderr; and ``n_workers=0``.
+
+Results: ``benchmarks/results/faults.json`` and ``faults.png`` (``faults_edges.*``
+with ``--edges``).
+Usage: ``python benchmarks/bench_faults.py [--quick] [--edges]``
 """
 
 from __future__ import annotations
@@ -22,7 +31,9 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -81,10 +92,143 @@ def timed(job_factory):
     return job.result, job.elapsed
 
 
+# ------------------------------------------------------------------ storage and address faults
+PEER_HANG_S = 30  # a plain distributed.Client that has not failed by then is counted as a hang
+
+
+def storage_cases(tmp):
+    """Stores a process cluster cannot read correctly: ``name -> (input, what the
+    error must name)``."""
+    import uuid
+
+    import zarr
+
+    cases = {}
+    url = f"memory://bench-{uuid.uuid4().hex}/X.zarr"
+    write_synthetic(url, 4096, 16, chunk_rows=512)
+    cases["memory:// store"] = (url, "memory://")
+    deleted = tmp / "deleted.zarr"
+    write_synthetic(deleted, 4096, 16, chunk_rows=512)
+    (deleted / "c" / "3" / "0").unlink()
+    cases["deleted chunk file"] = (str(deleted), "c/3/0")
+    unwritten = tmp / "unwritten.zarr"
+    zarr.create_array(str(unwritten), shape=(4096, 16), chunks=(512, 16), dtype="float64")
+    cases["never-written store"] = (str(unwritten), "lacks 8 of 8")
+    return cases
+
+
+def storage_faults(tmp, client):
+    """dasketch.sketch against the plain dask.array Gram ``X^T X`` over the same
+    stores: an error naming the store, or a silently wrong answer."""
+    import dask.array as da
+
+    rows = []
+    for fault, (url, needle) in storage_cases(tmp).items():
+        started = time.monotonic()
+        try:
+            dasketch.sketch(url, 8, client=client)
+            outcome, message = "result", None
+        except Exception as exc:  # noqa: BLE001 - recorded
+            outcome, message = "error", f"{type(exc).__name__}: {exc}"
+        seconds = time.monotonic() - started
+        X = da.from_zarr(url)
+        zero_rows = int((X == 0).all(axis=1).sum().compute(scheduler=client))
+        peer = f"no error; {zero_rows} of {X.shape[0]} rows read as zeros"
+        rows.append({"job": "dasketch.sketch", "fault": fault, "at": None, "finished": False,
+                     "equal": False, "outcome": outcome, "seconds_to_error": seconds,
+                     "error_names_cause": bool(message and needle in message),
+                     "one_line": bool(message and "\n" not in message),
+                     "error": (message or "")[:300],
+                     "peer": "dask.array", "peer_outcome": peer})
+        print(f"{fault:24s} dasketch: {outcome} after {seconds:.2f} s "
+              f"(names it: {rows[-1]['error_names_cause']}); dask.array: {peer}",
+              flush=True)
+    return rows
+
+
+def _silent_port():
+    """A listening socket that accepts connections and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    return server, f"tcp://127.0.0.1:{server.getsockname()[1]}"
+
+
+def _time_connect(code, timeout):
+    started = time.monotonic()
+    try:
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return timeout, None, "hang"
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    return time.monotonic() - started, len(lines), result.stdout.strip()[:200]
+
+
+def address_faults():
+    """Connecting to bad scheduler addresses: dasketch.get_client against a plain
+    ``distributed.Client(address, timeout="8s")``, each in a fresh process
+    (seconds until it returns, and lines it leaves on stderr)."""
+    server, silent = _silent_port()
+    rows = []
+    try:
+        for fault, address in (("refused", "tcp://127.0.0.1:1"),
+                               ("malformed", "not-an-address"),
+                               ("silent port", silent)):
+            ours = ("import dasketch\ntry:\n    dasketch.get_client(%r)\n"
+                    "except (OSError, ValueError) as exc:\n    print(exc)\n" % address)
+            peer = ("from distributed import Client\ntry:\n    Client(%r, timeout='8s')\n"
+                    "except Exception as exc:\n    print(type(exc).__name__, exc)\n" % address)
+            seconds, noise, message = _time_connect(ours, PEER_HANG_S)
+            peer_seconds, peer_noise, peer_message = _time_connect(peer, PEER_HANG_S)
+            rows.append({"job": "dasketch.get_client", "fault": f"scheduler address: {fault}",
+                         "at": None, "finished": False, "equal": False,
+                         "seconds_to_error": seconds, "stderr_lines": noise,
+                         "error": message, "error_names_cause": address in (message or ""),
+                         "peer": "distributed.Client", "peer_seconds": peer_seconds,
+                         "peer_stderr_lines": peer_noise, "peer_error": peer_message})
+            print(f"address {fault:12s} dasketch {seconds:5.2f} s, {noise} stderr lines; "
+                  f"Client {peer_seconds:5.2f} s{' (hang)' if peer_message == 'hang' else ''}"
+                  f", {peer_noise} stderr lines", flush=True)
+    finally:
+        server.close()
+    started = time.monotonic()
+    try:
+        dasketch.get_client(n_workers=0)
+        message = None
+    except ValueError as exc:
+        message = str(exc)
+    rows.append({"job": "dasketch.get_client", "fault": "n_workers=0", "at": None,
+                 "finished": False, "equal": False,
+                 "seconds_to_error": time.monotonic() - started, "error": message,
+                 "error_names_cause": bool(message and "n_workers" in message)})
+    return rows
+
+
+def run_edges(tmp):
+    """Storage faults on a fresh 2-worker cluster, then address faults."""
+    with ProcessCluster(tmp / "logs-edges", n_workers=2, env=ENV) as cluster, \
+            cluster.client(n_workers=2) as client:
+        rows = storage_faults(tmp, client)
+    return rows + address_faults()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small smoke size")
+    parser.add_argument("--edges", action="store_true",
+                        help="only the storage and address faults")
     args = parser.parse_args(argv)
+    if args.edges:
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = run_edges(Path(tmp))
+        meta = {"workers": 2, "threads_per_worker": 1,
+                "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores"}
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        with open(RESULTS / "faults_edges.json", "w") as fh:
+            json.dump({"meta": meta, "rows": rows}, fh, indent=2)
+        plot_edges(rows, RESULTS / "faults_edges.png")
+        return rows
     n_blocks, block_rows, n_features = (48, 1024, 64) if args.quick else (240, 2048, 64)
     repeats = 2 if args.quick else 3
     rows = []
@@ -181,12 +325,14 @@ def main(argv=None):
                          "error": f"{type(job.error).__name__}: {job.error}"[:300]})
             print(f"NaN block 37: error after {job.elapsed:.2f} s, names row: "
                   f"{rows[-1]['error_names_row']}", flush=True)
+        rows += run_edges(tmp)
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     suffix = "-quick" if args.quick else ""
     with open(RESULTS / f"faults{suffix}.json", "w") as fh:
         json.dump({"meta": meta, "rows": rows}, fh, indent=2)
     plot(rows, RESULTS / f"faults{suffix}.png")
+    plot_edges(rows, RESULTS / f"faults_edges{suffix}.png")
     return rows
 
 
@@ -210,6 +356,29 @@ def plot(rows, path):
     ax.set_ylabel("wall time (s)")
     ax.set_title("Job time under faults, 2 workers ('=': result bitwise equal to fault-free)")
     ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_edges(rows, path):
+    """Seconds until dasketch's error against its peer's outcome, per edge case."""
+    edge = [r for r in rows if "peer" in r]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for i, row in enumerate(edge):
+        ax.bar(i - 0.2, row["seconds_to_error"], width=0.38, color="C0",
+               label="dasketch: error naming the cause" if i == 0 else None)
+        peer_seconds = row.get("peer_seconds", 0.0)
+        ax.bar(i + 0.2, peer_seconds or 0.05, width=0.38, color="C3",
+               label="peer (dask.array / distributed.Client)" if i == 0 else None)
+        outcome = ("hang" if row.get("peer_error") == "hang" else
+                   "zeros" if "zeros" in str(row.get("peer_outcome")) else "error")
+        ax.text(i + 0.2, peer_seconds or 0.05, outcome, ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(edge)), [r["fault"].replace("scheduler address: ", "address\n")
+                                     for r in edge], fontsize=8)
+    ax.set_ylabel("seconds until the call returns")
+    ax.set_title("Storage and address faults: dasketch errors vs the peer's outcome")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -1,32 +1,54 @@
 """The ``dasketch`` command: sketch zarr data sets from a terminal.
 
 Subcommands: ``demo``, ``sketch``, ``info``, ``make-data``; ``dasketch SUBCOMMAND
---help`` describes each. User mistakes print one line on stderr and exit with
-status 2; nothing is overwritten without ``--overwrite``.
+--help`` describes each. Results go to stdout, progress and errors to stderr.
+Every user mistake (options, paths, unreadable stores or sketch files, errors
+raised on the workers) prints one line and exits with status 2, before any
+cluster starts where it can be known then; Ctrl-C exits with status 130 and
+leaves no partial output. Nothing is overwritten without ``--overwrite``.
+
+Only the standard library is imported at start (``--help`` answers at once);
+NumPy, Dask and the sketching code are imported by the subcommand that runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import signal
 import sys
 import tempfile
 import time
-
-import numpy as np
+from contextlib import contextmanager
 
 EXIT_USER_ERROR = 2
-_USER_ERRORS = (ValueError, TypeError, FileNotFoundError, FileExistsError, OSError,
-                KeyError)
+EXIT_FAILURE = 1
+EXIT_INTERRUPTED = 130
+_USER_ERRORS = (ValueError, TypeError, OSError, KeyError)
 
 
-def _positive_int(text):
+# ------------------------------------------------------------------ option types
+def _integer_at_least(lowest):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < lowest:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {lowest}, got {text!r}")
+        return value
+    parse.__name__ = f"integer >= {lowest}"
+    return parse
+
+
+def _nonnegative_float(text):
     try:
-        value = int(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
     return value
 
 
@@ -34,42 +56,86 @@ def _density(text):
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+        value = float("nan")
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
     return value
 
 
-def _add_quiet(parser):
+def _memory_limit(text):
+    from dasketch.cluster import check_memory_limit
+
+    try:
+        return check_memory_limit(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size such as 2GiB, got {text!r}") \
+            from None
+
+
+def _scheduler_address(text):
+    from dasketch.cluster import check_address
+
+    try:
+        check_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+_positive_int = _integer_at_least(1)
+
+
+# ------------------------------------------------------------------ parser
+class _Parser(argparse.ArgumentParser):
+    """Option errors in one line (argparse prints the usage block first)."""
+
+    def error(self, message):
+        self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} (see {self.prog} "
+                                   "--help)\n")
+
+
+def _version():
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dasketch")
+    except PackageNotFoundError:  # run from a source tree
+        return "unknown"
+
+
+def _add_common(parser):
     parser.add_argument("--quiet", "-q", action="store_true",
-                        help="no progress bar or progress messages")
+                        help="no progress bar or progress messages (stderr)")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="show the cluster's log and the traceback of errors")
 
 
 def _add_cluster_options(parser):
-    _add_quiet(parser)
-    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
+    parser.add_argument("--scheduler", metavar="ADDRESS", type=_scheduler_address,
+                        default=None,
                         help="scheduler address (default: $DASK_SCHEDULER_ADDRESS, else an "
                              "embedded LocalCluster with one worker process per core)")
     parser.add_argument("--workers", type=_positive_int, default=None,
                         help="worker processes of the embedded cluster")
-    parser.add_argument("--memory-limit", default=None,
+    parser.add_argument("--memory-limit", type=_memory_limit, default=None,
                         help="memory limit per worker of the embedded cluster, e.g. 2GiB")
 
 
 def _add_sketch_options(parser):
-    parser.add_argument("--sketch-size", "-l", type=_positive_int, default=32,
-                        help="sketch size l (the sketch keeps l - 1 rows; default 32)")
+    parser.add_argument("--sketch-size", "-l", type=_integer_at_least(2), default=32,
+                        help="sketch size l >= 2 (the sketch keeps l - 1 rows; default 32)")
     parser.add_argument("--method", choices=("rfd", "fd"), default="rfd",
                         help="Robust Frequent Directions (default) or Frequent Directions")
-    parser.add_argument("--split-every", type=_positive_int, default=None,
-                        help="fan-in of the merge tree (default 8)")
+    parser.add_argument("--split-every", type=_integer_at_least(2), default=None,
+                        help="fan-in >= 2 of the merge tree (default 8)")
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="dasketch",
         description="Sketch matrices too large for one machine with Robust Frequent "
                     "Directions, on a Dask cluster.")
+    parser.add_argument("--version", action="version", version=f"dasketch {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     demo = commands.add_parser(
@@ -86,21 +152,30 @@ def build_parser():
                       help="replace the contents of an existing --out directory")
     _add_sketch_options(demo)
     _add_cluster_options(demo)
+    _add_common(demo)
 
     sk = commands.add_parser(
         "sketch", help="sketch an existing zarr array and save the sketch",
         description="Sketch the rows of a zarr array (local path or fsspec URL; dense, or "
-                    "sparse-by-rows as written by make-data --density) and save the sketch.")
+                    "sparse-by-rows as written by make-data --density) and save the sketch. "
+                    "The store is checked on a worker first: a store the workers cannot "
+                    "read, or one with missing chunks, is an error.")
     sk.add_argument("path", metavar="PATH_OR_URL")
     sk.add_argument("--component", default=None, help="array path inside a zarr group")
     sk.add_argument("--center", action="store_true", help="sketch the column-centred data")
-    sk.add_argument("--alpha0", type=float, default=0.0, help="regularisation alpha0 >= 0")
+    sk.add_argument("--alpha0", type=_nonnegative_float, default=0.0,
+                    help="regularisation alpha0 >= 0")
+    sk.add_argument("--missing-chunks", choices=("raise", "fill"), default="raise",
+                    help="chunks absent from the store: an error (default), or read as "
+                         "the array's fill value (for stores written with empty chunks "
+                         "left out)")
     sk.add_argument("--out", default=None,
                     help="output file (.npz, or a .zarr directory; default: "
                          "<name>.sketch.npz beside the input)")
     sk.add_argument("--overwrite", action="store_true", help="replace an existing output")
     _add_sketch_options(sk)
     _add_cluster_options(sk)
+    _add_common(sk)
 
     info = commands.add_parser("info", help="print a saved sketch's metadata and bound",
                                description="Print a saved sketch's metadata, certified bound "
@@ -108,12 +183,13 @@ def build_parser():
     info.add_argument("file", metavar="FILE")
     info.add_argument("--top", type=_positive_int, default=10,
                       help="how many singular values to print (default 10)")
-    _add_quiet(info)
+    _add_common(info)
 
     make = commands.add_parser(
         "make-data", help="write a synthetic dense or sparse-by-rows zarr data set",
         description="Write a synthetic data set for trials and benchmarks: dense rows with "
-                    "a decaying spectrum, or sparse rows (CSR zarr group) with --density.")
+                    "a decaying spectrum, or sparse rows (CSR zarr group) with --density. "
+                    "The store appears only once complete.")
     make.add_argument("path", metavar="PATH")
     make.add_argument("--rows", type=_positive_int, required=True)
     make.add_argument("--features", type=_positive_int, required=True)
@@ -123,24 +199,83 @@ def build_parser():
                       help="rows per zarr chunk (default 16384)")
     make.add_argument("--seed", type=int, default=0)
     make.add_argument("--overwrite", action="store_true", help="replace an existing store")
-    _add_quiet(make)
+    _add_common(make)
     return parser
 
 
-def _client(args):
-    from dasketch.cluster import get_client
+# ------------------------------------------------------------------ helpers
+def _say(args, message):
+    """Progress and status messages: stderr, unless --quiet."""
+    if not args.quiet:
+        print(message, file=sys.stderr, flush=True)
 
-    if args.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS"):
+
+class _ChunkProgress:
+    """``done / total`` on stderr: one rewritten line on a terminal, a line per
+    tenth of the work otherwise (a redirected log stays short)."""
+
+    def __init__(self, args, label):
+        self.args, self.label, self.shown = args, label, -1
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, done, total):
+        if self.args.quiet:
+            return
+        tenth = 10 * done // max(total, 1)
+        if self.tty:
+            end = "\n" if done == total else ""
+            print(f"\r{self.label}: {done}/{total} chunks ({done / total:.0%})", end=end,
+                  file=sys.stderr, flush=True)
+        elif tenth > self.shown:
+            self.shown = tenth
+            print(f"{self.label}: {done}/{total} chunks ({done / total:.0%})",
+                  file=sys.stderr, flush=True)
+
+
+def _check_writable_output(path, overwrite, *, option="--out", directory=False):
+    """An output that exists needs --overwrite; its parent must exist and accept
+    a new file (tried, so that it also holds for root and read-only mounts)."""
+    if "://" in str(path):
+        return
+    if os.path.exists(path) and not overwrite:
+        what = "directory" if directory else "output"
+        raise FileExistsError(f"{option}: {what} {path!r} exists; pass --overwrite to "
+                              "replace it")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(f"{option}: directory {parent!r} does not exist")
+    try:
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as exc:
+        raise PermissionError(f"{option}: cannot write in {parent!r} "
+                              f"({exc.strerror or type(exc).__name__})") from None
+
+
+@contextmanager
+def _client(args):
+    """The client of the job: connected to --scheduler / $DASK_SCHEDULER_ADDRESS,
+    else an embedded cluster whose workers ignore Ctrl-C (this process handles
+    it and shuts them down) and, unless --verbose, keep their logs to
+    themselves: errors reach the user as one line from here."""
+    from dasketch.cluster import SCHEDULER_ENV, get_client
+
+    address = args.scheduler or os.environ.get(SCHEDULER_ENV)
+    if address:
         if args.workers is not None or args.memory_limit is not None:
             raise ValueError("--workers and --memory-limit size an embedded cluster; they "
                              "cannot be used with --scheduler")
-        return get_client(args.scheduler)
-    return get_client(n_workers=args.workers, memory_limit=args.memory_limit)
-
-
-def _say(args, message):
-    if not args.quiet:
-        print(message, flush=True)
+        client = get_client(address)
+    else:
+        quiet_logs = {} if args.verbose else {"silence_logs": logging.CRITICAL}
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by workers
+        try:
+            client = get_client(n_workers=args.workers, memory_limit=args.memory_limit,
+                                **quiet_logs)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    with client:
+        yield client
 
 
 def _default_sketch_path(path):
@@ -149,25 +284,24 @@ def _default_sketch_path(path):
                         f"{base}.sketch.npz") if "://" not in str(path) else f"{base}.sketch.npz"
 
 
-def _check_output(path, overwrite):
-    if os.path.exists(path) and not overwrite:
-        raise FileExistsError(f"output {path!r} exists; pass --overwrite to replace it")
-
-
+# ------------------------------------------------------------------ subcommands
 def run_sketch(args):
-    import dasketch
-
     out = args.out or _default_sketch_path(args.path)
-    _check_output(out, args.overwrite)
-    if "://" not in args.path and not os.path.exists(args.path):
-        raise FileNotFoundError(f"no zarr store at {args.path!r}")
+    _check_writable_output(out, args.overwrite)
+    import dasketch
+    from dasketch._blocks import as_row_blocks
+
+    # Opens the store's metadata here: a missing path, a group without
+    # --component or a 1-D array fails before any cluster starts.
+    blocks = as_row_blocks(args.path, component=args.component,
+                           missing_chunks=args.missing_chunks)
     with _client(args) as client:
         _say(args, f"dashboard: {client.dashboard_link}")
         start = time.perf_counter()
-        sketch = dasketch.sketch(args.path, args.sketch_size, method=args.method,
+        sketch = dasketch.sketch(blocks, args.sketch_size, method=args.method,
                                  alpha0=args.alpha0, center=args.center,
-                                 split_every=args.split_every, component=args.component,
-                                 client=client, progress=not args.quiet)
+                                 split_every=args.split_every, client=client,
+                                 progress=not args.quiet)
         elapsed = time.perf_counter() - start
     dasketch.save_sketch(sketch, out, overwrite=args.overwrite)
     print(f"sketched {sketch.n_rows:,} x {sketch.n_features} in {elapsed:.2f} s "
@@ -201,36 +335,43 @@ def run_info(args):
 
 
 def run_make_data(args):
-    import dasketch
-    from dasketch.datasets import write_sparse_synthetic
+    _check_writable_output(args.path, args.overwrite, option="PATH", directory=True)
+    from dasketch.datasets import write_sparse_synthetic, write_synthetic
 
     start = time.perf_counter()
+    progress = _ChunkProgress(args, f"writing {args.path}")
     if args.density is None:
-        X = dasketch.write_synthetic(args.path, args.rows, args.features,
-                                     chunk_rows=args.chunks, random_state=args.seed,
-                                     overwrite=args.overwrite)
+        X = write_synthetic(args.path, args.rows, args.features, chunk_rows=args.chunks,
+                            random_state=args.seed, overwrite=args.overwrite,
+                            progress=progress)
         what = f"dense {X.shape[0]:,} x {X.shape[1]} float64 ({X.nbytes / 2**20:,.0f} MiB)"
     else:
         n, d, nnz = write_sparse_synthetic(args.path, args.rows, args.features,
                                            density=args.density, chunk_rows=args.chunks,
-                                           random_state=args.seed, overwrite=args.overwrite)
+                                           random_state=args.seed, overwrite=args.overwrite,
+                                           progress=progress)
         what = f"sparse {n:,} x {d} with {nnz:,} nonzeros"
     print(f"wrote {what} to {args.path} in {time.perf_counter() - start:.1f} s")
     return 0
 
 
 def run_demo(args):
-    import dasketch
-
     out = args.out or tempfile.mkdtemp(prefix="dasketch-demo-")
     if os.path.isdir(out) and os.listdir(out) and not args.overwrite:
-        raise FileExistsError(f"output directory {out!r} is not empty; pass --overwrite "
+        raise FileExistsError(f"--out: directory {out!r} is not empty; pass --overwrite "
                               "to replace its contents")
+    _check_writable_output(out, True, directory=True)
+    import numpy as np
+
+    import dasketch
+    from dasketch.datasets import write_synthetic
+
     os.makedirs(out, exist_ok=True)
     data_path = os.path.join(out, "data.zarr")
     start = time.perf_counter()
-    X = dasketch.write_synthetic(data_path, args.rows, args.features, rank=args.features // 2,
-                                 power=0.5, noise=0.01, overwrite=True)
+    X = write_synthetic(data_path, args.rows, args.features, rank=args.features // 2,
+                        power=0.5, noise=0.01, overwrite=True,
+                        progress=_ChunkProgress(args, f"writing {data_path}"))
     _say(args, f"wrote {data_path}: {X.shape[0]:,} x {X.shape[1]} float64, "
                f"{X.nbytes / 1e9:.2f} GB in {time.perf_counter() - start:.1f} s")
     with _client(args) as client:
@@ -266,6 +407,7 @@ def _plot_spectrum(eig, sketch, path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     k = min(len(eig), 2 * sketch.sketch_size)
     estimate = np.zeros(k)
@@ -293,19 +435,35 @@ COMMANDS = {"demo": run_demo, "sketch": run_sketch, "info": run_info,
             "make-data": run_make_data}
 
 
+def _one_line(exc):
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def main(argv=None):
     """Entry point of the ``dasketch`` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    prefix = f"dasketch {args.command}: error:"
+    if not args.verbose:
+        # "Task exception was never retrieved" at shutdown after an error or Ctrl-C.
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     try:
         return COMMANDS[args.command](args)
-    except _USER_ERRORS as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"dasketch {args.command}: error: {message}", file=sys.stderr)
-        return EXIT_USER_ERROR
     except KeyboardInterrupt:
-        print("dasketch: interrupted", file=sys.stderr)
-        return 130
+        print(f"dasketch {args.command}: interrupted; nothing was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except _USER_ERRORS as exc:
+        if args.verbose:
+            raise
+        print(f"{prefix} {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except Exception as exc:  # noqa: BLE001 - e.g. a worker lost; --verbose shows it
+        if args.verbose:
+            raise
+        print(f"{prefix} {type(exc).__name__}: {_one_line(exc)} (run with --verbose for "
+              "the traceback)", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 if __name__ == "__main__":

@@ -1,8 +1,12 @@
 """The real `dasketch` console script, run in subprocesses against zarr stores on disk."""
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +14,7 @@ import pytest
 import zarr
 
 import dasketch
+from dasketch.datasets import write_synthetic
 from dasketch.io import read_csr_rows
 from tests.helpers import spectral_norm
 
@@ -114,7 +119,7 @@ def test_user_mistakes(dense_store, tmp_path):
                           "--density", 3), "--density")
     assert_user_error(run("info", tmp_path / "nothing.npz"), "no sketch")
     assert_user_error(run("sketch", dense_store, "--sketch-size", 1, "--workers", 1,
-                          "--quiet"), "sketch_size")
+                          "--quiet"), "--sketch-size")
 
 
 @pytest.mark.parametrize("command", ["demo", "sketch", "info", "make-data"])
@@ -137,3 +142,186 @@ def test_scheduler_address_and_env(dense_store, tmp_path, cluster_client):
     np.testing.assert_allclose(a.B.T @ a.B, b.B.T @ b.B, rtol=1e-10, atol=1e-8)
     # The scheduler the command connected to is still running afterwards.
     assert cluster_client.submit(sum, [1, 2]).result() == 3
+
+
+# ------------------------------------------------------------------ edges
+def _write_sketch_file(path):
+    dasketch.save_sketch(dasketch.sketch(np.random.default_rng(0).standard_normal((50, 6)),
+                                         4), path)
+    return path
+
+
+def test_info_rejects_files_that_are_not_sketches(tmp_path, dense_store):
+    garbage = tmp_path / "garbage.npz"
+    garbage.write_bytes(b"garbage")
+    assert_user_error(run("info", garbage), "garbage.npz", "not a NumPy .npz archive")
+    truncated = _write_sketch_file(tmp_path / "truncated.npz")
+    truncated.write_bytes(truncated.read_bytes()[:300])
+    assert_user_error(run("info", truncated), "truncated or corrupted")
+    np.savez(tmp_path / "foreign.npz", x=np.ones(3))
+    assert_user_error(run("info", tmp_path / "foreign.npz"), "without dasketch metadata")
+    meta = {"format": "dasketch.Sketch", "format_version": 1, "method": "rfd"}
+    np.savez(tmp_path / "partial.npz", metadata=np.array(json.dumps(meta)), B=np.ones((2, 3)))
+    assert_user_error(run("info", tmp_path / "partial.npz"), "'sketch_size'", "missing")
+    meta["format_version"] = 7
+    np.savez(tmp_path / "future.npz", metadata=np.array(json.dumps(meta)), B=np.ones((2, 3)))
+    assert_user_error(run("info", tmp_path / "future.npz"), "format version 7")
+    assert_user_error(run("info", dense_store), "zarr array", "not a saved sketch")
+
+
+def test_options_and_output_are_checked_before_a_cluster_starts(dense_store, tmp_path):
+    """Each run names a scheduler where nothing listens: the error it reports is
+    the option's, so it was found before any connection (or data read)."""
+    nowhere = ("--scheduler", "tcp://127.0.0.1:1")
+    for option, value, needle in (("-l", 1, "--sketch-size"), ("--alpha0", -1, "--alpha0"),
+                                  ("--alpha0", "nan", "--alpha0"),
+                                  ("--split-every", 1, "--split-every"),
+                                  ("--memory-limit", "lots", "--memory-limit")):
+        assert_user_error(run("sketch", dense_store, option, value, *nowhere), needle)
+    assert_user_error(run("sketch", dense_store, "--scheduler", "not-an-address"),
+                      "not-an-address")
+    blocked = tmp_path / "file"
+    blocked.write_text("a file, not a directory")
+    assert_user_error(run("sketch", dense_store, "--out", blocked / "s.npz", *nowhere),
+                      "--out", "does not exist")
+    assert_user_error(run("sketch", tmp_path / "absent.zarr", *nowhere), "absent.zarr")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def _read_only_directory(tmp_path):
+    """A directory this process cannot create files in (root ignores mode bits:
+    then /sys, which refuses new files even to root, if it does)."""
+    directory = tmp_path / "read-only"
+    directory.mkdir()
+    directory.chmod(0o555)
+    for candidate in (directory, Path("/sys")):
+        try:
+            with tempfile.TemporaryFile(dir=candidate):
+                pass
+        except OSError:
+            return candidate
+    pytest.skip("no read-only directory available to this user")
+
+
+def test_unwritable_out_fails_before_any_compute(dense_store, tmp_path):
+    directory = _read_only_directory(tmp_path)
+    result = run("sketch", dense_store, "--out", directory / "s.npz", "--scheduler",
+                 "tcp://127.0.0.1:1")
+    assert_user_error(result, "--out", "cannot write", str(directory))
+    assert ".tmp" not in result.stderr
+
+
+def test_unreachable_scheduler_is_one_line_naming_it(dense_store, tmp_path):
+    for address in ("tcp://127.0.0.1:1", "not-an-address", "tcp://127.0.0.1:99999"):
+        result = run("sketch", dense_store, "--scheduler", address, "--out",
+                     tmp_path / "s.npz", timeout=60)
+        assert_user_error(result, address)
+        assert not (tmp_path / "s.npz").exists()
+
+
+def test_group_without_component_lists_its_arrays(tmp_path):
+    group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    group.create_array("features", data=np.ones((20, 3)))
+    group.create_group("more").create_array("labels", data=np.ones((20, 2)))
+    result = run("sketch", tmp_path / "g.zarr", "--scheduler", "tcp://127.0.0.1:1")
+    assert_user_error(result, "zarr group", "'features'", "'more/labels'", "--component")
+
+
+def test_worker_errors_are_one_line(tmp_path):
+    """NaN rows and a deleted chunk, found on the workers of an embedded cluster:
+    one line naming the rows or the chunk, no worker log, nothing written."""
+    path = tmp_path / "X.zarr"
+    write_synthetic(path, 4000, 8, chunk_rows=1000)
+    array = zarr.open_array(str(path), mode="r+")
+    array[2345, 3] = np.nan
+    out = tmp_path / "s.npz"
+    result = run("sketch", path, "-l", 4, "--workers", 1, "--out", out)
+    assert_user_error(result, "2345", "NaN")
+    assert "Compute Failed" not in result.stderr and "_OneBlasThread" not in result.stderr
+    array[2345, 3] = 0.0
+    (path / "c" / "2" / "0").unlink()
+    result = run("sketch", path, "-l", 4, "--workers", 1, "--out", out)
+    assert_user_error(result, "c/2/0", "--missing-chunks")
+    assert not out.exists()
+    filled = run("sketch", path, "-l", 4, "--workers", 1, "--out", out, "--quiet",
+                 "--missing-chunks", "fill")
+    assert filled.returncode == 0, filled.stderr
+    A = array[...]
+    A[2000:3000] = array.fill_value
+    sketch = dasketch.load_sketch(out)
+    error = spectral_norm(A.T @ A - sketch.covariance())
+    assert sketch.n_rows == 4000 and error <= sketch.error_bound * (1 + 1e-9)
+
+
+def test_progress_goes_to_stderr(tmp_path):
+    path = tmp_path / "X.zarr"
+    made = run("make-data", path, "--rows", 5000, "--features", 4, "--chunks", 500)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.count("\n") == 1 and made.stdout.startswith("wrote dense")
+    assert "10/10 chunks" in made.stderr
+    result = run("sketch", path, "-l", 3, "--workers", 1)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("\n") == 1 and "certified bound" in result.stdout
+    assert "dashboard" in result.stderr
+
+
+def test_version_and_help_import_nothing_heavy():
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout.split() == ["dasketch",
+                                                                  dasketch.__version__]
+    code = ("import sys; from dasketch.cli import main\n"
+            "try:\n    main(['sketch', '--help'])\nexcept SystemExit:\n    pass\n"
+            "heavy = sorted({'numpy', 'dask', 'distributed', 'zarr', 'sklearn'} & "
+            "set(sys.modules))\nprint('heavy:', heavy, file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=TIMEOUT)
+    assert "heavy: []" in result.stderr, result.stderr
+    assert "--missing-chunks" in result.stdout
+
+
+def _interrupt(args, wait_for, tmp_path):
+    """Start ``dasketch ARGS`` in its own process group, wait until ``wait_for``
+    appears on its stderr, then send SIGINT to the group, as Ctrl-C in a
+    terminal does."""
+    log = tmp_path / "stderr.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([*COMMAND, *map(str, args)], stdout=subprocess.PIPE,
+                                stderr=err, text=True, start_new_session=True)
+        try:
+            deadline = time.monotonic() + TIMEOUT
+            while wait_for not in log.read_text() and time.monotonic() < deadline:
+                assert proc.poll() is None, log.read_text()
+                time.sleep(0.05)
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode, log.read_text()
+
+
+@pytest.fixture(scope="module")
+def slow_store(tmp_path_factory):
+    """600k x 32 (150 MB): a sketch of it runs for seconds, time to interrupt it."""
+    path = tmp_path_factory.mktemp("slow") / "X.zarr"
+    write_synthetic(path, 600_000, 32, chunk_rows=5000)
+    return path
+
+
+@pytest.mark.parametrize("stage", ["make-data", "sketch"])
+def test_ctrl_c_exits_130_in_one_line_leaving_nothing(tmp_path, slow_store, stage):
+    out = tmp_path / "out"
+    out.mkdir()
+    if stage == "make-data":
+        args = ["make-data", out / "big.zarr", "--rows", 2_000_000, "--features", 64,
+                "--chunks", 20000]
+        wait_for = "chunks ("
+    else:
+        args = ["sketch", slow_store, "-l", 16, "--workers", 1, "--out", out / "s.npz"]
+        wait_for = "Completed"  # the progress bar: the job is under way
+    code, stderr = _interrupt(args, wait_for, tmp_path)
+    assert code == 130, stderr
+    lines = [line for line in stderr.splitlines() if "interrupted" in line]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert len(stderr.splitlines()) <= 3, stderr  # the line, and progress lines before it
+    assert list(out.iterdir()) == []  # no output, no hidden temporary

@@ -3,7 +3,11 @@ inputs, or the active scheduler; with an optional progress bar."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
+
 import dask
+
 
 def default_client():
     try:
@@ -28,9 +32,11 @@ def compute(*objs, client=None, progress=False):
     """Compute Dask objects with ``client`` (a ``distributed.Client``) if given,
     else with the active default scheduler.
 
-    With ``progress=True`` a progress bar is shown: ``distributed.progress``
-    (a text bar in a terminal, a widget in a notebook) on a cluster, Dask's
-    ``ProgressBar`` with the local schedulers. Inputs persisted on a
+    With ``progress=True`` a progress bar is shown on stderr:
+    ``distributed.progress`` (a text bar in a terminal, a widget in a notebook)
+    on a cluster, Dask's ``ProgressBar`` with the local schedulers. Task keys
+    are named after their kernels, so a failed task is named readably in
+    worker logs; its exception is re-raised here unchanged. Inputs persisted on a
     ``distributed`` cluster are computed by the client that holds them.
     """
     if client is None:
@@ -43,7 +49,7 @@ def compute(*objs, client=None, progress=False):
     if client is None:
         from dask.diagnostics import ProgressBar
 
-        with ProgressBar():
+        with ProgressBar(out=sys.stderr):
             return dask.compute(*objs)
     from distributed import progress as show_progress
 
@@ -54,7 +60,9 @@ def compute(*objs, client=None, progress=False):
     except ImportError:
         notebook = False
     futures = client.compute(list(objs))
-    with client.as_current():
+    # The text bar writes to stdout; progress belongs on stderr, so that the
+    # results a command prints stay clean when stdout is redirected.
+    with client.as_current(), contextlib.redirect_stdout(sys.stderr):
         show_progress(futures, notebook=notebook)
     return tuple(client.gather(futures))
 

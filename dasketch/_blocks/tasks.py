@@ -22,6 +22,12 @@ class _OneBlasThread:
 
     def __init__(self, func):
         self.func = func
+        # Dask names the task keys (and worker logs and errors name the tasks)
+        # after this: the kernel's name, not the wrapper object's repr.
+        self.__name__ = dask.utils.funcname(func)
+
+    def __repr__(self):
+        return f"{self.__name__} (one BLAS thread)"
 
     _controller = None  # per process; scanning the loaded libraries costs ~2 ms
 
