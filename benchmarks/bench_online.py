@@ -1,171 +1,232 @@
-"""RFD-SON against its peers, side by side in one run (Luo et al., JMLR 2019, Table 2).
+"""RFD-SON against its public reference, side by side in one run.
 
-One pass over the training rows in their order, squared loss, ``C = 1`` for the
-online Newton methods:
+The reference is Google Research's ``precondition`` package,
+``precondition/oco/algorithms.py`` (RFD_SON, JAX): Algorithm 3 of Luo, Chen,
+Zhang, Li, Zhang (JMLR 2019) with a shrink after every example, no projection,
+``mu = 0``, the logistic loss. Install it with the ``bench`` extra (the PyPI wheel
+of ``precondition-opt`` lacks the ``oco`` package; the extra installs it from
+GitHub). Without it the reference columns are skipped with a message.
 
-* RFD-SON (``l = 10, 20, 50``; ``alpha0 = 0``, the hyperparameter-free RFD0-SON,
-  and ``alpha0 in {1e-3, 1, 1e3}`` at ``l = 20``), with the ``2 l`` buffer of
-  Algorithm 6, and at ``l = 20`` also with a shrink after every step (Algorithm 3
-  as written, O(l^2 d) per step; d <= 20,000),
-* FD-SON (``alpha0 in {0, 1e-3, 1, 1e3}`` at ``l = 20``),
-* FULL-ON, the full-matrix online Newton step (``alpha0 = 1``, O(d^2) per step;
-  only where d allows),
-* scikit-learn ``SGDClassifier`` (one ``partial_fit`` pass, default settings),
-* diagonal ADAGRAD (Duchi et al. 2011) on the same loss and constraint, with its
-  step size ``lr in {0.01, 0.1, 1}``,
+1. **Time per example** on a9a (123 features + intercept) for ``l`` in
+   {5, 10, 20, 50}, single thread: the reference, dasketch's default
+   (``RFDSONClassifier``: 2l buffer of Algorithm 6, projection, alpha floor,
+   CSR rows) and dasketch in the peer-equivalent setting (Algorithm 3 per step,
+   ``mu = 0``, no projection, no floor), whose iterates must agree with the
+   reference's (``alpha0 = 1``; at ``alpha0 = 0`` the reference diverges).
+2. **a9a accuracy**: test accuracy and online error at ``l = 20`` over
+   ``alpha0`` in {0, 1e-3, 1, 1e3} for dasketch (default), RFD-SON as written
+   (no floor), FD-SON, and the reference; online error curves.
+3. **Sparse imbalanced data** (``dasketch.datasets.imbalanced_sparse_classification``:
+   3 % positives, Zipf-distributed rare features, intercept): online error curves
+   of the default, of ``alpha0 = 1`` without the floor, of ``alpha0 = 0`` without
+   the floor for ``l`` in {10, 20, 50}, and of the reference at ``l = 20``.
+4. **Synthetic sparse data, d in {5k, 20k, 50k}** (40 non-zeros per row): online
+   error, test accuracy and time per example against the reference (``l = 20``,
+   ``alpha0 = 1``; it densifies the rows) and scikit-learn's ``SGDClassifier``.
 
-on a9a (``../shared/data``) and on synthetic sparse data with d = 5,000 / 20,000 /
-50,000 (the per-example time of RFD-SON should grow linearly in d). Reports test
-accuracy, online error rate (mistakes made while learning) and per-example time,
-writes ``benchmarks/results/online.json`` and ``online.png`` (online error rate
-against examples seen on a9a; per-example time against d).
-
+Writes ``benchmarks/results/online.json`` and ``online.png``.
 Usage: ``python benchmarks/bench_online.py [--quick]``
 """
 
-import argparse
-import json
-import platform
-import time
-from pathlib import Path
+import os
 
-import matplotlib
+# Single-threaded runs on both sides (set before jax is imported).
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
+                      "intra_op_parallelism_threads=1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import scipy.sparse  # noqa: E402
 from sklearn.datasets import load_svmlight_file  # noqa: E402
+from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.linear_model import SGDClassifier  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
 
 from dasketch import RFDSONClassifier  # noqa: E402
+from dasketch.datasets import imbalanced_sparse_classification  # noqa: E402
+from dasketch.kernels.online_newton import OnlineNewton  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CHECKPOINT = 1000
+CURVE_STEP = 500
 
 
-class Adagrad:
-    """Diagonal ADAGRAD (Duchi, Hazan, Singer 2011) for the squared loss with the
-    constraint ``|w^T x_t| <= C`` (the prediction is clipped), O(nnz) per step."""
+class Reference:
+    """The reference RFD_SON (JAX), run in jit-compiled chunks of rows; counts the
+    online mistakes of ``w_t`` before each update. Logistic loss, intercept in X."""
 
-    def __init__(self, n_features, lr=0.1, prediction_bound=1.0, eps=1e-8):
-        self.w = np.zeros(n_features)
-        self.G = np.zeros(n_features)
-        self.lr, self.prediction_bound, self.eps = lr, C, eps
+    def __init__(self, n_features, sketch_size, delta):
+        import jax
+        import jax.numpy as jnp
+        from precondition.oco import algorithms
+
+        jax.config.update("jax_enable_x64", True)
+        hparams = algorithms.HParams(delta=float(delta), lr=1.0, sketch_size=int(sketch_size),
+                                     algorithm=algorithms.Algorithm.RFD_SON)
+        init, update = algorithms.generate_init_update((n_features,), hparams)
+
+        def logistic(w, x, y01):  # precondition/oco/datasets.py's loss
+            pred = jnp.dot(w, x, precision=jax.lax.Precision.HIGHEST)
+            return y01 * jnp.logaddexp(0.0, -pred) + (1 - y01) * jnp.logaddexp(0.0, pred)
+
+        loss_and_grad = jax.value_and_grad(logistic)
+
+        @jax.jit
+        def run(state, xs, ys):
+            def body(i, carry):
+                s, mistakes = carry
+                wrong = (jnp.dot(s["w"], xs[i]) > 0) != (ys[i] > 0)
+                f, g = loss_and_grad(s["w"], xs[i], ys[i])
+                return update(s, f, g), mistakes + wrong
+
+            return jax.lax.fori_loop(0, xs.shape[0], body, (state, 0))
+
+        self._jax, self._run, self._init = jax, run, init
+        self.state = init()
         self.mistakes = self.n_seen = 0
 
+    def compile_for(self, n_rows, step):
+        """Compile for the chunk shapes of a pass of ``n_rows`` in chunks of ``step``
+        (so that the timed pass measures no compilation)."""
+        d = self.coef.size
+        for rows in {min(step, n_rows), n_rows % step or step}:
+            self._jax.block_until_ready(self._run(self._init(), np.zeros((rows, d)),
+                                                  np.zeros(rows)))
+
     def partial_fit(self, X, y):
-        X = scipy.sparse.csr_matrix(X)
-        indptr, indices, data = X.indptr, X.indices, X.data
-        w, G = self.w, self.G
-        for i in range(X.shape[0]):
-            idx, val = indices[indptr[i]:indptr[i + 1]], data[indptr[i]:indptr[i + 1]]
-            z = float(np.clip(w[idx] @ val, -self.prediction_bound, self.prediction_bound))
-            self.mistakes += (z > 0) != (y[i] > 0)
-            g = 2.0 * (z - y[i]) * val
-            G[idx] += g * g
-            w[idx] -= self.lr * g / (np.sqrt(G[idx]) + self.eps)
+        dense = X.toarray() if scipy.sparse.issparse(X) else np.asarray(X)
+        self.state, mistakes = self._run(self.state, dense, (y > 0).astype(np.float64))
+        self._jax.block_until_ready(self.state)
+        self.mistakes += int(mistakes)
         self.n_seen += X.shape[0]
         return self
 
     @property
-    def online_error_rate(self):
-        return self.mistakes / self.n_seen
-
-    def score(self, X, y):
-        return float(np.mean(np.where(X @ self.w > 0, 1.0, -1.0) == y))
-
-
-class SGD:
-    """scikit-learn's SGDClassifier, one partial_fit pass; the online error of a
-    chunk is counted with the model before that chunk (progressive validation per
-    chunk of rows)."""
-
-    def __init__(self):
-        self.model = SGDClassifier(random_state=0)
-        self.mistakes = self.n_seen = 0
-
-    def partial_fit(self, X, y):
-        if self.n_seen:
-            self.mistakes += int(np.sum(self.model.predict(X) != y))
-        else:
-            self.mistakes += int(np.sum(y != 1.0))  # predicts nothing yet: count as +1
-        self.model.partial_fit(X, y, classes=np.array([-1.0, 1.0]))
-        self.n_seen += X.shape[0]
-        return self
+    def coef(self):
+        return np.asarray(self.state["w"])
 
     @property
-    def online_error_rate(self):
-        return self.mistakes / self.n_seen
-
-    def score(self, X, y):
-        return float(self.model.score(X, y))
+    def diverged(self):
+        return not np.isfinite(self.coef).all()
 
 
-class SON:
-    """An RFDSONClassifier (RFD-SON / FD-SON / FULL-ON) fed chunk by chunk."""
-
-    def __init__(self, **params):
-        self.model = RFDSONClassifier(loss="squared", prediction_bound=1.0, **params)
-
-    def partial_fit(self, X, y):
-        self.model.partial_fit(X, y, classes=np.array([-1.0, 1.0]))
-        return self
-
-    @property
-    def online_error_rate(self):
-        return self.model.online_error_rate_
-
-    def score(self, X, y):
-        return self.model.score(X, y)
+def reference_available():
+    try:
+        import jax  # noqa: F401
+        from precondition.oco import algorithms  # noqa: F401
+    except ImportError as error:
+        print(f"reference not installed ({error}); install the 'bench' extra. Skipping it.")
+        return False
+    return True
 
 
-def run(make, X, y, X_test, y_test, n_rows=None, curve=False):
-    """One pass in order; returns accuracy, online error, per-example time, curve."""
-    n = X.shape[0] if n_rows is None else min(n_rows, X.shape[0])
-    learner = make()
-    points = []
-    elapsed = 0.0
-    for start in range(0, n, CHECKPOINT):
-        stop = min(start + CHECKPOINT, n)
+def with_intercept(X):
+    return scipy.sparse.hstack([X, np.ones((X.shape[0], 1))], format="csr")
+
+
+def accuracy(coef, X, y):
+    """Test accuracy of the linear model ``coef`` (intercept last) on labels +-1."""
+    return float(np.mean(np.where(with_intercept(X) @ coef > 0, 1, -1) == y))
+
+
+def online_curve(learner_fit, X, y, step=CURVE_STEP):
+    """Feed rows in chunks; return (online error curve, seconds spent learning)."""
+    points, elapsed = [], 0.0
+    for start in range(0, X.shape[0], step):
         t0 = time.perf_counter()
-        learner.partial_fit(X[start:stop], y[start:stop])
+        mistakes, seen = learner_fit(X[start:start + step], y[start:start + step])
         elapsed += time.perf_counter() - t0
-        points.append((stop, learner.online_error_rate))
-    result = {"test_accuracy": learner.score(X_test, y_test),
-              "online_error_rate": learner.online_error_rate,
-              "us_per_example": 1e6 * elapsed / n, "n_train": n}
-    if curve:
-        result["curve"] = points
-    return result
+        points.append((seen, mistakes / seen))
+    return points, elapsed
 
 
-def methods(d, *, full_ok, alpha_sweep, sketch_sizes):
-    out = {}
+def run_dasketch(X, y, X_test, y_test, curve=False, **params):
+    model = RFDSONClassifier(**params)
+    classes = np.array([-1, 1])
+
+    def fit(Xc, yc):
+        model.partial_fit(Xc, yc, classes=classes)
+        return model.online_error_rate_ * model.n_seen_, model.n_seen_
+
+    points, elapsed = online_curve(fit, X, y, CURVE_STEP if curve else X.shape[0])
+    return {"test_accuracy": model.score(X_test, y_test),
+            "online_error_rate": model.online_error_rate_,
+            "us_per_example": 1e6 * elapsed / X.shape[0], "curve": points}
+
+
+def run_reference(X, y, X_test, y_test, sketch_size, delta, curve=False):
+    ref = Reference(X.shape[1] + 1, sketch_size, delta)
+    step = CURVE_STEP if curve else 256
+    ref.compile_for(X.shape[0], step)
+    Xi = with_intercept(X)
+
+    def fit(Xc, yc):
+        ref.partial_fit(Xc, yc)
+        return ref.mistakes, ref.n_seen
+
+    points, elapsed = online_curve(fit, Xi, y, step)
+    return {"test_accuracy": accuracy(ref.coef, X_test, y_test) if not ref.diverged else None,
+            "online_error_rate": ref.mistakes / ref.n_seen, "diverged": ref.diverged,
+            "us_per_example": 1e6 * elapsed / X.shape[0], "curve": points}
+
+
+def time_per_example(X, y, sketch_sizes, have_reference, repeats):
+    """Section 1: single-thread time per example on dense/CSR a9a rows."""
+    Xi = with_intercept(X)
+    dense = Xi.toarray()
+    rows = {}
     for l in sketch_sizes:
-        if l <= d:
-            out[f"RFD0-SON l={l}"] = lambda l=l: SON(sketch_size=l, alpha0=0.0)
-    if d <= 20000:
-        out["RFD0-SON l=20 per-step (Alg. 3)"] = lambda: SON(sketch_size=20, alpha0=0.0,
-                                                          update="per_step")
-    if alpha_sweep:
-        for a in (1e-3, 1.0, 1e3):
-            out[f"RFD-SON l=20 alpha0={a:g}"] = lambda a=a: SON(sketch_size=20, alpha0=a)
-        for a in (0.0, 1e-3, 1.0, 1e3):
-            out[f"FD-SON l=20 alpha0={a:g}"] = lambda a=a: SON(sketch_size=20, method="fd",
-                                                             alpha0=a)
-    else:
-        out["FD-SON l=20 alpha0=1"] = lambda: SON(sketch_size=20, method="fd", alpha0=1.0)
-    if full_ok:
-        out["FULL-ON alpha0=1"] = lambda: SON(method="full", alpha0=1.0)
-    out["SGDClassifier"] = SGD
-    for lr in (0.01, 0.1, 1.0):
-        out[f"ADAGRAD lr={lr:g}"] = lambda lr=lr: Adagrad(d, lr=lr)
-    return out
+        row = {}
+        runs = {
+            "dasketch default": lambda: RFDSONClassifier(l, loss="logistic").fit(X, y),
+            "dasketch peer-equivalent": lambda: OnlineNewton(
+                dense.shape[1], l, loss="logistic", prediction_bound=1e300, mu=0.0,
+                update="per_step", alpha_floor=False).fit_rows(dense, y),
+        }
+        if have_reference:
+            reference = Reference(dense.shape[1], l, 1.0)
+            reference.compile_for(dense.shape[0], dense.shape[0])
+
+            def run_reference_pass():
+                reference.state, reference.mistakes, reference.n_seen = reference._init(), 0, 0
+                reference.partial_fit(dense, y)
+
+            runs["reference"] = run_reference_pass
+        for name, job in runs.items():
+            best = np.inf
+            for _ in range(repeats):
+                with threadpool_limits(limits=1):
+                    t0 = time.perf_counter()
+                    job()
+                    best = min(best, time.perf_counter() - t0)
+            row[name] = 1e6 * best / X.shape[0]
+        if have_reference:
+            row["speed-up of default"] = row["reference"] / row["dasketch default"]
+            row["speed-up of peer-equivalent"] = row["reference"] / row[
+                "dasketch peer-equivalent"]
+            ours = OnlineNewton(dense.shape[1], l, loss="logistic", prediction_bound=1e300,
+                                mu=0.0, update="per_step", alpha_floor=False, alpha0=1.0)
+            ours.fit_rows(dense, y)
+            run_reference_pass()
+            row["relative difference of iterates (alpha0 = 1)"] = float(
+                np.linalg.norm(ours.u - reference.coef) / np.linalg.norm(reference.coef))
+        rows[f"l={l}"] = row
+        print(f"time per example l={l}: " + ", ".join(
+            f"{k} {v:.3g}" for k, v in row.items()), flush=True)
+    return rows
 
 
-def synthetic(n, d, nnz, seed):
+def sparse_synthetic(n, d, nnz, seed):
     """Sparse rows with ``nnz`` non-zeros, labels from a sparse linear model."""
     rng = np.random.default_rng(seed)
     truth = np.zeros(d)
@@ -180,110 +241,161 @@ def synthetic(n, d, nnz, seed):
                                  np.arange(0, n * nnz + 1, nnz)), shape=(n, d))
     X.sum_duplicates()
     margin = X @ truth
-    y = np.where(margin + 0.3 * margin.std() * rng.standard_normal(n) > 0, 1.0, -1.0)
+    y = np.where(margin + 0.3 * margin.std() * rng.standard_normal(n) > 0, 1, -1)
     return X, y
+
+
+def compare(label, X, y, X_test, y_test, configs, have_reference, reference_deltas,
+            sketch_size, curve):
+    rows = {}
+    for name, params in configs.items():
+        rows[name] = run_dasketch(X, y, X_test, y_test, curve=curve, **params)
+    if have_reference:
+        for delta in reference_deltas:
+            rows[f"reference delta={delta:g}"] = run_reference(
+                X, y, X_test, y_test, sketch_size, delta, curve=curve)
+    for name, r in rows.items():
+        acc = "diverged" if r["test_accuracy"] is None else f"{100 * r['test_accuracy']:.2f} %"
+        print(f"{label} {name:34s} test {acc:>9s}  online err "
+              f"{100 * r['online_error_rate']:6.2f} %  {r['us_per_example']:8.1f} us/ex",
+              flush=True)
+    return rows
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run")
-    args = parser.parse_args()
-    quick = args.quick
-    report = {"machine": {"platform": platform.platform(), "processor": platform.processor()},
-              "quick": quick}
+    quick = parser.parse_args().quick
+    # The online error of each run is recorded; the per-chunk warnings are noise here.
+    warnings.simplefilter("ignore", ConvergenceWarning)
+    # Compile the per-example loop once (numba caches it on disk) before timing.
+    RFDSONClassifier(2).fit(np.eye(4), [0, 1, 0, 1])
+    RFDSONClassifier(2).fit(scipy.sparse.csr_matrix(np.eye(4)), [0, 1, 0, 1])
+    have_reference = reference_available()
+    report = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+              "quick": quick, "reference_installed": have_reference}
 
-    # ------------------------------------------------------------------ a9a
+    # ------------------------------------------------------------- a9a
     if (DATA / "a9a").exists():
         X, y = load_svmlight_file(str(DATA / "a9a"), n_features=123)
         Xt, yt = load_svmlight_file(str(DATA / "a9a.t"), n_features=123)
         X, Xt = X.tocsr(), Xt.tocsr()
-        y, yt = np.where(y > 0, 1.0, -1.0), np.where(yt > 0, 1.0, -1.0)
-        n = 3000 if quick else None
-        rows = {}
-        for name, make in methods(123, full_ok=True, alpha_sweep=True,
-                                  sketch_sizes=(10, 20, 50)).items():
-            rows[name] = run(make, X, y, Xt, yt, n_rows=n, curve=True)
-            r = rows[name]
-            print(f"a9a  {name:28s} acc {100 * r['test_accuracy']:6.2f} %  online err "
-                  f"{100 * r['online_error_rate']:6.2f} %  {r['us_per_example']:9.1f} us/ex",
-                  flush=True)
-        rfd = [rows["RFD0-SON l=20"]["test_accuracy"]] + [
-            rows[f"RFD-SON l=20 alpha0={a:g}"]["test_accuracy"] for a in (1e-3, 1.0, 1e3)]
-        fd = [rows[f"FD-SON l=20 alpha0={a:g}"]["test_accuracy"] for a in (0, 1e-3, 1.0, 1e3)]
-        report["a9a"] = {
-            "methods": rows,
-            "alpha0_sweep": {"alpha0": [0, 1e-3, 1, 1e3], "RFD-SON": rfd, "FD-SON": fd,
-                             "RFD-SON spread (points)": 100 * (max(rfd) - min(rfd)),
-                             "FD-SON spread (points)": 100 * (max(fd) - min(fd))},
-            "paper_table2_rfd0_son_m20": 0.8327,
-        }
-        print("alpha0 spread (points): RFD-SON %.2f, FD-SON %.2f" % (
-            report["a9a"]["alpha0_sweep"]["RFD-SON spread (points)"],
-            report["a9a"]["alpha0_sweep"]["FD-SON spread (points)"]))
+        y, yt = np.where(y > 0, 1, -1), np.where(yt > 0, 1, -1)
+        n_time = 2000 if quick else 10000
+        report["time_per_example_a9a"] = time_per_example(
+            X[:n_time], y[:n_time], (5, 10, 20, 50), have_reference, 1 if quick else 3)
+        n = 3000 if quick else X.shape[0]
+        configs = {}
+        for a in (0.0, 1e-3, 1.0, 1e3):
+            configs[f"default alpha0={a:g}"] = dict(sketch_size=20, alpha0=a)
+            configs[f"no floor alpha0={a:g}"] = dict(sketch_size=20, alpha0=a, alpha_floor=False)
+            configs[f"FD-SON alpha0={a:g}"] = dict(sketch_size=20, alpha0=a, method="fd",
+                                                  alpha_floor=False)
+        rows = compare("a9a", X[:n], y[:n], Xt, yt, configs, have_reference,
+                       (0.0, 1e-3, 1.0, 1e3), 20, curve=True)
+        sweep = {}
+        for family in ("default", "no floor", "FD-SON", "reference"):
+            names = [f"{family} alpha0={a:g}" if family != "reference" else f"reference delta={a:g}"
+                     for a in (0.0, 1e-3, 1.0, 1e3)]
+            accs = [rows[k]["test_accuracy"] for k in names if k in rows]
+            if accs:
+                finite = [a for a in accs if a is not None]
+                sweep[family] = {"test_accuracy": accs,
+                                 "spread (points)": 100 * (max(finite) - min(finite))}
+        report["a9a"] = {"methods": rows, "alpha0_sweep": sweep,
+                         "paper_table2_rfd0_son_m20": 0.8327}
+        print("a9a alpha0 sweep:", json.dumps(sweep))
     else:
         print(f"a9a not found under {DATA}; skipping")
 
-    # ------------------------------------------------------------ synthetic
+    # ------------------------------------------- sparse imbalanced data
+    n_imb, d_imb = (4000, 2000) if quick else (10000, 3000)
+    X, y01 = imbalanced_sparse_classification(n_imb + n_imb // 2, d_imb, random_state=0)
+    y = 2 * y01 - 1
+    X, Xt, y, yt = X[:n_imb], X[n_imb:], y[:n_imb], y[n_imb:]
+    imbalanced = {"n": n_imb, "d": d_imb, "majority_rate_test": float(np.mean(yt < 0)),
+                  "positive_rate_train": float(np.mean(y > 0))}
+    for l in (10, 20, 50):
+        configs = {"default": dict(sketch_size=l),
+                   "alpha0=1, no floor": dict(sketch_size=l, alpha0=1.0, alpha_floor=False),
+                   "alpha0=0, no floor (as written)": dict(sketch_size=l, alpha_floor=False)}
+        # The reference's per-step SVD of an l x d matrix is slow at this d: its curves
+        # are drawn at l = 20 only.
+        rows = compare(f"imbalanced l={l}", X, y, Xt, yt, configs, have_reference,
+                       (0.0, 1.0) if l == 20 else (), l, curve=True)
+        rows["ratio default / alpha0=1"] = (rows["default"]["online_error_rate"]
+                                            / rows["alpha0=1, no floor"]["online_error_rate"])
+        imbalanced[f"l={l}"] = rows
+        print(f"imbalanced l={l}: default / alpha0=1 online error ratio "
+              f"{rows['ratio default / alpha0=1']:.2f}")
+    report["imbalanced_sparse"] = imbalanced
+
+    # ----------------------------------------------- synthetic, large d
     dims = (5000, 20000) if quick else (5000, 20000, 50000)
-    n_train = {5000: 6000, 20000: 4000, 50000: 3000}
-    if quick:
-        n_train = {5000: 1500, 20000: 1000}
-    n_full = 150 if quick else 300
+    n_train = {5000: 1500, 20000: 1000} if quick else {5000: 4000, 20000: 2000, 50000: 1000}
     synth = {}
     for d in dims:
-        X, y = synthetic(n_train[d] + 5000, d, nnz=40, seed=d)
+        X, y = sparse_synthetic(n_train[d] + 3000, d, nnz=40, seed=d)
         X, Xt, y, yt = X[:n_train[d]], X[n_train[d]:], y[:n_train[d]], y[n_train[d]:]
-        rows = {}
-        for name, make in methods(d, full_ok=(d <= 5000), alpha_sweep=False,
-                                  sketch_sizes=(10, 20, 50)).items():
-            # FULL-ON costs O(d^2) per step: time it on its first rows only.
-            rows[name] = run(make, X, y, Xt, yt,
-                             n_rows=n_full if name.startswith("FULL") else None)
-            r = rows[name]
-            print(f"d={d:<6d} {name:24s} acc {100 * r['test_accuracy']:6.2f} %  online err "
-                  f"{100 * r['online_error_rate']:6.2f} %  {r['us_per_example']:9.1f} us/ex "
-                  f"(n={r['n_train']})", flush=True)
-        synth[d] = rows
-    report["synthetic"] = {str(d): rows for d, rows in synth.items()}
-    scaling = {}
-    for l in (10, 20, 50):
-        times = [synth[d][f"RFD0-SON l={l}"]["us_per_example"] for d in dims]
-        scaling[f"l={l}"] = {"d": list(dims), "us_per_example": times,
-                             "time_ratio_vs_d_ratio": [
-                                 (t / times[0]) / (d / dims[0]) for t, d in zip(times, dims)]}
-    report["scaling"] = scaling
-    full = synth[5000]["FULL-ON alpha0=1"]["us_per_example"]
-    report["speedup_vs_full_on_d5000"] = {
-        f"l={l}": full / synth[5000][f"RFD0-SON l={l}"]["us_per_example"] for l in (10, 20, 50)}
-    print("RFD-SON per-example time vs d:", json.dumps(scaling))
-    print("speed-up over FULL-ON at d=5000:", json.dumps(report["speedup_vs_full_on_d5000"]))
+        rows = compare(f"d={d}", X, y, Xt, yt, {f"default l={l}": dict(sketch_size=l)
+                                                  for l in (10, 20, 50)},
+                       have_reference, (1.0,), 20, curve=False)
+        t0 = time.perf_counter()
+        sgd = SGDClassifier(random_state=0)
+        sgd.partial_fit(X, y, classes=np.array([-1, 1]))
+        rows["SGDClassifier (one pass)"] = {"test_accuracy": float(sgd.score(Xt, yt)),
+                                            "us_per_example": 1e6 * (time.perf_counter() - t0)
+                                            / X.shape[0]}
+        synth[str(d)] = rows
+    report["synthetic"] = synth
 
+    write(report, quick)
+
+
+def write(report, quick):
     RESULTS.mkdir(exist_ok=True)
     suffix = "_quick" if quick else ""
     (RESULTS / f"online{suffix}.json").write_text(json.dumps(report, indent=2))
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
-    if "a9a" in report:
-        for name, r in report["a9a"]["methods"].items():
+    fig, axes = plt.subplots(2, 2, figsize=(13, 10))
+    timing = report.get("time_per_example_a9a")
+    if timing:
+        ls = [int(k[2:]) for k in timing]
+        for name, style in (("reference", "s-"), ("dasketch default", "o-"),
+                            ("dasketch peer-equivalent", "^--")):
+            if name in timing[f"l={ls[0]}"]:
+                axes[0, 0].loglog(ls, [timing[f"l={l}"][name] for l in ls], style, label=name)
+        axes[0, 0].set_xlabel("sketch size l")
+        axes[0, 0].set_ylabel("time per example (us), single thread")
+        axes[0, 0].set_title("a9a (124 columns with the intercept)")
+        axes[0, 0].legend(fontsize=8)
+    for ax, rows, title in (
+            (axes[0, 1], report["imbalanced_sparse"]["l=20"],
+             "sparse imbalanced data (3 % positives), l = 20"),
+            (axes[1, 0], report.get("a9a", {}).get("methods", {}), "a9a, l = 20")):
+        for name, r in rows.items():
+            if not isinstance(r, dict) or not r.get("curve") or len(r["curve"]) < 2:
+                continue
+            if "FD-SON" in name or ("alpha0=1e-" in name) or "alpha0=1000" in name:
+                continue
             xs, ys = zip(*r["curve"])
-            axes[0].plot(xs, 100 * np.array(ys), label=name,
-                         linestyle="-" if "SON" in name or "FULL" in name else "--")
-        axes[0].set_xlabel("examples seen")
-        axes[0].set_ylabel("online error rate (%)")
-        axes[0].set_title("a9a, one pass in file order")
-        axes[0].set_ylim(10, 55)
-        axes[0].legend(fontsize=7)
-    for l in (10, 20, 50):
-        axes[1].loglog(dims, scaling[f"l={l}"]["us_per_example"], "o-", label=f"RFD0-SON l={l}")
-    axes[1].loglog([5000], [full], "s", label="FULL-ON (alpha0=1)")
-    ref = np.array(dims, dtype=float)
-    base = scaling["l=20"]["us_per_example"][0]
-    axes[1].loglog(dims, base * ref / ref[0], "k:", label="linear in d")
-    axes[1].set_xlabel("d")
-    axes[1].set_ylabel("time per example (us)")
-    axes[1].set_title("synthetic sparse data, 40 non-zeros per row")
-    axes[1].legend(fontsize=8)
+            ax.plot(xs, 100 * np.array(ys), label=name,
+                    linestyle="--" if "reference" in name else "-")
+        ax.set_xlabel("examples seen")
+        ax.set_ylabel("online error rate (%)")
+        ax.set_title(title)
+        ax.set_yscale("log")
+        ax.legend(fontsize=7)
+    dims = sorted(int(d) for d in report["synthetic"])
+    for name in report["synthetic"][str(dims[0])]:
+        if "us_per_example" in report["synthetic"][str(dims[0])][name]:
+            axes[1, 1].loglog(dims, [report["synthetic"][str(d)][name]["us_per_example"]
+                                     for d in dims], "o-", label=name)
+    axes[1, 1].set_xlabel("d")
+    axes[1, 1].set_ylabel("time per example (us)")
+    axes[1, 1].set_title("synthetic sparse data, 40 non-zeros per row")
+    axes[1, 1].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(RESULTS / f"online{suffix}.png", dpi=120)
+    fig.savefig(RESULTS / f"online{suffix}.png", dpi=110)
     print(f"wrote {RESULTS / f'online{suffix}.json'} and .png")
 
 

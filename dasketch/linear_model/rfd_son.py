@@ -187,7 +187,6 @@ class _BaseRFDSON(BaseEstimator):
         coef = np.array([learner.u for learner in learners])
         self._set_coef(coef[:, :self.n_features_in_],
                        coef[:, -1] if self.fit_intercept else np.zeros(len(learners)))
-        self._warn_if_worse_than_baseline(stats)
         return self
 
     def fit(self, X, y, n_epochs=1, **kwargs):
@@ -212,11 +211,13 @@ class _BaseRFDSON(BaseEstimator):
                 delattr(self, attr)
         for _ in range(int(n_epochs)):
             self.partial_fit(X, y, **kwargs)
+        self._warn_if_worse_than_baseline(self._stats)
         return self
 
     def _warn_if_worse_than_baseline(self, stats):
-        """ConvergenceWarning when the online predictions did worse than the
-        trivial predictor (majority class, or predicting 0)."""
+        """ConvergenceWarning at the end of ``fit`` when the online predictions did
+        worse than the trivial predictor (majority class, or predicting 0); chunks of
+        ``partial_fit`` are not judged one by one (early chunks always look poor)."""
         measured, baseline = self._online_measure(stats), stats["baseline"] / stats["seen"]
         if measured > baseline:
             warnings.warn(
@@ -304,8 +305,8 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
         Examples processed, over all passes.
     online_error_rate_ : float
         Fraction of examples misclassified by the prediction made before their
-        label was revealed (the paper's online error rate); a ConvergenceWarning
-        is issued when it exceeds the majority-class rate.
+        label was revealed (the paper's online error rate); ``fit`` issues a
+        ConvergenceWarning when it exceeds the majority-class rate.
     online_loss_ : float
         Mean loss suffered online (per learner).
     alpha_ : float or ndarray of shape (n_classes,)
@@ -488,8 +489,8 @@ class RFDSONRegressor(RegressorMixin, _BaseRFDSON):
     n_seen_ : int
     online_loss_ : float
         Mean squared error of the predictions made before each target was seen;
-        a ConvergenceWarning is issued when it exceeds the mean of ``y^2`` (the
-        error of predicting 0).
+        ``fit`` issues a ConvergenceWarning when it exceeds the mean of ``y^2``
+        (the error of predicting 0).
     alpha_, prediction_bound_, mu_ : float
     n_features_in_ : int
     learners_ : list of one OnlineNewton
