@@ -160,3 +160,20 @@ def test_group_without_component_names_its_arrays(tmp_path):
     with pytest.raises(ValueError, match=r"zarr group.*'a', 'sub/b'"):
         dasketch.sketch(str(tmp_path / "g.zarr"), 3)
     assert dasketch.sketch(str(tmp_path / "g.zarr"), 3, component="sub/b").n_rows == 5
+
+
+def test_sparse_store_with_a_missing_chunk(tmp_path):
+    from dasketch._blocks import as_row_blocks, compute
+    from dasketch.datasets import write_sparse_synthetic
+    from dasketch.io import read_csr_rows
+
+    path = tmp_path / "S.zarr"
+    write_sparse_synthetic(path, 400, 50, density=0.1, chunk_rows=100)
+    full = read_csr_rows(path, 0, 400).toarray()
+    (path / "data" / "c" / "1").unlink()
+    with pytest.raises(ValueError, match=r"chunks of 'data' \(first: c/1\)"):
+        dasketch.sketch(str(path), 4)
+    blocks = as_row_blocks(str(path), block_rows=100, missing_chunks="fill")
+    read = np.vstack([b.toarray() for b in compute(*blocks.blocks)])
+    lost = read != full
+    assert lost.any() and (read[lost] == 0).all()  # the lost values read as the fill value
