@@ -233,8 +233,9 @@ class _ChunkProgress:
 
 
 def _check_writable_output(path, overwrite, *, option="--out", directory=False):
-    """An output that exists needs --overwrite; its parent must exist and accept
-    a new file (tried, so that it also holds for root and read-only mounts)."""
+    """An output that exists needs --overwrite; the nearest existing directory
+    above it must accept a new file (tried, so that it also holds for root and
+    read-only mounts)."""
     if "://" in str(path):
         return
     if os.path.exists(path) and not overwrite:
@@ -242,8 +243,10 @@ def _check_writable_output(path, overwrite, *, option="--out", directory=False):
         raise FileExistsError(f"{option}: {what} {path!r} exists; pass --overwrite to "
                               "replace it")
     parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):  # missing directories are created when writing
+        parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
-        raise FileNotFoundError(f"{option}: directory {parent!r} does not exist")
+        raise NotADirectoryError(f"{option}: {parent!r} is a file, not a directory")
     try:
         with tempfile.TemporaryFile(dir=parent):
             pass

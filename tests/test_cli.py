@@ -183,7 +183,7 @@ def test_options_and_output_are_checked_before_a_cluster_starts(dense_store, tmp
     blocked = tmp_path / "file"
     blocked.write_text("a file, not a directory")
     assert_user_error(run("sketch", dense_store, "--out", blocked / "s.npz", *nowhere),
-                      "--out", "does not exist")
+                      "--out", "is a file, not a directory")
     assert_user_error(run("sketch", tmp_path / "absent.zarr", *nowhere), "absent.zarr")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
