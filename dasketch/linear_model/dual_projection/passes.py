@@ -83,8 +83,14 @@ def projection_pass(blocks, targets, n_components, seed, *, b0, loss, smoothing,
 
 
 # ------------------------------------------------------------ evaluations
-def _evaluate_block(block, xhat, y, *, W, b, loss, smoothing, curvature_gram):
+def _evaluate_block(block, xhat, y, *, W, b, loss, smoothing, curvature_gram, S=None, sb=None,
+                    steps=None):
     T = _dense(block @ W) + b
+    path = []
+    if S is not None:
+        U = _dense(block @ S) + sb
+        path = [loss_value(T + eta * U, y, loss, smoothing).sum(axis=0) for eta in steps]
+        T = T + U
     value = loss_value(T, y, loss, smoothing).sum(axis=0)
     dual = loss_derivative(T, y, loss, smoothing)
     parts = [value, _dense(block.T @ dual).ravel(), dual.sum(axis=0)]
@@ -92,21 +98,27 @@ def _evaluate_block(block, xhat, y, *, W, b, loss, smoothing, curvature_gram):
         xa = _with_ones(xhat)
         weights = loss_curvature(T, y, loss, smoothing)
         parts.append(np.einsum("ik,ia,ib->kab", weights, xa, xa).ravel())
-    return np.concatenate(parts)
+    return np.concatenate(parts + [np.ravel(path)])
 
 
 def evaluate_pass(blocks, xhat, yd, W, b, *, loss, smoothing, curvature_gram, split_every,
-                  client, keep_margins=False):
+                  client, keep_margins=False, direction=None, steps=None):
     """One pass at ``(W, b)`` (``d x K``, ``K``): per target the loss sum
     ``sum_i l(t_i, y_i)``, the gradient terms ``X^T l'`` (d x K) and ``sum_i l'``
     (K) and, with ``curvature_gram``, ``[X_hat 1]^T diag(l'') [X_hat 1]`` per
     target (the projected Hessian the preconditioner is built from). With
     ``keep_margins`` the margins ``X W`` are kept in (worker) memory from the same
-    pass (their tasks share the blocks' reads) and returned last."""
+    pass (their tasks share the blocks' reads) and returned last.
+
+    With a ``direction`` ``(S, sb)`` everything is taken at ``(W + S, b + sb)``,
+    and the loss sums along the segment, at ``(W + eta S, b + eta sb)`` for every
+    ``eta`` of ``steps``, come back as well (``len(steps) x K``): a backtracking
+    line search then needs no further pass."""
     d, k = W.shape
+    S, sb = direction if direction is not None else (None, None)
     func = partial(_evaluate_block, b=b, loss=loss, smoothing=smoothing,
-                   curvature_gram=curvature_gram)
-    total = _sum_over_blocks(blocks, func, (xhat, yd), split_every, W=W)
+                   curvature_gram=curvature_gram, sb=sb, steps=steps)
+    total = _sum_over_blocks(blocks, func, (xhat, yd), split_every, W=W, S=S)
     margins = None
     if keep_margins:
         margins, total = persist(matvec(blocks, W), total, client=client)
@@ -114,8 +126,10 @@ def evaluate_pass(blocks, xhat, yd, W, b, *, loss, smoothing, curvature_gram, sp
     value, rest = packed[:k], packed[k:]
     gradient, rest = rest[:d * k].reshape(d, k), rest[d * k:]
     dual_sum, rest = rest[:k], rest[k:]
-    curvature = rest.reshape(k, xhat.shape[1] + 1, xhat.shape[1] + 1) if curvature_gram \
-        else None
+    m1 = xhat.shape[1] + 1
+    curvature = rest[:k * m1 * m1].reshape(k, m1, m1) if curvature_gram else None
+    if direction is not None:
+        return value, gradient, dual_sum, curvature, rest[-len(steps) * k:].reshape(-1, k)
     if keep_margins:
         return value, gradient, dual_sum, curvature, margins
     return value, gradient, dual_sum, curvature

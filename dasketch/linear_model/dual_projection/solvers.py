@@ -28,6 +28,8 @@ from dasketch.linear_model.dual_projection.preconditioner import Preconditioner
 # Inner conjugate-gradient iterations per Newton step at most.
 MAX_INNER_ITER = 50
 ARMIJO = 1e-4
+# Step lengths tried by the line search, all evaluated in the pass at the full step.
+STEPS = 2.0 ** -np.arange(0, 31)
 
 
 class FullProblem:
@@ -50,16 +52,29 @@ class FullProblem:
     def stack(self, gradient_w, gradient_b):
         return np.vstack([gradient_w, gradient_b]) if self.fit_intercept else gradient_w
 
-    def evaluate(self, V, columns, curvature_gram=True, keep_margins=False):
+    def evaluate(self, V, columns, curvature_gram=True, keep_margins=False, direction=None):
         """Objective, gradient and projected curvature at ``V`` for target
-        ``columns`` (and the persisted margins ``X W`` with ``keep_margins``)."""
+        ``columns`` (and the persisted margins ``X W`` with ``keep_margins``).
+
+        With a ``direction`` ``D`` they are taken at ``V + D``, and the objective at
+        ``V + eta D`` for every ``eta`` of ``STEPS`` comes back last (``len(STEPS) x
+        K``), from the same pass."""
         W, b = self.split(V)
+        extra = {}
+        if direction is not None:
+            Dw, db = self.split(direction)
+            extra = {"direction": (Dw, db), "steps": STEPS}
         self.passes += 1
-        value, xt_dual, dual_sum, curv, *margins = evaluate_pass(
+        value, xt_dual, dual_sum, curv, *more = evaluate_pass(
             self.blocks, self.xhat, self.yd[:, columns], W, b,
-            curvature_gram=curvature_gram, keep_margins=keep_margins, **self.options)
+            curvature_gram=curvature_gram, keep_margins=keep_margins, **extra, **self.options)
+        if direction is not None:
+            path = more[0] + 0.5 * self.lam * np.array(
+                [_dot(W + eta * Dw, W + eta * Dw) for eta in STEPS])
+            W = W + Dw
+            more = [path]
         f = value + 0.5 * self.lam * _dot(W, W)
-        return (f, self.stack(xt_dual + self.lam * W, dual_sum), curv, *margins)
+        return (f, self.stack(xt_dual + self.lam * W, dual_sum), curv, *more)
 
     def hessian(self, center, P, columns, intercept_curvature=0.0):
         """``H P`` at ``center`` (ignored for squared loss) for target ``columns``."""
@@ -213,23 +228,21 @@ def newton_cg(problem, V, f, G, curvature, basis, reference, tol, max_iter, hist
         forcing = np.minimum(0.5, np.sqrt(cert[act]))
         S, inner = _inner_cg(problem, V, G, precs, kappas, forcing, act)
         decrease = _dot(G[:, act], S)
-        eta = np.ones(act.size)
-        pending = np.ones(act.size, dtype=bool)
-        while pending.any():
-            idx = np.flatnonzero(pending)
-            cols = act[idx]
-            trial = V[:, cols] + eta[idx] * S[:, idx]
-            f_new, G_new, curv_new = problem.evaluate(trial, cols)
-            for i, j in enumerate(idx):
-                k = act[j]
-                ok = f_new[i] <= f[k] + ARMIJO * eta[j] * decrease[j]
-                flat = abs(eta[j] * decrease[j]) <= 1e-15 * max(abs(f[k]), 1.0)
-                if ok or flat or eta[j] < 1e-10:
-                    V[:, k], f[k], G[:, k], curvature[k] = trial[:, i], f_new[i], G_new[:, i], \
-                        curv_new[i]
-                    pending[j] = False
-                else:
-                    eta[j] *= 0.5
+        # The full step and the objective along it in one pass; a shorter step (the
+        # longest of STEPS with Armijo's decrease) costs one more pass, not one per halving.
+        f_new, G_new, curv_new, path = problem.evaluate(V[:, act], act, direction=S)
+        armijo = path <= f[act] + ARMIJO * STEPS[:, None] * decrease
+        flat = np.abs(STEPS[:, None] * decrease) <= 1e-15 * np.maximum(np.abs(f[act]), 1.0)
+        good = armijo | flat
+        eta = np.where(good.any(axis=0), STEPS[np.argmax(good, axis=0)], STEPS[-1])
+        full = eta == 1.0
+        V[:, act[full]] += S[:, full]
+        f[act[full]], G[:, act[full]], curvature[act[full]] = \
+            f_new[full], G_new[:, full], curv_new[full]
+        if not full.all():
+            cols = act[~full]
+            V[:, cols] += eta[~full] * S[:, ~full]
+            f[cols], G[:, cols], curvature[cols] = problem.evaluate(V[:, cols], cols)
         cert[act] = _column_norms(G[:, act]) / reference[act]
         history.append(record(n_iter, problem.passes, cert, f, cg_iterations=inner,
                                step_size=float(eta.min())))
