@@ -203,6 +203,46 @@ def test_paper_divergence_is_reported_and_never_returned():
     assert cg.converged and cg.objective < returned
 
 
+@pytest.mark.slow
+def test_smoothed_hinge_far_from_low_rank():
+    """Full-rank data, weak regularisation: Newton-CG starts no worse than the
+    intercept-only model, and its steps are cut by the line search by orders of
+    magnitude, each cut costing at most one extra pass."""
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((150, 600)), np.sign(rng.standard_normal(150))
+    res = dual_random_projection(X, y, loss="smoothed_hinge", smoothing=0.5, alpha=1e-2,
+                                 n_components=150, tol=1e-8, random_state=0)
+    assert res.converged
+    b0 = scipy.optimize.minimize_scalar(
+        lambda c: reference_loss(np.full(150, c), y, "smoothed_hinge", 0.5)[0].sum(),
+        bounds=(-30, 30), method="bounded").fun
+    assert res.history[0]["objective"] <= b0
+    assert min(h["step_size"] for h in res.history[1:]) < 1e-3
+    for before, after in zip(res.history, res.history[1:]):
+        assert after["passes"] - before["passes"] <= after["cg_iterations"] + 2
+    direct = optimality_residual(X, y, res.coef, res.intercept, 1e-2, "smoothed_hinge",
+                                 smoothing=0.5)
+    assert res.optimality_residual == pytest.approx(direct, rel=1e-2)
+
+
+def test_newton_never_starts_worse_than_the_constant_model():
+    """Two targets on data far from low rank: where the Algorithm 1 solution has a
+    higher objective than the intercept-only model, Newton-CG starts from the latter."""
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((200, 600)), np.sign(rng.standard_normal((200, 2)))
+    res = solve(X, Y, loss="smoothed_hinge", smoothing=0.5, alpha=0.1, n_components=20,
+                max_iter=2, tol=0.0, random_state=0)
+    for k in range(2):
+        constant = scipy.optimize.minimize_scalar(
+            lambda c: reference_loss(np.full(200, c), Y[:, k], "smoothed_hinge", 0.5)[0].sum(),
+            bounds=(-30, 30), method="bounded", options={"xatol": 1e-12}).fun
+        assert res.history[0]["objective"][k] == pytest.approx(constant, rel=1e-9)
+        assert res.objective[k] < constant
+        direct = optimality_residual(X, Y[:, k], res.coef[k], res.intercept[k], 0.1,
+                                     "smoothed_hinge", smoothing=0.5)
+        assert res.optimality_residual[k] == pytest.approx(direct, rel=1e-2)
+
+
 # ------------------------------------------------------------ losses
 @pytest.mark.parametrize("smoothing", [0.3, 2.0])
 def test_smoothed_hinge_derivative_and_dual_coefficients(smoothing):
