@@ -104,10 +104,11 @@ class _CenteredRows:
     float32 for the range finder and float64 for what enters the sketch."""
 
     def __init__(self, rows, mean):
+        sparse = scipy.sparse.issparse(rows)
         self.rows = rows
-        self.rows_t = rows.T.tocsr() if scipy.sparse.issparse(rows) else rows.T
+        self.rows_t = rows.T.tocsr() if sparse else rows.T
         self.rows32 = rows.astype(np.float32)
-        self.rows32_t = self.rows_t.astype(np.float32)
+        self.rows32_t = self.rows32.T.tocsr() if sparse else self.rows32.T
         self.mean = mean
 
     def matmat(self, W, low_precision=False):
@@ -129,12 +130,12 @@ class _CenteredRows:
         return self.rmatmat(self.matmat(y[:, None]))[:, 0]
 
 
-def _orthonormal_columns(Y):
+def _orthonormal_columns(Y, passes=2):
     """Orthonormal basis of the range of ``Y`` from the eigendecomposition of
-    ``Y^T Y``, twice (CholeskyQR2-like). All BLAS-3: on tall ``Y`` numpy's
-    Householder QR was measured 20-40x slower. Directions below 1e-12 of the
-    largest are dropped."""
-    for _ in range(2):
+    ``Y^T Y``, ``passes`` times (twice: CholeskyQR2-like). All BLAS-3: on tall
+    ``Y`` numpy's Householder QR was measured 20-40x slower. Directions below 1e-12
+    of the largest are dropped."""
+    for _ in range(passes):
         gram = Y.T @ Y
         eigvals, eigvecs = scipy.linalg.eigh(gram, check_finite=False)
         keep = eigvals > eigvals[-1] * 1e-12 if eigvals[-1] > 0 else eigvals > 0
@@ -147,7 +148,8 @@ def randomized_rows(operator, n_features, width, rng, power_iterations=POWER_ITE
     W = rng.standard_normal((n_features, width), dtype=np.float32)
     Y = operator.matmat(W, low_precision=True)
     for _ in range(power_iterations):
-        W = _orthonormal_columns(operator.rmatmat(_orthonormal_columns(Y), True))
+        # float32 power steps only steer the subspace: one pass each is enough
+        W = _orthonormal_columns(operator.rmatmat(_orthonormal_columns(Y, 1), True), 1)
         Y = operator.matmat(W, low_precision=True)
     Q = _orthonormal_columns(Y.astype(np.float64))
     return np.ascontiguousarray(operator.rmatmat(Q).T)

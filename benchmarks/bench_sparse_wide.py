@@ -1,0 +1,208 @@
+"""dasketch.sketch on sparse and wide data against one random projection and
+``svd_compressed``, side by side in one run.
+
+Cases (in memory, Dask's threaded scheduler on this machine's cores):
+
+* ``sparse_synthetic``: n x d CSR at density 1e-3 with a decaying column scale
+  (``dasketch.datasets`` generator), l = 64, against sparse ``X @ G``.
+* ``text_hashed``: lines of the Python sources installed on this machine hashed
+  into 2^17 features (scikit-learn's ``HashingVectorizer``, token counts, about
+  4 nonzeros a row), l = 32, against sparse ``X @ G``.
+* ``wide_dense``: n x d float64 with a decaying column scale for d = 8,192 and
+  32,768, l = 32, against dense ``X @ G`` and
+  ``dask.array.linalg.svd_compressed(k=l, n_power_iter=2)``.
+
+``X @ G`` is timed with ``G`` already drawn (best of 3). Errors are spectral norms
+``||A^T A - approx||_2`` from ARPACK on the d x d operator (never formed),
+relative to ``||A||_2^2``; "best possible" is the RFD paper's Theorem 1 value
+``(lambda_l - lambda_d) / 2`` with ``lambda_d`` taken as 0 (so the ratio reported
+against it is, if anything, flattering by ``lambda_d / lambda_l``). For
+``svd_compressed`` the approximation is ``V S^2 V^T``. Results go to
+``benchmarks/results/sparse_wide.json`` and ``sparse_wide.png``.
+
+Usage: ``python benchmarks/bench_sparse_wide.py [--quick] [--cases a,b]``
+"""
+
+import argparse
+import json
+import os
+import platform
+import site
+import time
+from pathlib import Path
+
+import dask
+import dask.array as da
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import scipy.sparse  # noqa: E402
+import scipy.sparse.linalg as sla  # noqa: E402
+
+import dasketch  # noqa: E402
+from dasketch.datasets import _sparse_rows  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def best_time(func, repeat):
+    """Best wall time of ``repeat`` runs, and the last result."""
+    best, result = np.inf, None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = func()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def sparse_synthetic(n, d, density, seed=0):
+    counts, cols, vals = _sparse_rows(seed, 0, n, d, density)
+    X = scipy.sparse.csr_matrix((vals * (1.0 + cols) ** -0.5, cols,
+                                 np.concatenate([[0], np.cumsum(counts)])), shape=(n, d))
+    X.sum_duplicates()
+    return X
+
+
+def hashed_text(n_lines, n_features):
+    """Source lines of installed packages, hashed (token counts)."""
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    lines = []
+    for root in site.getsitepackages():
+        for path in sorted(Path(root).rglob("*.py")):
+            try:
+                text = path.read_text(errors="ignore")
+            except OSError:
+                continue
+            lines.extend(line for line in text.splitlines() if line.strip())
+            if len(lines) >= n_lines:
+                break
+        if len(lines) >= n_lines:
+            break
+    vectorizer = HashingVectorizer(n_features=n_features, alternate_sign=False, norm=None)
+    X = vectorizer.transform(lines[:n_lines]).tocsr().astype(np.float64)
+    keep = np.diff(X.indptr) > 0
+    return X[keep]
+
+
+def wide_dense(n, d, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, d)) * (1.0 + np.arange(d)) ** -0.5
+
+
+def gram_operator(X, B=None, alpha=0.0):
+    d = X.shape[1]
+    XT = X.T.tocsr() if scipy.sparse.issparse(X) else X.T
+
+    def matvec(v):
+        out = XT @ (X @ v)
+        if B is not None:
+            out = out - B.T @ (B @ v) - alpha * v
+        return out
+    return sla.LinearOperator((d, d), matvec=matvec, dtype=np.float64)
+
+
+def spectral_error(X, B, alpha):
+    op = gram_operator(X, B, alpha)
+    ends = [sla.eigsh(op, k=1, which=which, return_eigenvectors=False, tol=1e-3)[0]
+            for which in ("LA", "SA")]
+    return float(max(abs(e) for e in ends))
+
+
+def run_case(name, X, l, with_svd):
+    n, d = X.shape
+    nnz = X.nnz if scipy.sparse.issparse(X) else n * d
+    top = sla.eigsh(gram_operator(X), k=l, which="LA", return_eigenvectors=False, tol=1e-4)
+    top = np.sort(top)[::-1]
+    best = top[l - 1] / 2
+    G = np.random.default_rng(1).standard_normal((d, l))
+    out = {"rows": n, "features": d, "nnz": int(nnz), "sketch_size": l,
+           "lambda_1": float(top[0]), "best_possible_rfd_error": float(best)}
+    out["seconds_projection"], _ = best_time(lambda: X @ G, 3)
+    with dask.config.set(scheduler="threads"):
+        seconds, sk = best_time(lambda: dasketch.sketch(X, l, random_state=0), 1)
+    out["seconds_dasketch"] = seconds
+    out["dasketch_guarantee"] = sk.guarantee
+    err = spectral_error(X, sk.B, sk.alpha)
+    out["error_dasketch"] = err
+    out["error_bound_dasketch"] = float(sk.error_bound)
+    out["dasketch_over_projection"] = seconds / out["seconds_projection"]
+    out["dasketch_error_over_best"] = err / best
+    if with_svd:
+        Xd = da.from_array(X, chunks=(dasketch._blocks.default_block_rows(d), d))
+        with dask.config.set(scheduler="threads"):
+            seconds, (_, S, Vt) = best_time(lambda: dask.compute(
+                *da.linalg.svd_compressed(Xd, k=l, n_power_iter=2, seed=0)), 1)
+        out["seconds_svd_compressed"] = seconds
+        out["error_svd_compressed"] = spectral_error(X, S[:, None] * Vt, 0.0)
+        out["svd_compressed_over_dasketch"] = seconds / out["seconds_dasketch"]
+        out["svd_compressed_error_over_best"] = out["error_svd_compressed"] / best
+    print(name, json.dumps(out), flush=True)
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small smoke run")
+    parser.add_argument("--cases", default="sparse_synthetic,text_hashed,wide_dense")
+    args = parser.parse_args(argv)
+    cases = args.cases.split(",")
+    scale = 10 if args.quick else 1
+    report = {"machine": f"{platform.node()} ({os.cpu_count()} cores), shared and loaded",
+              "quick": args.quick, "cases": {}}
+    if "sparse_synthetic" in cases:
+        X = sparse_synthetic(200_000 // scale, 100_000 // scale, 1e-3 * (1 if scale == 1 else 5))
+        report["cases"]["sparse_synthetic"] = run_case("sparse_synthetic", X, 64, False)
+    if "text_hashed" in cases:
+        X = hashed_text(200_000 // scale, 2 ** 17)
+        report["cases"]["text_hashed"] = run_case("text_hashed", X, 32, False)
+    if "wide_dense" in cases:
+        for n, d in [(8192, 8192), (4096, 32768)]:
+            X = wide_dense(n // scale, d // scale)
+            report["cases"][f"wide_dense_{d // scale}"] = run_case(
+                f"wide_dense_{d // scale}", X, 32, True)
+    report["goals"] = {"dasketch_over_projection": "<= 3",
+                       "dasketch_error_over_best": "<= 1.5 (sparse)",
+                       "svd_compressed_over_dasketch": ">= 2 (wide dense)"}
+    RESULTS.mkdir(exist_ok=True)
+    stem = "sparse_wide_quick" if args.quick else "sparse_wide"
+    (RESULTS / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
+    plot(report, RESULTS / f"{stem}.png")
+
+
+def plot(report, path):
+    cases = report["cases"]
+    order = sorted(cases, key=lambda c: cases[c]["features"])
+    d = [cases[c]["features"] for c in order]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for key, label, marker in [("dasketch", "dasketch.sketch", "o"),
+                               ("projection", "X @ G", "s"),
+                               ("svd_compressed", "svd_compressed", "^")]:
+        pts = [(cases[c]["features"], cases[c][f"seconds_{key}"]) for c in order
+               if f"seconds_{key}" in cases[c]]
+        if pts:
+            left.plot(*zip(*pts), marker=marker, ls="", label=label)
+        pts = [(cases[c]["features"], cases[c][f"error_{key}"] / cases[c]["lambda_1"])
+               for c in order if f"error_{key}" in cases[c]]
+        if pts:
+            right.plot(*zip(*pts), marker=marker, ls="", label=label)
+    right.plot(d, [cases[c]["best_possible_rfd_error"] / cases[c]["lambda_1"] for c in order],
+               "k_", ms=20, label="best possible (RFD Thm. 1)")
+    for c in order:
+        left.annotate(c, (cases[c]["features"], cases[c]["seconds_dasketch"]), fontsize=7)
+    for ax in (left, right):
+        ax.set_xscale("log")
+        ax.set_xlabel("d (features)")
+        ax.legend(fontsize=8)
+    left.set_yscale("log")
+    left.set_ylabel("wall time (s)")
+    right.set_ylabel("||A^T A - approx||_2 / ||A||_2^2")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
