@@ -28,9 +28,10 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from dasketch._blocks import RowBlocks, is_dask_collection, iter_row_blocks, matvec
+from dasketch._blocks import RowBlocks, is_dask_collection, iter_row_blocks
 from dasketch.kernels.frequent_directions import _check_finite
 from dasketch.kernels.online_newton import DivergenceError, OnlineNewton
+from dasketch.utils.blockwise import affine_rows
 from dasketch.utils.validation import validate_input
 
 __all__ = ["DivergenceError", "RFDSONClassifier", "RFDSONRegressor"]
@@ -231,8 +232,8 @@ class _BaseRFDSON(BaseEstimator):
         X = validate_input(self, X, reset=False, accept_sparse=("csr", "csc", "coo"))
         coef, intercept = np.atleast_2d(self.coef_).T, np.atleast_1d(self.intercept_)
         bound = self.prediction_bound_
-        if isinstance(X, RowBlocks):
-            z = (matvec(X, coef) + intercept).clip(-bound, bound)
+        if isinstance(X, RowBlocks):  # lazy; a block with NaN or Inf raises when computed
+            z = affine_rows(X, coef, intercept, np.float64).clip(-bound, bound)
         else:
             z = np.clip(np.asarray(X @ coef, dtype=np.float64) + intercept, -bound, bound)
         return z[:, 0] if coef.shape[1] == 1 else z
