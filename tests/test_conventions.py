@@ -32,28 +32,6 @@ def exported_estimators():
 
 
 ESTIMATORS = exported_estimators()
-
-# Cases their estimators' owners have not met yet; non-strict so that main stays green
-# while they land.
-PENDING = {
-    ("defaults", "RFDSONClassifier"):
-        "the sequential pass over in-memory rows runs in the client process, not as tasks",
-    ("defaults", "RFDSONRegressor"):
-        "the sequential pass over in-memory rows runs in the client process, not as tasks",
-    ("out_of_core_validation", "DualRandomProjectionClassifier"):
-        "lazy predictions for out-of-core X do not check for NaN",
-    ("out_of_core_validation", "DualRandomProjectionRegressor"):
-        "lazy predictions for out-of-core X do not check for NaN",
-}
-
-
-def cases(test):
-    """ESTIMATORS as parameters, the pending ones marked as expected failures."""
-    return [pytest.param(cls, id=cls.__name__, marks=pytest.mark.xfail(
-                reason=PENDING[test, cls.__name__], strict=False))
-            if (test, cls.__name__) in PENDING else pytest.param(cls, id=cls.__name__)
-            for cls in ESTIMATORS]
-
 OUTPUT_METHODS = ("predict", "transform", "decision_function", "predict_proba",
                   "score_samples")
 
@@ -105,7 +83,7 @@ def test_every_estimator_is_found():
             "DualRandomProjectionRegressor"} <= names
 
 
-@pytest.mark.parametrize("cls", cases("defaults"))
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
 def test_clone_pickle_and_model_selection_with_a_live_client(cls, data, cluster_client):
     from distributed import get_task_stream
 
@@ -115,8 +93,8 @@ def test_clone_pickle_and_model_selection_with_a_live_client(cls, data, cluster_
     grid = ({"random_state": [0, 1]} if "random_state" in est.get_params()
             else {"n_components": [1, 2]})
     with cluster_client.as_current():
-        with get_task_stream(cluster_client) as stream:
-            fitted = clone(est).fit(X, y)
+        with get_task_stream(cluster_client) as stream:  # Dask input runs on the client
+            fitted = clone(est).fit(da.from_array(X, chunks=50), y)
         assert stream.data, "the fit did not run on the current distributed scheduler"
         assert not hasattr(clone(fitted), "n_features_in_")
         restored = pickle.loads(pickle.dumps(fitted))
@@ -142,7 +120,7 @@ SPARSE_FORMATS = ("csr", "csc", "coo", "bsr", "lil", "dok", "dia")
 
 
 @pytest.mark.filterwarnings("ignore:Constructing a DIA matrix:scipy.sparse.SparseEfficiencyWarning")
-@pytest.mark.parametrize("cls", cases("defaults"))
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
 def test_every_input_kind_gives_the_numpy_result(cls, data, tmp_path):
     pd = pytest.importorskip("pandas")
     X, _, _ = data
@@ -176,7 +154,7 @@ def _calls(est, X, y):
     return calls
 
 
-@pytest.mark.parametrize("cls", cases("in_memory_validation"))
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
 def test_methods_after_fit_validate_x_as_fit_does(cls, data):
     X, _, _ = data
     est = make(cls)
@@ -193,7 +171,7 @@ def test_methods_after_fit_validate_x_as_fit_does(cls, data):
             call(X[:, :3])
 
 
-@pytest.mark.parametrize("cls", cases("out_of_core_validation"))
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
 def test_methods_after_fit_validate_out_of_core_x_as_fit_does(cls, data):
     X, _, _ = data
     est = make(cls)

@@ -55,12 +55,18 @@ def random_projection(blocks, n_components, seed, *, stream=0):
 
 
 def _matvec_block(block, start, stop, w):
-    return np.asarray(block @ w, dtype=np.float64).reshape(stop - start, -1)
+    out = np.asarray(block @ w, dtype=np.float64).reshape(stop - start, -1)
+    if not np.all(np.isfinite(out)):  # NaN or Inf in X always reaches X w
+        raise ValueError(f"X contains NaN or Inf in rows [{start}, {stop}) (or X w "
+                         "overflows); only finite values are accepted")
+    return out
 
 
 def matvec(blocks, w):
     """Lazy ``X w`` as an ``(n, k)`` Dask array chunked like ``blocks`` (``w`` is
-    ``(d,)`` or ``(d, k)``; a 1-D ``w`` gives ``k = 1``).
+    ``(d,)`` or ``(d, k)``; a 1-D ``w`` gives ``k = 1``). A block whose product
+    is not finite (NaN or Inf in its rows of ``X``) raises a ``ValueError``
+    naming its rows when computed.
 
     Examples
     --------
