@@ -2,20 +2,13 @@
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from dasketch import RFDSONClassifier, RFDSONRegressor, SketchPCA
-from dasketch.linear_model import (DualRandomProjectionClassifier,
-                                   DualRandomProjectionRegressor, PWSGDRegressor,
-                                   SketchLstsqRegressor)
+from tests.test_conventions import exported_estimators
 
-ESTIMATORS = [
-    DualRandomProjectionClassifier(),
-    DualRandomProjectionRegressor(),
-    PWSGDRegressor(),
-    RFDSONClassifier(),
-    RFDSONRegressor(),
-    SketchLstsqRegressor(),
-    SketchPCA(),
-]
+ESTIMATORS = [cls() for cls in exported_estimators()]
+
+
+def test_every_estimator_is_checked():
+    assert len(ESTIMATORS) >= 7
 
 
 @parametrize_with_checks(ESTIMATORS)
