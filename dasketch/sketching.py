@@ -9,7 +9,7 @@ from functools import partial
 import numpy as np
 
 from dasketch._blocks import as_row_blocks, compute, map_reduce, sparse_embed_streams, tree_sum
-from dasketch._blocks.tasks import check_split_every
+from dasketch._blocks.tasks import DEFAULT_SPLIT_EVERY, check_split_every
 from dasketch.kernels.embeddings import gaussian_rows, resolve_seed
 from dasketch.kernels.frequent_directions import (
     UPDATES, Sketch, check_sketch_parameters, merge_sketches, sketch_rows)
@@ -58,6 +58,13 @@ def default_working_size(sketch_size, n_features, *, update="auto", split_every=
     return int(max(sketch_size, min(factor * sketch_size, cap)))
 
 
+def default_split_every(working_size, n_features):
+    """Fan-in of the merge tree: 8, reduced (down to 2) so that the working sketches
+    of one merge stay within :data:`MERGE_VALUES` when rows are very wide."""
+    fits = MERGE_VALUES // max(int(working_size) * int(n_features), 1)
+    return int(max(2, min(DEFAULT_SPLIT_EVERY, fits)))
+
+
 def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_every=None,
            client=None, block_rows=None, update="auto", working_size=None,
            failure_probability=DEFAULT_FAILURE_PROBABILITY, random_state=None,
@@ -83,7 +90,8 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
         Sketch the column-centred data (covariance), with the parallel-variance
         correction at every merge.
     split_every : int, optional
-        Fan-in of the merge tree (default 8).
+        Fan-in of the merge tree; default :func:`default_split_every` (8, fewer
+        for very wide rows).
     client : distributed.Client, optional
         Run on this client; default: the active scheduler (a ``distributed``
         client if one is set as default, else Dask's threads).
@@ -137,21 +145,23 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
     if update not in SKETCH_UPDATES:
         raise ValueError(f"update must be one of {SKETCH_UPDATES}, got {update!r}")
     failure_probability = check_failure_probability(failure_probability)
-    split_every = check_split_every(split_every)
+    fan_in = check_split_every(split_every)
     blocks = as_row_blocks(X, block_rows=block_rows, component=component,
                            storage_options=storage_options)
     update = choose_update(update, blocks.sparse, blocks.n_features, sketch_size)
     if working_size is None:
         working_size = default_working_size(sketch_size, blocks.n_features, update=update,
-                                            split_every=split_every)
+                                            split_every=fan_in)
     elif not isinstance(working_size, numbers.Integral) or working_size < sketch_size:
         raise ValueError(f"working_size must be an integer >= sketch_size ({sketch_size}), "
                          f"got {working_size!r}")
+    if split_every is None:
+        fan_in = default_split_every(working_size, blocks.n_features)
     func = partial(_sketch_block, sketch_size=int(working_size), method=method,
                    alpha0=float(alpha0), center=bool(center), update=update,
                    failure_probability=failure_probability / len(blocks.blocks),
                    seed=resolve_seed(random_state) if update == "randomized" else 0)
-    root = map_reduce(blocks, func, _merge_all, split_every=split_every)
+    root = map_reduce(blocks, func, _merge_all, split_every=fan_in)
     (result,) = compute(root, client=client, progress=progress)
     return result.resize(sketch_size)
 

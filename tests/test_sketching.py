@@ -8,7 +8,7 @@ import scipy.sparse
 import dasketch
 from dasketch.datasets import write_sparse_synthetic
 from dasketch.io import read_csr_rows
-from dasketch.sketching import choose_update, default_working_size
+from dasketch.sketching import choose_update, default_split_every, default_working_size
 from tests.helpers import sparse_decaying, spectral_norm
 
 
@@ -105,6 +105,11 @@ def test_default_working_size_is_oversampled_and_memory_capped():
     assert default_working_size(16, 10 ** 5) == 41
     assert default_working_size(8, 10 ** 6) == 8
     assert default_working_size(8, 10 ** 6, split_every=2) == 16
+    # and the fan-in drops for very wide rows, so one merge stays within 256 MiB
+    assert default_split_every(32, 1000) == 8
+    assert default_split_every(32, 10 ** 5) == 8
+    assert default_split_every(32, 3 * 10 ** 5) == 3
+    assert default_split_every(32, 10 ** 7) == 2
 
 
 @pytest.mark.parametrize("sketch_size", [5, 10, 20, 30, 50])
