@@ -83,6 +83,21 @@ class DualRandomProjectionResult:
         The projection dimension used, ``min(n_components, n_samples, n_features)``.
     random_state : int
         The seed of ``R``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch.linear_model import dual_random_projection
+    >>> rng = np.random.default_rng(1)
+    >>> X = rng.standard_normal((100, 4)) @ rng.standard_normal((4, 300))
+    >>> y = np.where(X @ rng.standard_normal(300) > 0, 1, -1)
+    >>> res = dual_random_projection(X, y, loss="logistic", alpha=10.0, n_components=20,
+    ...                              tol=1e-10, random_state=0)
+    >>> res.converged, res.coef.shape, res.history[-1]["passes"] == res.n_passes
+    (True, (300,), True)
+    >>> dual = res.dual_coef().compute()     # l'(X w + b, y): one more pass
+    >>> bool(np.allclose(res.coef, -X.T @ dual / 10.0, atol=1e-6 * abs(res.coef).max()))
+    True
     """
 
     coef: np.ndarray
