@@ -85,3 +85,13 @@ def test_bad_input(problem):
     bad[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN or Inf"):
         sketch_lstsq(bad, b)
+
+
+def test_intercept_with_a_constant_column_is_named_rank_deficient(problem):
+    A, b, _ = problem
+    X = np.column_stack([A[:, :5], np.full(A.shape[0], 3.0)])
+    with pytest.raises(ValueError, match="X is numerically rank deficient.*intercept"):
+        SketchLstsqRegressor().fit(X, b)
+    model = SketchLstsqRegressor(fit_intercept=False).fit(X, b)  # no intercept: full rank
+    x_ref = np.linalg.lstsq(X, b, rcond=None)[0]
+    assert rel(model.coef_, x_ref) <= 1e-8
