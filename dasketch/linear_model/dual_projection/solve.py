@@ -229,6 +229,19 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         When the relative optimality residual misses ``tol`` (including every
         one-shot solution that is not accurate, and Algorithm 2 diverging).
 
+    Notes
+    -----
+    Passes over X: the projection pass computes ``X_hat`` (kept in worker memory,
+    n x m) and ``X^T [X_hat, 1]``; the squared loss then needs one pass per
+    conjugate-gradient iteration plus one for the start, the other losses one
+    per inner iteration plus one (two when the line search shortens the step)
+    per Newton step. Memory on the client: ``X^T [X_hat, 1]`` and the basis of
+    the preconditioner, ``d x (m + 1)`` floats each, like a sketch of ``m`` rows.
+    For the smoothed hinge with little regularisation on data far from low rank
+    the generalised Newton steps are often cut short by the line search and the
+    iteration can need many passes (a ``ConvergenceWarning`` says when
+    ``max_iter`` is reached).
+
     Examples
     --------
     >>> import numpy as np
