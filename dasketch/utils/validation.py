@@ -123,8 +123,9 @@ def as_target_vector(y, n_rows, *, name="y", matrix="X", real=False):
     """Targets or labels as a 1-D numpy vector of ``n_rows`` entries.
 
     Dask input is computed (targets are n values, small next to the matrix); an
-    ``(n, 1)`` column is flattened with a ``DataConversionWarning``. With ``real=True`` the values must be finite
-    real numbers and come back as float64.
+    ``(n, 1)`` column is flattened with a ``DataConversionWarning``. With
+    ``real=True`` the values must be finite real numbers and come back as
+    float64.
 
     Examples
     --------
