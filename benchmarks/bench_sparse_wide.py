@@ -147,11 +147,19 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     parser.add_argument("--cases", default="sparse_synthetic,text_hashed,wide_dense")
+    parser.add_argument("--wide-rows", type=int, nargs=2, default=[8192, 4096],
+                        help="rows of the d = 8,192 and d = 32,768 dense cases")
+    parser.add_argument("--merge", help="earlier JSON whose other cases are kept")
     args = parser.parse_args(argv)
     cases = args.cases.split(",")
     scale = 10 if args.quick else 1
     report = {"machine": f"{platform.node()} ({os.cpu_count()} cores), shared and loaded",
               "quick": args.quick, "cases": {}}
+    if args.merge:
+        report["cases"].update(json.loads(Path(args.merge).read_text())["cases"])
+    with dask.config.set(scheduler="threads"):  # imports and thread pools, not timed
+        dasketch.sketch(sparse_synthetic(2000, 4000, 1e-2), 8, random_state=0)
+        dasketch.sketch(wide_dense(200, 400), 8)
     if "sparse_synthetic" in cases:
         X = sparse_synthetic(200_000 // scale, 100_000 // scale, 1e-3 * (1 if scale == 1 else 5))
         report["cases"]["sparse_synthetic"] = run_case("sparse_synthetic", X, 64, False)
@@ -159,7 +167,7 @@ def main(argv=None):
         X = hashed_text(200_000 // scale, 2 ** 17)
         report["cases"]["text_hashed"] = run_case("text_hashed", X, 32, False)
     if "wide_dense" in cases:
-        for n, d in [(8192, 8192), (4096, 32768)]:
+        for n, d in zip(args.wide_rows, (8192, 32768)):
             X = wide_dense(n // scale, d // scale)
             report["cases"][f"wide_dense_{d // scale}"] = run_case(
                 f"wide_dense_{d // scale}", X, 32, True)
