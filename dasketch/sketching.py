@@ -12,7 +12,8 @@ from dasketch._blocks import as_row_blocks, compute, map_reduce, sparse_embed_st
 from dasketch._blocks.tasks import DEFAULT_SPLIT_EVERY, check_split_every
 from dasketch.kernels.embeddings import gaussian_rows, resolve_seed
 from dasketch.kernels.frequent_directions import (
-    UPDATES, Sketch, check_sketch_parameters, merge_sketches, sketch_rows)
+    Sketch, check_sketch_parameters, merge_sketches, sketch_rows)
+from dasketch.kernels.shrink import UPDATES
 from dasketch.kernels.sparse_fd import (
     DEFAULT_FAILURE_PROBABILITY, check_failure_probability, error_from_products,
     sketch_rows_randomized)

@@ -42,8 +42,8 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse
 
-from dasketch.kernels.frequent_directions import (
-    Sketch, check_sketch_parameters, _check_finite, shrink, sketch_rows)
+from dasketch.kernels.frequent_directions import Sketch, check_sketch_parameters, sketch_rows
+from dasketch.kernels.shrink import check_finite_rows, shrink
 
 DEFAULT_FAILURE_PROBABILITY = 1e-6
 # Relative accuracy asked of the Lanczos estimate: the certified loss is the Ritz
@@ -199,7 +199,7 @@ def sketch_rows_randomized(rows, sketch_size, *, method="rfd", alpha0=0.0, cente
     if n_rows <= 2 * sketch_size or d <= 4 * sketch_size:
         return sketch_rows(rows, sketch_size, method=method, alpha0=alpha0, center=center,
                            row_offset=row_offset)
-    _check_finite(rows, row_offset)
+    check_finite_rows(rows, row_offset)
     mean = np.asarray(rows.mean(axis=0), dtype=np.float64).ravel() if center else None
     operator = _CenteredRows(rows, mean)
     rng = np.random.default_rng([int(seed), int(row_offset)])

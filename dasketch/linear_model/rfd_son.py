@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from dasketch._blocks import RowBlocks, is_dask_collection, iter_row_blocks
-from dasketch.kernels.frequent_directions import _check_finite
+from dasketch.kernels.shrink import check_finite_rows
 from dasketch.kernels.online_newton import DivergenceError, OnlineNewton
 from dasketch.utils.blockwise import affine_rows
 from dasketch.utils.validation import validate_input
@@ -126,7 +126,7 @@ class _BaseRFDSON(BaseEstimator):
         time, its values checked as it arrives)."""
         if isinstance(X, RowBlocks):
             for start, _, block in iter_row_blocks(X):
-                _check_finite(block, start)
+                check_finite_rows(block, start)
                 yield start, block
             return
         step = self.block_rows or _IN_MEMORY_BLOCK_ROWS

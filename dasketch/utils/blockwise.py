@@ -15,7 +15,7 @@ import scipy.sparse
 from dasketch._blocks import RowBlocks, map_rows
 
 
-def _check_finite(out, start, stop):
+def check_finite_rows(out, start, stop):
     if not np.all(np.isfinite(out)):
         raise ValueError(f"X contains NaN or Inf in rows [{start}, {stop}) (or the result "
                          "overflows); only finite values are accepted")
@@ -24,7 +24,7 @@ def _check_finite(out, start, stop):
 
 def _affine_block(block, start, stop, matrix, offset, dtype):
     out = np.asarray(block @ matrix) + offset
-    return _check_finite(out, start, stop).astype(dtype, copy=False)
+    return check_finite_rows(out, start, stop).astype(dtype, copy=False)
 
 
 def affine_rows(blocks, matrix, offset, dtype):
@@ -49,7 +49,7 @@ def _gaussian_log_likelihood_block(block, start, stop, mean, precision, constant
     dense = block.toarray() if scipy.sparse.issparse(block) else np.asarray(block)
     centred = dense - mean
     out = -0.5 * np.einsum("ij,ij->i", centred @ precision, centred) + constant
-    return _check_finite(out.reshape(-1, 1), start, stop)
+    return check_finite_rows(out.reshape(-1, 1), start, stop)
 
 
 def gaussian_log_likelihood(X, mean, precision):
