@@ -1,0 +1,186 @@
+"""The options of the ``dasketch`` command: argument types that check values as
+they are parsed, so that a bad option fails in one line before any cluster
+starts, and the parser of every subcommand. Standard library only."""
+
+from __future__ import annotations
+
+import argparse
+
+EXIT_USER_ERROR = 2
+
+
+# ------------------------------------------------------------------ option types
+def _integer_at_least(lowest):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < lowest:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {lowest}, got {text!r}")
+        return value
+    parse.__name__ = f"integer >= {lowest}"
+    return parse
+
+
+def _nonnegative_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
+def _density(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return value
+
+
+def _memory_limit(text):
+    from dasketch.cluster import check_memory_limit
+
+    try:
+        return check_memory_limit(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size such as 2GiB, got {text!r}") \
+            from None
+
+
+def _scheduler_address(text):
+    from dasketch.cluster import check_address
+
+    try:
+        check_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+_positive_int = _integer_at_least(1)
+
+
+# ------------------------------------------------------------------ parser
+class _Parser(argparse.ArgumentParser):
+    """Option errors in one line (argparse prints the usage block first)."""
+
+    def error(self, message):
+        self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} (see {self.prog} "
+                                   "--help)\n")
+
+
+def _version():
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dasketch")
+    except PackageNotFoundError:  # run from a source tree
+        return "unknown"
+
+
+def _add_common(parser):
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="no progress bar or progress messages (stderr)")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="show the cluster's log and the traceback of errors")
+
+
+def _add_cluster_options(parser):
+    parser.add_argument("--scheduler", metavar="ADDRESS", type=_scheduler_address,
+                        default=None,
+                        help="scheduler address (default: $DASK_SCHEDULER_ADDRESS, else an "
+                             "embedded LocalCluster with one worker process per core)")
+    parser.add_argument("--workers", type=_positive_int, default=None,
+                        help="worker processes of the embedded cluster")
+    parser.add_argument("--memory-limit", type=_memory_limit, default=None,
+                        help="memory limit per worker of the embedded cluster, e.g. 2GiB")
+
+
+def _add_sketch_options(parser):
+    parser.add_argument("--sketch-size", "-l", type=_integer_at_least(2), default=32,
+                        help="sketch size l >= 2 (the sketch keeps l - 1 rows; default 32)")
+    parser.add_argument("--method", choices=("rfd", "fd"), default="rfd",
+                        help="Robust Frequent Directions (default) or Frequent Directions")
+    parser.add_argument("--split-every", type=_integer_at_least(2), default=None,
+                        help="fan-in >= 2 of the merge tree (default 8)")
+
+
+def build_parser():
+    parser = _Parser(
+        prog="dasketch",
+        description="Sketch matrices too large for one machine with Robust Frequent "
+                    "Directions, on a Dask cluster.")
+    parser.add_argument("--version", action="version", version=f"dasketch {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    demo = commands.add_parser(
+        "demo", help="write a synthetic zarr data set and sketch it on a local cluster",
+        description="Write a synthetic zarr data set with a decaying spectrum (about 1 GB "
+                    "by default), sketch it with RFD on an embedded cluster, and report the "
+                    "certified bound, the measured error against the exact Gram, time and "
+                    "throughput. Writes the sketch and a plot of the spectra to --out.")
+    demo.add_argument("--rows", type=_positive_int, default=500_000)
+    demo.add_argument("--features", type=_positive_int, default=256)
+    demo.add_argument("--out", default=None,
+                      help="output directory (default: a new temporary directory)")
+    demo.add_argument("--overwrite", action="store_true",
+                      help="replace the contents of an existing --out directory")
+    _add_sketch_options(demo)
+    _add_cluster_options(demo)
+    _add_common(demo)
+
+    sk = commands.add_parser(
+        "sketch", help="sketch an existing zarr array and save the sketch",
+        description="Sketch the rows of a zarr array (local path or fsspec URL; dense, or "
+                    "sparse-by-rows as written by make-data --density) and save the sketch. "
+                    "The store is checked on a worker first: a store the workers cannot "
+                    "read, or one with missing chunks, is an error.")
+    sk.add_argument("path", metavar="PATH_OR_URL")
+    sk.add_argument("--component", default=None, help="array path inside a zarr group")
+    sk.add_argument("--center", action="store_true", help="sketch the column-centred data")
+    sk.add_argument("--alpha0", type=_nonnegative_float, default=0.0,
+                    help="regularisation alpha0 >= 0")
+    sk.add_argument("--missing-chunks", choices=("raise", "fill"), default="raise",
+                    help="chunks absent from the store: an error (default), or read as "
+                         "the array's fill value (for stores written with empty chunks "
+                         "left out)")
+    sk.add_argument("--out", default=None,
+                    help="output file (.npz, or a .zarr directory; default: "
+                         "<name>.sketch.npz beside the input)")
+    sk.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    _add_sketch_options(sk)
+    _add_cluster_options(sk)
+    _add_common(sk)
+
+    info = commands.add_parser("info", help="print a saved sketch's metadata and bound",
+                               description="Print a saved sketch's metadata, certified bound "
+                                           "and top singular values.")
+    info.add_argument("file", metavar="FILE")
+    info.add_argument("--top", type=_positive_int, default=10,
+                      help="how many singular values to print (default 10)")
+    _add_common(info)
+
+    make = commands.add_parser(
+        "make-data", help="write a synthetic dense or sparse-by-rows zarr data set",
+        description="Write a synthetic data set for trials and benchmarks: dense rows with "
+                    "a decaying spectrum, or sparse rows (CSR zarr group) with --density. "
+                    "The store appears only once complete.")
+    make.add_argument("path", metavar="PATH")
+    make.add_argument("--rows", type=_positive_int, required=True)
+    make.add_argument("--features", type=_positive_int, required=True)
+    make.add_argument("--density", type=_density, default=None,
+                      help="fraction of nonzeros per row: writes a sparse-by-rows store")
+    make.add_argument("--chunks", type=_positive_int, default=16384, metavar="R",
+                      help="rows per zarr chunk (default 16384)")
+    make.add_argument("--seed", type=int, default=0)
+    make.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    _add_common(make)
+    return parser
+
+
