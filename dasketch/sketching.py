@@ -69,7 +69,7 @@ def default_split_every(working_size, n_features):
 def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_every=None,
            client=None, block_rows=None, update="auto", working_size=None,
            failure_probability=DEFAULT_FAILURE_PROBABILITY, random_state=None,
-           component=None, storage_options=None, progress=False):
+           component=None, storage_options=None, missing_chunks="raise", progress=False):
     """Sketch the rows of a (possibly larger than memory) matrix with FD or RFD.
 
     Every block of rows is sketched on a worker and the block sketches are merged
@@ -120,6 +120,10 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
         chunking, scheduler or worker count.
     component, storage_options
         For zarr inputs.
+    missing_chunks : {"raise", "fill"}
+        A zarr store with chunks that were never written (a partial write) is an
+        error naming them; ``"fill"`` reads them as the fill value instead (see
+        :func:`dasketch.io.open_zarr_array`).
     progress : bool
         Show a progress bar (see :func:`compute`).
 
@@ -148,7 +152,7 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
     failure_probability = check_failure_probability(failure_probability)
     fan_in = check_split_every(split_every)
     blocks = as_row_blocks(X, block_rows=block_rows, component=component,
-                           storage_options=storage_options)
+                           storage_options=storage_options, missing_chunks=missing_chunks)
     update = choose_update(update, blocks.sparse, blocks.n_features, sketch_size)
     if working_size is None:
         working_size = default_working_size(sketch_size, blocks.n_features, update=update,

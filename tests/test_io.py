@@ -130,6 +130,8 @@ def test_missing_chunks_are_an_error_or_the_fill_value(store):
     np.testing.assert_array_equal(X.compute(), filled)
     a, b = dasketch.sketch(X, 4, block_rows=300), dasketch.sketch(filled, 4, block_rows=300)
     np.testing.assert_allclose(a.B.T @ a.B, b.B.T @ b.B, rtol=1e-12, atol=1e-12)
+    c = dasketch.sketch(str(path), 4, block_rows=300, missing_chunks="fill")
+    np.testing.assert_allclose(c.B.T @ c.B, b.B.T @ b.B, rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="missing_chunks must be 'raise' or 'fill'"):
         open_zarr_array(path, missing_chunks="zeros")
 
