@@ -164,7 +164,11 @@ def run_dasketch(X, y, X_test, y_test, curve=False, **params):
             "us_per_example": 1e6 * elapsed / X.shape[0], "curve": points}
 
 
-def run_reference(X, y, X_test, y_test, sketch_size, delta, curve=False):
+def run_reference(X, y, X_test, y_test, sketch_size, delta, curve=False, n_rows=None):
+    """The reference on the first ``n_rows`` rows (its per-step SVD of an l x d
+    matrix makes whole passes slow at large d)."""
+    if n_rows is not None:
+        X, y = X[:n_rows], y[:n_rows]
     ref = Reference(X.shape[1] + 1, sketch_size, delta)
     step = CURVE_STEP if curve else 256
     ref.compile_for(X.shape[0], step)
@@ -246,14 +250,16 @@ def sparse_synthetic(n, d, nnz, seed):
 
 
 def compare(label, X, y, X_test, y_test, configs, have_reference, reference_deltas,
-            sketch_size, curve):
+            sketch_size, curve, reference_rows=None):
     rows = {}
     for name, params in configs.items():
         rows[name] = run_dasketch(X, y, X_test, y_test, curve=curve, **params)
     if have_reference:
         for delta in reference_deltas:
             rows[f"reference delta={delta:g}"] = run_reference(
-                X, y, X_test, y_test, sketch_size, delta, curve=curve)
+                X, y, X_test, y_test, sketch_size, delta, curve=curve, n_rows=reference_rows)
+            rows[f"reference delta={delta:g}"]["n_rows"] = min(reference_rows or X.shape[0],
+                                                              X.shape[0])
     for name, r in rows.items():
         acc = "diverged" if r["test_accuracy"] is None else f"{100 * r['test_accuracy']:.2f} %"
         print(f"{label} {name:34s} test {acc:>9s}  online err "
@@ -265,25 +271,37 @@ def compare(label, X, y, X_test, y_test, configs, have_reference, reference_delt
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run")
-    quick = parser.parse_args().quick
+    parser.add_argument("--sections", default="timing,a9a,imbalanced,synthetic",
+                        help="comma-separated subset to (re)run; the others are kept from "
+                             "an existing results file")
+    args = parser.parse_args()
+    quick, sections = args.quick, set(args.sections.split(","))
     # The online error of each run is recorded; the per-chunk warnings are noise here.
     warnings.simplefilter("ignore", ConvergenceWarning)
     # Compile the per-example loop once (numba caches it on disk) before timing.
     RFDSONClassifier(2).fit(np.eye(4), [0, 1, 0, 1])
     RFDSONClassifier(2).fit(scipy.sparse.csr_matrix(np.eye(4)), [0, 1, 0, 1])
     have_reference = reference_available()
-    report = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
-              "quick": quick, "reference_installed": have_reference}
+    previous = RESULTS / f"online{'_quick' if quick else ''}.json"
+    report = json.loads(previous.read_text()) if previous.exists() else {}
+    if "reference_installed" not in report:  # results of an older version of this script
+        report = {"imbalanced_sparse": report["imbalanced_sparse"]} if (
+            "imbalanced_sparse" in report) else {}
+    report.update({"machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+                   "quick": quick, "reference_installed": have_reference})
 
     # ------------------------------------------------------------- a9a
-    if (DATA / "a9a").exists():
+    if (DATA / "a9a").exists() and sections & {"timing", "a9a"}:
         X, y = load_svmlight_file(str(DATA / "a9a"), n_features=123)
         Xt, yt = load_svmlight_file(str(DATA / "a9a.t"), n_features=123)
         X, Xt = X.tocsr(), Xt.tocsr()
         y, yt = np.where(y > 0, 1, -1), np.where(yt > 0, 1, -1)
         n_time = 2000 if quick else 10000
-        report["time_per_example_a9a"] = time_per_example(
-            X[:n_time], y[:n_time], (5, 10, 20, 50), have_reference, 1 if quick else 3)
+        if "timing" in sections:
+            report["time_per_example_a9a"] = time_per_example(
+                X[:n_time], y[:n_time], (5, 10, 20, 50), have_reference, 1 if quick else 3)
+            write(report, quick)
+    if (DATA / "a9a").exists() and "a9a" in sections:
         n = 3000 if quick else X.shape[0]
         configs = {}
         for a in (0.0, 1e-3, 1.0, 1e3):
@@ -305,10 +323,20 @@ def main():
         report["a9a"] = {"methods": rows, "alpha0_sweep": sweep,
                          "paper_table2_rfd0_son_m20": 0.8327}
         print("a9a alpha0 sweep:", json.dumps(sweep))
-    else:
+        write(report, quick)
+    elif not (DATA / "a9a").exists():
         print(f"a9a not found under {DATA}; skipping")
 
     # ------------------------------------------- sparse imbalanced data
+    if "imbalanced" in sections:
+        report["imbalanced_sparse"] = imbalanced_section(quick, have_reference)
+        write(report, quick)
+    if "synthetic" in sections:
+        report["synthetic"] = synthetic_section(quick, have_reference)
+    write(report, quick)
+
+
+def imbalanced_section(quick, have_reference):
     n_imb, d_imb = (4000, 2000) if quick else (10000, 3000)
     X, y01 = imbalanced_sparse_classification(n_imb + n_imb // 2, d_imb, random_state=0)
     y = 2 * y01 - 1
@@ -322,15 +350,17 @@ def main():
         # The reference's per-step SVD of an l x d matrix is slow at this d: its curves
         # are drawn at l = 20 only.
         rows = compare(f"imbalanced l={l}", X, y, Xt, yt, configs, have_reference,
-                       (0.0, 1.0) if l == 20 else (), l, curve=True)
+                       (0.0, 1.0) if l == 20 else (), l, curve=True,
+                       reference_rows=1000 if quick else 3000)
         rows["ratio default / alpha0=1"] = (rows["default"]["online_error_rate"]
                                             / rows["alpha0=1, no floor"]["online_error_rate"])
         imbalanced[f"l={l}"] = rows
         print(f"imbalanced l={l}: default / alpha0=1 online error ratio "
               f"{rows['ratio default / alpha0=1']:.2f}")
-    report["imbalanced_sparse"] = imbalanced
+    return imbalanced
 
-    # ----------------------------------------------- synthetic, large d
+
+def synthetic_section(quick, have_reference):
     dims = (5000, 20000) if quick else (5000, 20000, 50000)
     n_train = {5000: 1500, 20000: 1000} if quick else {5000: 4000, 20000: 2000, 50000: 1000}
     synth = {}
@@ -339,7 +369,8 @@ def main():
         X, Xt, y, yt = X[:n_train[d]], X[n_train[d]:], y[:n_train[d]], y[n_train[d]:]
         rows = compare(f"d={d}", X, y, Xt, yt, {f"default l={l}": dict(sketch_size=l)
                                                   for l in (10, 20, 50)},
-                       have_reference, (1.0,), 20, curve=False)
+                       have_reference, (1.0,), 20, curve=False,
+                       reference_rows={5000: 1000, 20000: 400, 50000: 200}[d])
         t0 = time.perf_counter()
         sgd = SGDClassifier(random_state=0)
         sgd.partial_fit(X, y, classes=np.array([-1, 1]))
@@ -347,9 +378,7 @@ def main():
                                             "us_per_example": 1e6 * (time.perf_counter() - t0)
                                             / X.shape[0]}
         synth[str(d)] = rows
-    report["synthetic"] = synth
-
-    write(report, quick)
+    return synth
 
 
 def write(report, quick):
@@ -369,7 +398,7 @@ def write(report, quick):
         axes[0, 0].set_title("a9a (124 columns with the intercept)")
         axes[0, 0].legend(fontsize=8)
     for ax, rows, title in (
-            (axes[0, 1], report["imbalanced_sparse"]["l=20"],
+            (axes[0, 1], report.get("imbalanced_sparse", {}).get("l=20", {}),
              "sparse imbalanced data (3 % positives), l = 20"),
             (axes[1, 0], report.get("a9a", {}).get("methods", {}), "a9a, l = 20")):
         for name, r in rows.items():
@@ -385,8 +414,8 @@ def write(report, quick):
         ax.set_title(title)
         ax.set_yscale("log")
         ax.legend(fontsize=7)
-    dims = sorted(int(d) for d in report["synthetic"])
-    for name in report["synthetic"][str(dims[0])]:
+    dims = sorted(int(d) for d in report.get("synthetic", {}))
+    for name in report["synthetic"][str(dims[0])] if dims else ():
         if "us_per_example" in report["synthetic"][str(dims[0])][name]:
             axes[1, 1].loglog(dims, [report["synthetic"][str(d)][name]["us_per_example"]
                                      for d in dims], "o-", label=name)
