@@ -192,7 +192,6 @@ def shrink(Q, K, P, fs, ist, fp, ip, qx, c, v):
     coordinates, and folds the dropped part of the iterate into ``v``."""
     l = ip[SKETCH_SIZE]
     k = ist[RANK]
-    d = Q.shape[1]
     eig, vecs = np.linalg.eigh(np.ascontiguousarray(K[:k, :k]))
     sq = np.empty(k)
     for i in range(k):
