@@ -120,6 +120,18 @@ def _sparse_rows(seed, start, stop, n_features, density):
     return counts, rng.integers(0, n_features, size=total), rng.standard_normal(total)
 
 
+# The dense rank x n_features basis of write_synthetic's spectrum is held in memory.
+MAX_BASIS_BYTES = 2 ** 30
+
+
+def _default_rank(n_features, decay, power):
+    """Full rank, except that with a geometric decay the directions whose scale
+    ``decay ** j`` is below float64 rounding of the first add nothing but cost."""
+    if power is None and 0 < decay < 1:
+        return int(np.ceil(np.log(np.finfo(np.float64).eps) / np.log(decay))) + 1
+    return n_features
+
+
 def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=None, noise=0.01,
                     chunk_rows=16384, dtype="float64", random_state=0, overwrite=False,
                     progress=None):
@@ -128,7 +140,9 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
     Row ``i`` is ``g_i^T diag(s) V^T + noise * e_i^T`` with ``g_i, e_i`` standard
     Gaussian, ``s_j = decay ** j`` (or ``(j + 1) ** -power`` when ``power`` is
     given) for the first ``rank`` directions and ``V`` a
-    fixed random orthogonal basis; so ``A^T A / n`` approaches
+    fixed random orthogonal basis (held in memory: ``rank x n_features`` values at
+    most :data:`MAX_BASIS_BYTES`; the default rank is ``n_features``, or for a
+    geometric decay the directions above float64 rounding, 344 at ``decay=0.9``); so ``A^T A / n`` approaches
     ``V diag(s^2) V^T + noise^2 I``. Rows are generated block by block from
     tile-indexed seeds (the same rows for any ``chunk_rows``), so the data set can
     be far larger than memory. Chunks are written on a few threads;
@@ -151,7 +165,12 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
 
     if n_rows < 1 or n_features < 1:
         raise ValueError(f"n_rows and n_features must be >= 1, got {n_rows}, {n_features}")
-    rank = n_features if rank is None else min(rank, n_features)
+    rank = min(_default_rank(n_features, decay, power) if rank is None else rank, n_features)
+    basis_bytes = 8 * rank * n_features
+    if basis_bytes > MAX_BASIS_BYTES:
+        raise ValueError(f"rank ({rank}) x n_features ({n_features}): the random basis of the "
+                         f"spectrum would take {basis_bytes / 2 ** 30:.1f} GiB in memory; pass "
+                         f"rank <= {MAX_BASIS_BYTES // (8 * n_features)}")
     local = is_local_path(path)
     if local and os.path.exists(local_path(path)) and not overwrite:
         raise FileExistsError(f"path: {os.fspath(path)!r} exists; pass overwrite=True "

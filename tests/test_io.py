@@ -68,6 +68,19 @@ def test_load_errors(tmp_path, sketch):
         dasketch.load_sketch(tmp_path / "s.npz")
 
 
+def test_write_synthetic_wide_rows_and_an_impossible_basis(tmp_path):
+    """Wide rows get a basis of the directions above rounding (not d x d); a basis
+    that cannot fit in memory is a clear error, and nothing is written."""
+    X = dasketch.write_synthetic(tmp_path / "wide.zarr", 200, 20_000, chunk_rows=50)
+    s = np.linalg.svd(X.compute(), compute_uv=False)
+    n = X.shape[0]
+    # s_j = 0.9 ** j directions plus noise 0.01: the top of the spectrum is about sqrt(n)
+    assert 0.5 * np.sqrt(n) < s[0] < 2 * np.sqrt(n)
+    with pytest.raises(ValueError, match=r"rank \(20000\) x n_features \(20000\).*pass rank <="):
+        dasketch.write_synthetic(tmp_path / "big.zarr", 10, 20_000, rank=20_000)
+    assert not (tmp_path / "big.zarr").exists()
+
+
 def test_write_synthetic_independent_of_chunks(tmp_path):
     a = dasketch.write_synthetic(tmp_path / "a.zarr", 1000, 8, chunk_rows=100, random_state=3)
     b = dasketch.write_synthetic(tmp_path / "b.zarr", 1000, 8, chunk_rows=333, random_state=3)
