@@ -175,7 +175,8 @@ def run_make_data(args):
         what = f"dense {X.shape[0]:,} x {X.shape[1]} float64 ({X.nbytes / 2**20:,.0f} MiB)"
     else:
         n, d, nnz = write_sparse_synthetic(args.path, args.rows, args.features,
-                                           density=args.density, chunk_rows=args.chunks,
+                                           density=args.density,
+                                           chunk_rows=args.chunks or 16384,
                                            random_state=args.seed, overwrite=args.overwrite,
                                            progress=progress)
         what = f"sparse {n:,} x {d} with {nnz:,} nonzeros"

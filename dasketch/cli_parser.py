@@ -176,8 +176,9 @@ def build_parser():
     make.add_argument("--features", type=_positive_int, required=True)
     make.add_argument("--density", type=_density, default=None,
                       help="fraction of nonzeros per row: writes a sparse-by-rows store")
-    make.add_argument("--chunks", type=_positive_int, default=16384, metavar="R",
-                      help="rows per zarr chunk (default 16384)")
+    make.add_argument("--chunks", type=_positive_int, default=None, metavar="R",
+                      help="rows per zarr chunk (default 16384; fewer for wide dense rows, "
+                           "32 MiB a chunk)")
     make.add_argument("--seed", type=int, default=0)
     make.add_argument("--overwrite", action="store_true", help="replace an existing store")
     _add_common(make)

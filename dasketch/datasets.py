@@ -124,6 +124,23 @@ def _sparse_rows(seed, start, stop, n_features, density):
 MAX_BASIS_BYTES = 2 ** 30
 
 
+# A dense chunk holds at most this many values (32 MiB in float64), so that a worker
+# reads a chunk of wide rows within its memory.
+CHUNK_VALUES = 2 ** 22
+
+
+def default_chunk_rows(n_features):
+    """Rows per zarr chunk of :func:`write_synthetic`: 16,384, fewer for wide rows
+    so that a chunk stays within 32 MiB of float64 values.
+
+    Examples
+    --------
+    >>> default_chunk_rows(256), default_chunk_rows(100_000)
+    (16384, 41)
+    """
+    return int(max(1, min(16384, CHUNK_VALUES // max(int(n_features), 1))))
+
+
 def _default_rank(n_features, decay, power):
     """Full rank, except that with a geometric decay the directions whose scale
     ``decay ** j`` is below float64 rounding of the first add nothing but cost."""
@@ -133,7 +150,7 @@ def _default_rank(n_features, decay, power):
 
 
 def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=None, noise=0.01,
-                    chunk_rows=16384, dtype="float64", random_state=0, overwrite=False,
+                    chunk_rows=None, dtype="float64", random_state=0, overwrite=False,
                     progress=None):
     """Write a synthetic data set with a decaying spectrum to a zarr store.
 
@@ -144,7 +161,8 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
     most :data:`MAX_BASIS_BYTES`; the default rank is ``n_features``, or for a
     geometric decay the directions above float64 rounding, 344 at ``decay=0.9``); so ``A^T A / n`` approaches
     ``V diag(s^2) V^T + noise^2 I``. Rows are generated block by block from
-    tile-indexed seeds (the same rows for any ``chunk_rows``), so the data set can
+    tile-indexed seeds (the same rows for any ``chunk_rows``; default
+    :func:`default_chunk_rows`), so the data set can
     be far larger than memory. Chunks are written on a few threads;
     ``progress(done, total)``, if given, is called after every chunk. The store
     appears at ``path`` only once complete (also after Ctrl-C).
@@ -180,6 +198,8 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
     scales = decay ** np.arange(rank) if power is None else (1.0 + np.arange(rank)) ** -power
     mixing = scales[:, None] * basis.T  # rank x d
 
+    if chunk_rows is None:
+        chunk_rows = default_chunk_rows(n_features)
     chunk_rows = int(min(chunk_rows, n_rows))
 
     def write(target):

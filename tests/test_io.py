@@ -71,7 +71,8 @@ def test_load_errors(tmp_path, sketch):
 def test_write_synthetic_wide_rows_and_an_impossible_basis(tmp_path):
     """Wide rows get a basis of the directions above rounding (not d x d); a basis
     that cannot fit in memory is a clear error, and nothing is written."""
-    X = dasketch.write_synthetic(tmp_path / "wide.zarr", 200, 20_000, chunk_rows=50)
+    X = dasketch.write_synthetic(tmp_path / "wide.zarr", 500, 20_000)
+    assert X.chunks[0][0] * X.shape[1] * 8 <= 32 * 2 ** 20  # a chunk a worker can read
     s = np.linalg.svd(X.compute(), compute_uv=False)
     n = X.shape[0]
     # s_j = 0.9 ** j directions plus noise 0.01: the top of the spectrum is about sqrt(n)
