@@ -23,24 +23,22 @@ def _integer_at_least(lowest):
     return parse
 
 
-def _nonnegative_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
+def _number_in(accept, expected):
+    """An argument type: a float for which ``accept`` holds (NaN never does)."""
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+    parse.__name__ = expected
+    return parse
 
 
-def _density(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
-    return value
+_nonnegative_float = _number_in(lambda v: 0 <= v < float("inf"), "a finite number >= 0")
+_density = _number_in(lambda v: 0 < v <= 1, "a number in (0, 1]")
 
 
 def _memory_limit(text):
