@@ -10,8 +10,17 @@ A sparse case (default 200,000 rows x 100,000 features at density 1e-3, l = 64) 
 timed against a sparse one-pass projection ``X @ G`` of the same width on the same
 cluster.
 
+``--wide`` runs the wide cases instead: a few hundred to a few thousand dense rows
+of d = 1e5 and 1e6 features and sparse rows of d = 1e7 features, each sketched by
+the same command on 2 workers with 2 GiB each, recording the peak worker memory,
+whether a worker process was restarted (killed for memory), the time, and the
+sketch's certified error bound beside a randomized estimate of its actual error
+(:func:`dasketch.estimate_error`, one more pass). Its entries go to the key
+``"wide"`` of the same JSON file; the other entries are kept.
+
 Results: ``benchmarks/results/scale.json`` and ``scale.png``.
 Usage: ``python benchmarks/bench_scale.py [--quick] [--sizes 1000000 2000000 ...]``
+or ``python benchmarks/bench_scale.py --wide [--quick]``.
 """
 
 import argparse
@@ -75,16 +84,19 @@ def dasketch_command():
     return [exe] if exe else [sys.executable, "-m", "dasketch.cli"]
 
 
-def run_cli(client, path, sketch_size, out):
+def run_cli(client, path, sketch_size, out, check=True):
     with WorkerMemorySampler(client) as sampler:
         start = time.perf_counter()
         result = subprocess.run(
             [*dasketch_command(), "sketch", path, "-l", str(sketch_size), "--scheduler",
              client.scheduler.address, "--out", out, "--overwrite", "--quiet"],
-            capture_output=True, text=True, check=True)
+            capture_output=True, text=True, check=check)
         wall = time.perf_counter() - start
+    peak = max(sampler.peak.values())
+    if result.returncode != 0:
+        return wall, None, peak, result.stderr.strip().splitlines()[-1:]
     sketch_seconds = float(re.search(r"in ([0-9.]+) s", result.stdout).group(1))
-    return wall, sketch_seconds, max(sampler.peak.values())
+    return wall, sketch_seconds, peak, None
 
 
 def _projection_gram(block, start, stop, *, seed, width):
@@ -97,7 +109,7 @@ def sparse_case(client, tmp, rows, features, density, sketch_size):
 
     path = os.path.join(tmp, "sparse.zarr")
     _, _, nnz = write_sparse_synthetic(path, rows, features, density=density)
-    wall, sketch_seconds, peak = run_cli(client, path, sketch_size,
+    wall, sketch_seconds, peak, _ = run_cli(client, path, sketch_size,
                                          os.path.join(tmp, "sparse.npz"))
     blocks = as_row_blocks(path)
     start = time.perf_counter()
@@ -112,6 +124,71 @@ def sparse_case(client, tmp, rows, features, density, sketch_size):
             "peak_worker_memory_mib": peak / 2 ** 20, "goal_sketch_over_projection": "<= 3"}
 
 
+def _parse_case(text):
+    """``D:ROWS`` (dense) or ``D:ROWS:NNZ_PER_ROW`` (sparse) as integers."""
+    return tuple(int(float(part)) for part in text.split(":"))
+
+
+def wide_case(client, tmp, features, rows, sketch_size, nnz_per_row=None):
+    """Sketch ``rows`` wide rows with the command line; peak worker memory, whether a
+    worker was restarted, time, and the certified bound beside an estimate of the
+    actual error."""
+    import dasketch
+
+    path = os.path.join(tmp, "wide.zarr")
+    if nnz_per_row is None:
+        subprocess.run([*dasketch_command(), "make-data", path, "--rows", str(rows),
+                        "--features", str(features), "--quiet"], check=True,
+                       capture_output=True)
+        store_gib = rows * features * 8 / 2 ** 30
+    else:
+        _, _, nnz = write_sparse_synthetic(path, rows, features,
+                                           density=nnz_per_row / features)
+        store_gib = nnz * 16 / 2 ** 30
+    pids = client.run(os.getpid)
+    out = os.path.join(tmp, "wide.npz")
+    wall, sketch_seconds, peak, error = run_cli(client, path, sketch_size, out, check=False)
+    entry = {"kind": "dense" if nnz_per_row is None else "sparse", "features": features,
+             "rows": rows, "nnz_per_row": nnz_per_row, "sketch_size": sketch_size,
+             "store_gib": store_gib, "cli_wall_seconds": wall,
+             "sketch_seconds": sketch_seconds, "peak_worker_memory_mib": peak / 2 ** 20,
+             "worker_restarted": client.run(os.getpid) != pids, "error": error}
+    if error is None:
+        sketch = dasketch.load_sketch(out)
+        estimate = dasketch.estimate_error(path, sketch, random_state=0, client=client)
+        entry.update(error_bound=sketch.error_bound, guarantee=sketch.guarantee,
+                     estimated_error_lower=estimate.lower,
+                     estimated_error_upper=estimate.upper,
+                     within_bound=bool(estimate.lower <= sketch.error_bound * (1 + 1e-9)))
+        os.remove(out)
+    shutil.rmtree(path)
+    return entry
+
+
+def run_wide(args):
+    """The wide cases, added to the key ``"wide"`` of the JSON file (replacing
+    entries of the same kind, width, rows and sketch size)."""
+    out = Path(args.out).with_suffix(".json")
+    report = json.loads(out.read_text()) if out.exists() else {}
+    entries = []
+    with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=args.tmp) as tmp, \
+            LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=args.memory_limit,
+                         dashboard_address=":0") as cluster, Client(cluster) as client:
+        for case in args.dense_wide + args.sparse_wide:
+            features, rows, *nnz = case
+            entry = wide_case(client, tmp, features, rows, args.sketch_size, *nnz)
+            entry["workers"] = f"LocalCluster, 2 processes x 1 thread, {args.memory_limit} each"
+            print(json.dumps(entry), flush=True)
+            entries.append(entry)
+    def key(entry):
+        return entry["kind"], entry["features"], entry["rows"], entry["sketch_size"]
+
+    new_keys = {key(entry) for entry in entries}
+    report["wide"] = [e for e in report.get("wide", []) if key(e) not in new_keys] + entries
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+",
@@ -124,7 +201,19 @@ def main(argv=None):
     parser.add_argument("--tmp", default=None, help="where the stores are written")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", default=str(RESULTS / "scale"))
+    parser.add_argument("--wide", action="store_true",
+                        help="run the wide cases (--dense-wide, --sparse-wide) only")
+    parser.add_argument("--dense-wide", type=_parse_case, nargs="*", metavar="D:ROWS",
+                        default=[(100_000, 2048), (100_000, 4096), (1_000_000, 256),
+                                 (1_000_000, 1024)])
+    parser.add_argument("--sparse-wide", type=_parse_case, nargs="*",
+                        metavar="D:ROWS:NNZ_PER_ROW", default=[(10_000_000, 100_000, 100)])
     args = parser.parse_args(argv)
+    if args.wide:
+        if args.quick:
+            args.dense_wide, args.sparse_wide = [(20_000, 512)], [(200_000, 5_000, 20)]
+            args.out = str(Path(args.out).with_name(Path(args.out).name + "_quick"))
+        return run_wide(args)
     if args.quick:
         args.sizes, args.sparse_rows, args.sparse_features = [50_000, 100_000], 20_000, 20_000
 
@@ -139,7 +228,7 @@ def main(argv=None):
             subprocess.run([*dasketch_command(), "make-data", path, "--rows", str(n),
                             "--features", str(args.features), "--quiet"], check=True,
                            capture_output=True)
-            wall, sketch_seconds, peak = run_cli(client, path, args.sketch_size,
+            wall, sketch_seconds, peak, _ = run_cli(client, path, args.sketch_size,
                                                  os.path.join(tmp, "s.npz"))
             entry = {"rows": n, "store_gib": n * args.features * 8 / 2 ** 30,
                      "cli_wall_seconds": wall, "sketch_seconds": sketch_seconds,

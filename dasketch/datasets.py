@@ -15,7 +15,7 @@ import numpy as np
 
 from dasketch.io import (CSR_FORMAT, is_local_path, local_path, open_zarr_array,
                          sparse_store_info, write_atomically)
-from dasketch.kernels.embeddings import gaussian_rows, resolve_seed
+from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
 
 
 def write_in_chunks(write_chunk, starts, *, threads=None, progress=None):
@@ -143,10 +143,40 @@ def default_chunk_rows(n_features):
 
 def _default_rank(n_features, decay, power):
     """Full rank, except that with a geometric decay the directions whose scale
-    ``decay ** j`` is below float64 rounding of the first add nothing but cost."""
+    ``decay ** j`` is below float64 rounding of the first add nothing but cost;
+    at most the rank whose basis fits :data:`MAX_BASIS_BYTES` (134 directions for
+    a million features)."""
+    rank = n_features
     if power is None and 0 < decay < 1:
-        return int(np.ceil(np.log(np.finfo(np.float64).eps) / np.log(decay))) + 1
-    return n_features
+        rank = int(np.ceil(np.log(np.finfo(np.float64).eps) / np.log(decay))) + 1
+    return max(1, min(rank, MAX_BASIS_BYTES // (8 * int(n_features))))
+
+
+def noise_rows(seed, start, stop, n_features):
+    """Rows ``[start, stop)`` of the standard Gaussian noise of :func:`write_synthetic`.
+
+    Drawn in tiles of at most :data:`CHUNK_VALUES` values (4,096 rows up to 1,024
+    features, down to one row for very wide rows), each seeded by ``seed`` and
+    its tile index, so a row does not depend on the range asked for and a chunk
+    of wide rows never draws more than it writes plus one tile (the 4,096-row
+    tiles of :func:`~dasketch.kernels.embeddings.gaussian_rows` are 32 GB at a
+    million features). Up to 1,024 features the rows are those of
+    ``gaussian_rows(seed, 2, start, stop, n_features)``.
+
+    Examples
+    --------
+    >>> from dasketch.datasets import noise_rows
+    >>> bool((noise_rows(0, 3, 5, 10 ** 6) == noise_rows(0, 0, 8, 10 ** 6)[3:5]).all())
+    True
+    """
+    tile_rows = min(TILE, max(1, CHUNK_VALUES // int(n_features)))
+    if tile_rows == TILE:
+        return gaussian_rows(seed, 2, start, stop, n_features)
+    first, last = start // tile_rows, -(-stop // tile_rows)
+    parts = [np.random.default_rng([seed, 2, tile_rows, tile]).standard_normal(
+        (tile_rows, n_features)) for tile in range(first, last)]
+    offset = start - first * tile_rows
+    return np.concatenate(parts)[offset:offset + stop - start]
 
 
 def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=None, noise=0.01,
@@ -159,7 +189,8 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
     given) for the first ``rank`` directions and ``V`` a
     fixed random orthogonal basis (held in memory: ``rank x n_features`` values at
     most :data:`MAX_BASIS_BYTES`; the default rank is ``n_features``, or for a
-    geometric decay the directions above float64 rounding, 344 at ``decay=0.9``); so ``A^T A / n`` approaches
+    geometric decay the directions above float64 rounding, 344 at ``decay=0.9``,
+    capped to fit that memory: 134 at a million features); so ``A^T A / n`` approaches
     ``V diag(s^2) V^T + noise^2 I``. Rows are generated block by block from
     tile-indexed seeds (the same rows for any ``chunk_rows``; default
     :func:`default_chunk_rows`), so the data set can
@@ -196,7 +227,8 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
     seed = resolve_seed(random_state)
     basis, _ = np.linalg.qr(gaussian_rows(seed, 0, 0, n_features, rank))
     scales = decay ** np.arange(rank) if power is None else (1.0 + np.arange(rank)) ** -power
-    mixing = scales[:, None] * basis.T  # rank x d
+    basis *= scales  # in place: one basis-sized array, not two
+    mixing = basis.T  # rank x d
 
     if chunk_rows is None:
         chunk_rows = default_chunk_rows(n_features)
@@ -210,7 +242,7 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
             stop = min(start + chunk_rows, n_rows)
             rows = gaussian_rows(seed, 1, start, stop, rank) @ mixing
             if noise:
-                rows += noise * gaussian_rows(seed, 2, start, stop, n_features)
+                rows += noise * noise_rows(seed, start, stop, n_features)
             array[start:stop] = rows.astype(dtype, copy=False)
 
         write_in_chunks(write_chunk, range(0, n_rows, chunk_rows), progress=progress)

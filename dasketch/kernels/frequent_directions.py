@@ -404,7 +404,10 @@ def merge_sketches(sketches):
         correction = np.sqrt(counts)[:, None] * (means - mean)
         frobenius_sq += float(np.einsum("ij,ij->", correction, correction))
         parts.append(correction)
-    B, delta = shrink(np.zeros((0, first.n_features)), np.vstack(parts),
+    # The first sketch is the top of the stack rather than copied into it: a merge of
+    # wide sketches then holds one copy of the others, not of all of them.
+    rest = parts[1:]
+    B, delta = shrink(parts[0], rest[0] if len(rest) == 1 else np.vstack(rest),
                       first.sketch_size)
     shrinkage = sum(s.shrinkage for s in nonempty) + delta
     bound = None

@@ -99,10 +99,8 @@ def shrink(top, extra, sketch_size, *, return_extra_norm=False):
         lead = eigvals[:keep]
         weights = np.sqrt(np.clip(1.0 - delta / np.where(lead > 0, lead, 1.0), 0.0, None))
         weights[lead <= delta] = 0.0
-        coef = eigvecs[:, :keep] * weights  # (n_stack, keep)
-        new = coef[:n_top].T @ top
-        new += (extra.T @ coef[n_top:]).T
-        new = new[weights > 0]
+        coef = (eigvecs[:, :keep] * weights)[:, weights > 0]  # (n_stack, kept rows)
+        new = _combine_rows(coef[:n_top], top, coef[n_top:], extra)
     else:
         # Column side: eigendecomposition of C^T C.
         inner = extra.T @ extra
@@ -118,6 +116,29 @@ def shrink(top, extra, sketch_size, *, return_extra_norm=False):
         new = np.sqrt(lead[positive])[:, None] * eigvecs[:, :keep][:, positive].T
     new = np.ascontiguousarray(new)
     return (new, delta, extra_norm) if return_extra_norm else (new, delta)
+
+
+# Columns per panel of the row-side product: the temporary of ``coef^T top`` stays
+# at kept rows x PANEL_COLUMNS values however wide the rows are.
+PANEL_COLUMNS = 2 ** 16
+
+
+def _combine_rows(coef_top, top, coef_extra, extra):
+    """``coef_top^T top + coef_extra^T extra`` with one output-sized array.
+
+    Written out by column panels rather than as two full products so that a
+    shrink of wide rows (a merge of ``l x d`` sketches at d = 1e6) holds its
+    inputs, the output and one panel, not two more output-sized temporaries.
+    """
+    if scipy.sparse.issparse(extra):
+        new = np.ascontiguousarray((extra.T @ coef_extra).T)
+    else:
+        new = coef_extra.T @ extra
+    if top.shape[0]:
+        for start in range(0, new.shape[1], PANEL_COLUMNS):
+            cols = slice(start, start + PANEL_COLUMNS)
+            new[:, cols] += coef_top.T @ top[:, cols]
+    return new
 
 
 def _checked_trace(block, gram):

@@ -1,0 +1,92 @@
+"""Memory of wide rows: what a shrink, a merge and the synthetic writer allocate,
+and a worker with a small memory limit sketching rows 400,000 wide.
+
+Allocations are counted with tracemalloc, which sees numpy's buffers; the limits
+below are a small multiple of the result, where the former code allocated 3-4
+times the result (or, in the writer, 4,096 rows of noise per chunk).
+"""
+
+import os
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+import dasketch
+import dasketch.datasets
+from dasketch import Sketch, merge_sketches
+from dasketch.kernels.shrink import PANEL_COLUMNS, shrink
+
+
+def _peak_allocation(func):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        result = func()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_merge_of_wide_sketches_allocates_about_its_output():
+    d, l = 200_000, 16
+    rng = np.random.default_rng(0)
+    parts = [Sketch.from_rows(rng.standard_normal((l, d)), l) for _ in range(2)]
+    merged, peak = _peak_allocation(lambda: merge_sketches(parts))
+    panel = merged.B.shape[0] * PANEL_COLUMNS * 8
+    assert peak <= merged.B.nbytes + panel + 2 ** 20
+    expected = np.linalg.svd(np.vstack([p.B for p in parts]), compute_uv=False)
+    assert merged.shrinkage == pytest.approx(parts[0].shrinkage + parts[1].shrinkage
+                                             + expected[l - 1] ** 2, rel=1e-9)
+
+
+def test_shrink_of_a_wide_block_allocates_about_its_output():
+    d, l = 200_000, 16
+    block = np.random.default_rng(1).standard_normal((2 * l, d))
+    (B, delta), peak = _peak_allocation(lambda: shrink(np.zeros((0, d)), block, l))
+    assert B.shape == (l - 1, d)
+    assert peak <= B.nbytes + 2 ** 20
+    singular = np.linalg.svd(block, compute_uv=False)
+    assert delta == pytest.approx(singular[l - 1] ** 2, rel=1e-9)
+
+
+def test_write_synthetic_draws_noise_per_chunk_not_per_4096_rows(tmp_path):
+    d = 20_000
+    _, peak = _peak_allocation(lambda: dasketch.write_synthetic(
+        tmp_path / "wide.zarr", 64, d, rank=8, chunk_rows=8))
+    tile = dasketch.datasets.CHUNK_VALUES * 8
+    assert peak <= 6 * tile  # a tile and a chunk on each of two threads, with slack
+    # The noise of a row does not depend on the chunking.
+    again = dasketch.write_synthetic(tmp_path / "again.zarr", 64, d, rank=8, chunk_rows=13)
+    first = dasketch.datasets.open_zarr_array(tmp_path / "wide.zarr")
+    np.testing.assert_array_equal(first[40:50].compute(), again[40:50].compute())
+
+
+def test_default_rank_fits_the_basis_limit(tmp_path, monkeypatch):
+    d = 1_000
+    monkeypatch.setattr(dasketch.datasets, "MAX_BASIS_BYTES", 8 * d * 10)
+    X = dasketch.write_synthetic(tmp_path / "X.zarr", 200, d)
+    assert np.linalg.matrix_rank(X.compute(), tol=0.5) == 10  # 10 directions + noise 0.01
+    with pytest.raises(ValueError, match="rank"):
+        dasketch.write_synthetic(tmp_path / "Y.zarr", 200, d, rank=11)
+
+
+@pytest.mark.timeout(300)
+def test_worker_sketches_wide_rows_within_its_memory_limit(tmp_path):
+    """Rows 400,000 wide with merges of two 31-row sketches (99 MB each) on one
+    worker limited to 900 MB: a merge that copies its inputs and its output
+    passes the 95 % limit and the worker is restarted."""
+    d, l = 400_000, 32
+    path = tmp_path / "wide.zarr"
+    dasketch.write_synthetic(path, 128, d, rank=40, decay=0.95)
+    local = dasketch.sketch(path, l, split_every=2, client=None)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      memory_limit="900MB", dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        pids = client.run(os.getpid)
+        distributed = dasketch.sketch(path, l, split_every=2, client=client)
+        assert client.run(os.getpid) == pids, "the worker was restarted (memory)"
+    assert distributed.shrinkage == pytest.approx(local.shrinkage, rel=1e-9)
+    np.testing.assert_allclose(distributed.singular_values(), local.singular_values(),
+                               rtol=1e-9)
