@@ -9,6 +9,7 @@ from functools import partial
 import numpy as np
 
 from dasketch._blocks import as_row_blocks, compute, map_reduce, sparse_embed_streams, tree_sum
+from dasketch._blocks.scheduler import default_client
 from dasketch._blocks.tasks import DEFAULT_SPLIT_EVERY, check_split_every
 from dasketch.kernels.embeddings import gaussian_rows, resolve_seed
 from dasketch.kernels.frequent_directions import (
@@ -17,6 +18,7 @@ from dasketch.kernels.shrink import UPDATES
 from dasketch.kernels.sparse_fd import (
     DEFAULT_FAILURE_PROBABILITY, check_failure_probability, error_from_products,
     sketch_rows_randomized)
+from dasketch.sketch_memory import check_task_memory
 
 SKETCH_UPDATES = UPDATES + ("randomized",)
 # Inner merges hold split_every working sketches at once; the working size is capped
@@ -135,6 +137,15 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
         ``solve()`` and ``merge()``; save it with :func:`dasketch.save_sketch`.
         :func:`estimate_error` checks its actual error in one more pass.
 
+    Raises
+    ------
+    ValueError
+        Among others, when one task would not fit the workers' memory limit (a
+        merge holds ``split_every + 1`` sketches of up to ``working_size x d``
+        float64 values; see :mod:`dasketch.sketch_memory`), naming the sketch size
+        that fits; ``update="auto"`` then falls back from the randomized to the
+        exact update when only that fits.
+
     Examples
     --------
     >>> import numpy as np, dasketch
@@ -153,7 +164,8 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
     fan_in = check_split_every(split_every)
     blocks = as_row_blocks(X, block_rows=block_rows, component=component,
                            storage_options=storage_options, missing_chunks=missing_chunks)
-    update = choose_update(update, blocks.sparse, blocks.n_features, sketch_size)
+    requested, update = update, choose_update(update, blocks.sparse, blocks.n_features,
+                                              sketch_size)
     if working_size is None:
         working_size = default_working_size(sketch_size, blocks.n_features, update=update,
                                             split_every=fan_in)
@@ -162,6 +174,10 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
                          f"got {working_size!r}")
     if split_every is None:
         fan_in = default_split_every(working_size, blocks.n_features)
+    update = check_task_memory(client if client is not None else default_client(),
+                               sketch_size, int(working_size), blocks.n_features, fan_in,
+                               update=update, failure_probability=failure_probability,
+                               requested=requested)
     func = partial(_sketch_block, sketch_size=int(working_size), method=method,
                    alpha0=float(alpha0), center=bool(center), update=update,
                    failure_probability=failure_probability / len(blocks.blocks),

@@ -16,6 +16,8 @@ import dasketch
 import dasketch.datasets
 from dasketch import Sketch, merge_sketches
 from dasketch.kernels.shrink import PANEL_COLUMNS, shrink
+from dasketch.sketch_memory import (
+    TERMINATE_FRACTION, check_task_memory, task_memory_bytes, worker_memory_limit)
 
 
 def _peak_allocation(func):
@@ -90,3 +92,40 @@ def test_worker_sketches_wide_rows_within_its_memory_limit(tmp_path):
     assert distributed.shrinkage == pytest.approx(local.shrinkage, rel=1e-9)
     np.testing.assert_allclose(distributed.singular_values(), local.singular_values(),
                                rtol=1e-9)
+
+
+@pytest.fixture(scope="module")
+def small_worker():
+    """One worker process limited to 300 MiB."""
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      memory_limit="300MiB", dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        yield client
+
+
+def test_sketch_larger_than_worker_memory_is_a_clear_error(small_worker):
+    import dask.array as da
+
+    X = da.zeros((64, 500_000), chunks=(32, 500_000))
+    with pytest.raises(ValueError, match=r"sketch_size=32 .* use sketch_size <= 25"):
+        dasketch.sketch(X, 32, client=small_worker)
+    limit = worker_memory_limit(small_worker)
+    assert limit == 300 * 2 ** 20
+    assert task_memory_bytes(25, 500_000, 2) <= TERMINATE_FRACTION * limit
+    assert task_memory_bytes(26, 500_000, 2) > TERMINATE_FRACTION * limit
+
+
+def test_auto_update_falls_back_to_exact_when_randomized_does_not_fit(small_worker):
+    d = 2_000_000
+    fits = dict(working_size=4, n_features=d, split_every=2, failure_probability=1e-6)
+    exact = task_memory_bytes(**fits)
+    randomized = task_memory_bytes(**fits, update="randomized")
+    assert exact <= TERMINATE_FRACTION * 300 * 2 ** 20 < randomized
+    assert check_task_memory(small_worker, 4, 4, d, 2, update="randomized",
+                             failure_probability=1e-6, requested="auto") == "auto"
+    with pytest.raises(ValueError, match="Lanczos"):
+        check_task_memory(small_worker, 4, 4, d, 2, update="randomized",
+                          failure_probability=1e-6, requested="randomized")
+    # Without a distributed client (threads) there is no limit to check.
+    assert check_task_memory(None, 4, 4, d, 2, update="randomized",
+                             failure_probability=1e-6) == "randomized"

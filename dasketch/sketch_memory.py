@@ -1,0 +1,108 @@
+"""How much memory one task of :func:`dasketch.sketch` holds, checked against the
+workers' memory limit before anything runs.
+
+A merge holds ``split_every`` working sketches and the merged one, each up to
+``(working_size - 1) x d`` float64 values, whatever the number of rows; the
+randomized update of a block also holds its Lanczos basis (one float64 row of
+``d`` values per step, :func:`~dasketch.kernels.sparse_fd.lanczos_steps`) and its
+test matrix. When that alone passes the fraction of the memory limit at which
+``distributed`` restarts a worker, every attempt would be killed and the run
+would end in a ``KilledWorker`` error after several restarts; here it is a
+``ValueError`` up front that names the sketch size that fits.
+"""
+
+from __future__ import annotations
+
+import math
+
+from dasketch.kernels.sparse_fd import lanczos_steps
+
+# distributed's default fraction of the memory limit at which the nanny restarts a
+# worker (``distributed.worker.memory.terminate``).
+TERMINATE_FRACTION = 0.95
+
+
+def task_memory_bytes(working_size, n_features, split_every, *, update="auto",
+                      failure_probability=1e-6):
+    """Bytes one task of the sketch holds at least: the largest of a merge
+    (``split_every + 1`` sketches of ``working_size - 1`` rows) and, for the
+    randomized update, a block's Lanczos basis, test matrix and two sketches.
+
+    Examples
+    --------
+    >>> task_memory_bytes(32, 1_000_000, 2) / 2 ** 20      # three 31 x 1e6 sketches
+    709.53369140625
+    """
+    sketch_bytes = 8.0 * max(int(working_size) - 1, 1) * int(n_features)
+    need = (int(split_every) + 1) * sketch_bytes
+    if update == "randomized":
+        steps = lanczos_steps(int(n_features), failure_probability)
+        block = 8.0 * steps * n_features + 2 * sketch_bytes + 4.0 * working_size * n_features
+        need = max(need, block)
+    return need
+
+
+def worker_memory_limit(client):
+    """The smallest memory limit in bytes of the client's workers; None without
+    a ``distributed`` client or when no worker has a limit."""
+    if client is None or not hasattr(client, "scheduler_info"):
+        return None
+    workers = client.scheduler_info().get("workers", {}).values()
+    limits = [w.get("memory_limit") or 0 for w in workers]
+    limits = [limit for limit in limits if limit > 0]
+    return min(limits) if limits else None
+
+
+def largest_fitting_sketch_size(limit, n_features, split_every, **kwargs):
+    """The largest ``l >= 2`` (working size = l) whose task memory fits ``limit``
+    bytes, or None when even ``l = 2`` does not."""
+    budget = TERMINATE_FRACTION * limit
+    if task_memory_bytes(2, n_features, split_every, **kwargs) > budget:
+        return None
+    low, high = 2, 2 + math.ceil(budget / (8.0 * n_features))
+    while low < high:  # the largest l with task_memory_bytes(l) <= budget
+        mid = (low + high + 1) // 2
+        if task_memory_bytes(mid, n_features, split_every, **kwargs) <= budget:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def check_task_memory(client, sketch_size, working_size, n_features, split_every, *,
+                      update, failure_probability, requested="auto"):
+    """The update to run with, after checking that one task fits the workers' limit.
+
+    When the randomized update was chosen by ``requested="auto"`` and does not fit
+    but the exact update does, the exact update (``"auto"``) is returned.
+
+    Raises
+    ------
+    ValueError
+        When the task does not fit, naming ``sketch_size``, the memory the task
+        needs, the workers' limit and the largest sketch size that fits.
+    """
+    limit = worker_memory_limit(client)
+    if limit is None:
+        return update
+    need = task_memory_bytes(working_size, n_features, split_every, update=update,
+                             failure_probability=failure_probability)
+    if need <= TERMINATE_FRACTION * limit:
+        return update
+    if requested == "auto" and update == "randomized" and task_memory_bytes(
+            working_size, n_features, split_every) <= TERMINATE_FRACTION * limit:
+        return "auto"
+    fits = largest_fitting_sketch_size(limit, n_features, split_every, update=update,
+                                       failure_probability=failure_probability)
+    what = (f"the randomized update holds {lanczos_steps(n_features, failure_probability)} "
+            f"Lanczos vectors of {n_features:,} values" if update == "randomized" else
+            f"a merge holds {split_every + 1} sketches of {working_size - 1} x {n_features:,} "
+            "float64 values")
+    advice = (f"use sketch_size <= {fits}" if fits is not None and fits < sketch_size
+              else "use a smaller working_size or update='block'" if fits is not None
+              else "no sketch size fits")
+    raise ValueError(
+        f"sketch_size={sketch_size} with {n_features:,} features needs about "
+        f"{need / 2 ** 30:.2f} GiB in one worker task ({what}), above "
+        f"{TERMINATE_FRACTION:.0%} of the workers' memory limit of {limit / 2 ** 30:.2f} GiB, "
+        f"where they are restarted; {advice}, or workers with more memory")
