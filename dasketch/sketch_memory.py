@@ -8,7 +8,8 @@ randomized update of a block also holds its Lanczos basis (one float64 row of
 test matrix. When that alone passes the fraction of the memory limit at which
 ``distributed`` restarts a worker, every attempt would be killed and the run
 would end in a ``KilledWorker`` error after several restarts; here it is a
-``ValueError`` up front that names the sketch size that fits.
+``ValueError`` up front that names the sketch size that fits. So is an input
+whose chunks are too large for a worker to read one (a zarr chunk is read whole).
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ TERMINATE_FRACTION = 0.95
 
 
 def task_memory_bytes(working_size, n_features, split_every, *, update="auto",
-                      failure_probability=1e-6):
+                      failure_probability=1e-6, read_bytes=0):
     """Bytes one task of the sketch holds at least: the largest of a merge
-    (``split_every + 1`` sketches of ``working_size - 1`` rows) and, for the
-    randomized update, a block's Lanczos basis, test matrix and two sketches.
+    (``split_every + 1`` sketches of ``working_size - 1`` rows), a block task's
+    read (``read_bytes``, see :class:`~dasketch._blocks.RowBlocks`) and its
+    sketch, and, for the randomized update, a block's Lanczos basis, test matrix
+    and two sketches.
 
     Examples
     --------
@@ -34,7 +37,7 @@ def task_memory_bytes(working_size, n_features, split_every, *, update="auto",
     709.53369140625
     """
     sketch_bytes = 8.0 * max(int(working_size) - 1, 1) * int(n_features)
-    need = (int(split_every) + 1) * sketch_bytes
+    need = max((int(split_every) + 1) * sketch_bytes, read_bytes + sketch_bytes)
     if update == "randomized":
         steps = lanczos_steps(int(n_features), failure_probability)
         block = 8.0 * steps * n_features + 2 * sketch_bytes + 4.0 * working_size * n_features
@@ -70,7 +73,7 @@ def largest_fitting_sketch_size(limit, n_features, split_every, **kwargs):
 
 
 def check_task_memory(client, sketch_size, working_size, n_features, split_every, *,
-                      update, failure_probability, requested="auto"):
+                      update, failure_probability, requested="auto", read_bytes=0):
     """The update to run with, after checking that one task fits the workers' limit.
 
     When the randomized update was chosen by ``requested="auto"`` and does not fit
@@ -85,15 +88,24 @@ def check_task_memory(client, sketch_size, working_size, n_features, split_every
     limit = worker_memory_limit(client)
     if limit is None:
         return update
+    budget = TERMINATE_FRACTION * limit
+    if read_bytes > budget:
+        raise ValueError(
+            f"X: one block task reads {read_bytes / 2 ** 30:.2f} GiB at once (its largest "
+            f"input chunk of whole rows and its block), above {TERMINATE_FRACTION:.0%} of "
+            f"the workers' memory limit of {limit / 2 ** 30:.2f} GiB; store or chunk X "
+            "with fewer rows per chunk (make-data and write_synthetic keep chunks "
+            "within 32 MiB), or use workers with more memory")
     need = task_memory_bytes(working_size, n_features, split_every, update=update,
-                             failure_probability=failure_probability)
-    if need <= TERMINATE_FRACTION * limit:
+                             failure_probability=failure_probability, read_bytes=read_bytes)
+    if need <= budget:
         return update
     if requested == "auto" and update == "randomized" and task_memory_bytes(
-            working_size, n_features, split_every) <= TERMINATE_FRACTION * limit:
+            working_size, n_features, split_every, read_bytes=read_bytes) <= budget:
         return "auto"
     fits = largest_fitting_sketch_size(limit, n_features, split_every, update=update,
-                                       failure_probability=failure_probability)
+                                       failure_probability=failure_probability,
+                                       read_bytes=read_bytes)
     what = (f"the randomized update holds {lanczos_steps(n_features, failure_probability)} "
             f"Lanczos vectors of {n_features:,} values" if update == "randomized" else
             f"a merge holds {split_every + 1} sketches of {working_size - 1} x {n_features:,} "

@@ -143,8 +143,9 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
         Among others, when one task would not fit the workers' memory limit (a
         merge holds ``split_every + 1`` sketches of up to ``working_size x d``
         float64 values; see :mod:`dasketch.sketch_memory`), naming the sketch size
-        that fits; ``update="auto"`` then falls back from the randomized to the
-        exact update when only that fits.
+        that fits (``update="auto"`` then falls back from the randomized to the
+        exact update when only that fits), or when a block task would read an
+        input chunk larger than that limit.
 
     Examples
     --------
@@ -177,7 +178,7 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
     update = check_task_memory(client if client is not None else default_client(),
                                sketch_size, int(working_size), blocks.n_features, fan_in,
                                update=update, failure_probability=failure_probability,
-                               requested=requested)
+                               requested=requested, read_bytes=blocks.read_bytes)
     func = partial(_sketch_block, sketch_size=int(working_size), method=method,
                    alpha0=float(alpha0), center=bool(center), update=update,
                    failure_probability=failure_probability / len(blocks.blocks),

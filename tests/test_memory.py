@@ -129,3 +129,16 @@ def test_auto_update_falls_back_to_exact_when_randomized_does_not_fit(small_work
     # Without a distributed client (threads) there is no limit to check.
     assert check_task_memory(None, 4, 4, d, 2, update="randomized",
                              failure_probability=1e-6) == "randomized"
+
+
+def test_zarr_chunk_larger_than_worker_memory_is_a_clear_error(tmp_path, small_worker):
+    import zarr
+
+    path = str(tmp_path / "big_chunks.zarr")
+    store = zarr.create_array(path, shape=(1024, 40_000), chunks=(1024, 40_000),
+                              dtype="float64")
+    store[:] = 1.0  # one 328 MB chunk (compressed to almost nothing on disk)
+    pids = small_worker.run(os.getpid)
+    with pytest.raises(ValueError, match=r"X: one block task reads 0\.3\d GiB"):
+        dasketch.sketch(path, 8, client=small_worker)
+    assert small_worker.run(os.getpid) == pids

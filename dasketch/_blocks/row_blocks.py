@@ -51,6 +51,10 @@ class RowBlocks:
     n_features : int
     dtype : numpy.dtype
     sparse : bool
+    read_bytes : int
+        Bytes one block task holds while reading its rows: the largest input
+        chunk that a block is cut from (a whole zarr chunk is read at once), at
+        least the block itself; 0 when unknown (sparse inputs).
     """
 
     blocks: tuple
@@ -58,6 +62,7 @@ class RowBlocks:
     n_features: int
     dtype: np.dtype
     sparse: bool
+    read_bytes: int = 0
 
     @property
     def n_rows(self):
@@ -171,6 +176,8 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     rows = _block_rows(block_rows, X.shape)
     row_chunks = X.chunks[0]
     canonical = all(c == rows for c in row_chunks[:-1]) and row_chunks[-1] <= rows
+    read_rows = max(max(row_chunks), rows) if canonical else max(row_chunks) + rows
+    read_bytes = read_rows * int(X.shape[1]) * dtype.itemsize
     if not canonical or len(X.chunks[1]) > 1:
         X = X.rechunk({0: rows, 1: -1})
     # Graph optimisation hides the futures of a persisted array, which compute()
@@ -178,7 +185,7 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     persisted = client_holding([X]) is not None
     blocks = tuple(X.to_delayed(optimize_graph=not persisted).ravel())
     offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(X.chunks[0])]))
-    return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, False)
+    return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, False, read_bytes)
 
 
 def _is_zarr_array(X):
@@ -260,7 +267,7 @@ def append_ones_column(X):
         return _append_ones(X)
     append = dask.delayed(_append_ones, pure=True)
     return RowBlocks(tuple(append(block) for block in X.blocks), X.offsets,
-                     X.n_features + 1, X.dtype, X.sparse)
+                     X.n_features + 1, X.dtype, X.sparse, X.read_bytes)
 
 
 def as_row_aligned(v, blocks, name="v"):
