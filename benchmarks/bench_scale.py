@@ -18,7 +18,8 @@ sketch's certified error bound beside a randomized estimate of its actual error
 (:func:`dasketch.estimate_error`, one more pass). Its entries go to the key
 ``"wide"`` of the same JSON file; the other entries are kept.
 
-Results: ``benchmarks/results/scale.json`` and ``scale.png``.
+Results: ``benchmarks/results/scale.json`` and ``scale.png`` (``scale_wide.png``
+for the wide cases).
 Usage: ``python benchmarks/bench_scale.py [--quick] [--sizes 1000000 2000000 ...]``
 or ``python benchmarks/bench_scale.py --wide [--quick]``.
 """
@@ -187,6 +188,32 @@ def run_wide(args):
     report["wide"] = [e for e in report.get("wide", []) if key(e) not in new_keys] + entries
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
+    plot_wide(report["wide"], args.memory_limit, out.with_name(out.stem + "_wide.png"))
+
+
+def plot_wide(entries, memory_limit, path):
+    """Peak worker memory of every wide case against the limit and its pause and
+    restart fractions (80 % and 95 %)."""
+    from dask.utils import parse_bytes
+
+    limit = parse_bytes(memory_limit) / 2 ** 20
+    labels = [f"{e['kind']} d={e['features']:.0e}\n{e['rows']:,} rows, l={e['sketch_size']}"
+              + ("\n(refused: too large)" if e["error"] else "") for e in entries]
+    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(entries)), 4.5))
+    ax.bar(range(len(entries)), [e["peak_worker_memory_mib"] for e in entries],
+           color=["tab:red" if e["worker_restarted"] else "tab:blue" for e in entries])
+    for fraction, style, name in ((1.0, "-", "limit"), (0.95, "--", "restart (95 %)"),
+                                  (0.8, ":", "pause (80 %)")):
+        ax.axhline(fraction * limit, color="k", ls=style, lw=1, label=name)
+    ax.set_xticks(range(len(entries)), labels, fontsize=7)
+    ax.set_ylabel("peak worker memory (MiB)")
+    ax.set_title(f"dasketch sketch, 2 workers x {memory_limit}; red: a worker was restarted",
+                 fontsize=9)
+    ax.set_ylim(0, 1.25 * limit)
+    ax.legend(fontsize=8, loc="upper left", ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main(argv=None):

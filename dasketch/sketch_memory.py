@@ -36,13 +36,24 @@ def task_memory_bytes(working_size, n_features, split_every, *, update="auto",
     >>> task_memory_bytes(32, 1_000_000, 2) / 2 ** 20      # three 31 x 1e6 sketches
     709.53369140625
     """
+    return max(_task_parts(working_size, n_features, split_every, update,
+                           failure_probability, read_bytes).values())
+
+
+def _task_parts(working_size, n_features, split_every, update, failure_probability,
+                read_bytes):
+    """Bytes of each kind of task, described."""
     sketch_bytes = 8.0 * max(int(working_size) - 1, 1) * int(n_features)
-    need = max((int(split_every) + 1) * sketch_bytes, read_bytes + sketch_bytes)
+    parts = {
+        f"a merge holds {split_every + 1} sketches of {working_size - 1} x {n_features:,} "
+        "float64 values": (int(split_every) + 1) * sketch_bytes,
+        "a block task holds its rows and its sketch": read_bytes + sketch_bytes}
     if update == "randomized":
         steps = lanczos_steps(int(n_features), failure_probability)
-        block = 8.0 * steps * n_features + 2 * sketch_bytes + 4.0 * working_size * n_features
-        need = max(need, block)
-    return need
+        parts[f"the randomized update holds {steps} Lanczos vectors of {n_features:,} "
+              "values"] = (8.0 * steps * n_features + 2 * sketch_bytes
+                           + 4.0 * working_size * n_features)
+    return parts
 
 
 def worker_memory_limit(client):
@@ -103,16 +114,20 @@ def check_task_memory(client, sketch_size, working_size, n_features, split_every
     if requested == "auto" and update == "randomized" and task_memory_bytes(
             working_size, n_features, split_every, read_bytes=read_bytes) <= budget:
         return "auto"
-    fits = largest_fitting_sketch_size(limit, n_features, split_every, update=update,
-                                       failure_probability=failure_probability,
-                                       read_bytes=read_bytes)
-    what = (f"the randomized update holds {lanczos_steps(n_features, failure_probability)} "
-            f"Lanczos vectors of {n_features:,} values" if update == "randomized" else
-            f"a merge holds {split_every + 1} sketches of {working_size - 1} x {n_features:,} "
-            "float64 values")
-    advice = (f"use sketch_size <= {fits}" if fits is not None and fits < sketch_size
-              else "use a smaller working_size or update='block'" if fits is not None
-              else "no sketch size fits")
+    sizes = dict(failure_probability=failure_probability, read_bytes=read_bytes)
+    fits = largest_fitting_sketch_size(limit, n_features, split_every, update=update, **sizes)
+    exact = largest_fitting_sketch_size(limit, n_features, split_every, **sizes)
+    if requested == "auto" and exact is not None:
+        fits = max(fits or 0, exact)  # "auto" falls back to the exact update
+    if fits is not None and fits < sketch_size:
+        advice = f"use sketch_size <= {fits}"
+    elif exact is not None:
+        advice = f"use update='block' with sketch_size <= {exact}"
+    else:
+        advice = "no sketch size fits"
+    parts = _task_parts(working_size, n_features, split_every, update, failure_probability,
+                        read_bytes)
+    what = max(parts, key=parts.get)
     raise ValueError(
         f"sketch_size={sketch_size} with {n_features:,} features needs about "
         f"{need / 2 ** 30:.2f} GiB in one worker task ({what}), above "

@@ -53,6 +53,26 @@ def test_shrink_of_a_wide_block_allocates_about_its_output():
     assert delta == pytest.approx(singular[l - 1] ** 2, rel=1e-9)
 
 
+def test_shrink_of_wide_sparse_rows_allocates_about_its_output():
+    import scipy.sparse
+
+    d, l = 200_000, 8
+    rng = np.random.default_rng(2)
+    top = rng.standard_normal((l - 1, d))
+    rows = scipy.sparse.random(200, d, density=50 / d, format="csr", random_state=3)
+    (B, delta), peak = _peak_allocation(lambda: shrink(top, rows, l))
+    panel = B.shape[0] * PANEL_COLUMNS * 8
+    assert B.flags.c_contiguous
+    assert peak <= B.nbytes + 2 * panel + rows.nnz * 16 + 2 ** 20
+    cross = np.asarray(rows @ top.T)
+    gram = np.block([[top @ top.T, cross.T], [cross, (rows @ rows.T).toarray()]])
+    singular = np.linalg.eigvalsh(gram)[::-1]  # squared singular values of the stack
+    assert delta == pytest.approx(singular[l - 1], rel=1e-9)
+    expected = np.maximum(singular[:l - 1] - singular[l - 1], 0)
+    np.testing.assert_allclose(np.linalg.eigvalsh(B @ B.T)[::-1], expected, rtol=1e-8,
+                               atol=1e-8 * singular[0])
+
+
 def test_write_synthetic_draws_noise_per_chunk_not_per_4096_rows(tmp_path):
     d = 20_000
     _, peak = _peak_allocation(lambda: dasketch.write_synthetic(

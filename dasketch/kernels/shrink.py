@@ -130,10 +130,16 @@ def _combine_rows(coef_top, top, coef_extra, extra):
     shrink of wide rows (a merge of ``l x d`` sketches at d = 1e6) holds its
     inputs, the output and one panel, not two more output-sized temporaries.
     """
-    if scipy.sparse.issparse(extra):
-        new = np.ascontiguousarray((extra.T @ coef_extra).T)
-    else:
+    if not scipy.sparse.issparse(extra):
         new = coef_extra.T @ extra
+    elif extra.shape[1] <= PANEL_COLUMNS:
+        new = np.ascontiguousarray((extra.T @ coef_extra).T)
+    else:  # wide sparse rows: (extra^T coef)^T in one go would need a transposed copy
+        columns = scipy.sparse.csc_matrix(extra)
+        new = np.empty((coef_extra.shape[1], extra.shape[1]))
+        for start in range(0, new.shape[1], PANEL_COLUMNS):
+            cols = slice(start, start + PANEL_COLUMNS)
+            new[:, cols] = (columns[:, cols].T @ coef_extra).T
     if top.shape[0]:
         for start in range(0, new.shape[1], PANEL_COLUMNS):
             cols = slice(start, start + PANEL_COLUMNS)
