@@ -25,7 +25,7 @@ import scipy.linalg
 import scipy.sparse
 
 from dasketch.kernels.shrink import (
-    NonFiniteError, check_finite_rows, rows_per_shrink, shrink, to_float64)
+    NonFiniteError, check_finite_rows, rows_per_shrink, shrink, shrink_rows, to_float64)
 
 METHODS = ("fd", "rfd")
 
@@ -273,7 +273,7 @@ class Sketch:
         if sketch_size > self.sketch_size:
             raise ValueError(f"sketch_size must not exceed the current size "
                              f"{self.sketch_size}, got {sketch_size}")
-        B, delta = shrink(np.zeros((0, self.n_features)), self.B, sketch_size)
+        B, delta = shrink_rows([self.B], sketch_size)
         return replace(self.with_loss(delta), B=B, sketch_size=int(sketch_size), _svd=[])
 
     def __repr__(self):
@@ -404,11 +404,7 @@ def merge_sketches(sketches):
         correction = np.sqrt(counts)[:, None] * (means - mean)
         frobenius_sq += float(np.einsum("ij,ij->", correction, correction))
         parts.append(correction)
-    # The first sketch is the top of the stack rather than copied into it: a merge of
-    # wide sketches then holds one copy of the others, not of all of them.
-    rest = parts[1:]
-    B, delta = shrink(parts[0], rest[0] if len(rest) == 1 else np.vstack(rest),
-                      first.sketch_size)
+    B, delta = shrink_rows(parts, first.sketch_size)
     shrinkage = sum(s.shrinkage for s in nonempty) + delta
     bound = None
     if any(s.shrinkage_bound is not None for s in nonempty):

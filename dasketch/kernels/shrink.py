@@ -147,6 +147,30 @@ def _combine_rows(coef_top, top, coef_extra, extra):
     return new
 
 
+def shrink_rows(parts, sketch_size):
+    """``shrink(empty, vstack(parts))`` computed on the columns where some part is
+    nonzero.
+
+    Columns that are zero in every row (sketches of sparse blocks that never touch
+    them) contribute nothing to the Gram matrix, so skipping them is exact; the
+    check is one pass over the parts, small beside the Gram product, and the
+    stack is only formed on the nonzero columns.
+    """
+    n_features = parts[0].shape[1]
+    nonzero = np.flatnonzero(np.logical_or.reduce([part.any(axis=0) for part in parts]))
+    if 0 < nonzero.size < 0.75 * n_features:
+        compact, delta = shrink_rows([part[:, nonzero] for part in parts], sketch_size)
+        new = np.zeros((compact.shape[0], n_features))
+        new[:, nonzero] = compact
+        return new, delta
+    if len(parts) == 1:
+        return shrink(parts[0][:0], parts[0], sketch_size)
+    # The first part is the top of the stack rather than copied into it: a merge of
+    # wide sketches then holds one copy of the others, not of all of them.
+    rest = parts[1:]
+    return shrink(parts[0], rest[0] if len(rest) == 1 else np.vstack(rest), sketch_size)
+
+
 def _checked_trace(block, gram):
     """Trace of ``block``; NaN or Inf anywhere in the stack shows on the Gram's
     diagonal (a sum of squares), so one O(r) check replaces a pass over the data."""

@@ -169,3 +169,39 @@ def test_nan_rows_are_named():
     A[700, 3] = np.nan
     with pytest.raises(ValueError, match="rows 700"):
         sketch_rows_randomized(A.tocsr(), 8)
+
+
+def test_empty_columns_change_nothing():
+    """A block is sketched on the columns it touches: spreading the same rows over a
+    wider matrix of empty columns gives the same sketch on the touched columns and
+    zeros elsewhere, with the same certificate."""
+    A = _inputs()["very_sparse"][:600]
+    columns = np.sort(np.random.default_rng(0).choice(5000, A.shape[1], replace=False))
+    wide = scipy.sparse.csr_matrix((A.data, columns[A.indices], A.indptr),
+                                   shape=(A.shape[0], 5000))
+    for center in (False, True):
+        narrow_sketch = sketch_rows_randomized(A, 8, seed=3, center=center)
+        wide_sketch = sketch_rows_randomized(wide, 8, seed=3, center=center)
+        assert np.array_equal(wide_sketch.B[:, columns], narrow_sketch.B)
+        assert not np.delete(wide_sketch.B, columns, axis=1).any()
+        assert wide_sketch.shrinkage == narrow_sketch.shrinkage
+        assert wide_sketch.error_bound == narrow_sketch.error_bound
+        if center:
+            assert np.array_equal(wide_sketch.mean[columns], narrow_sketch.mean)
+        err, _ = _error(wide_sketch, wide)
+        assert err <= wide_sketch.error_bound
+
+
+def test_merging_sketches_of_disjoint_columns_is_exact():
+    """Merges skip the columns no sketch touches; the result is the merge of the
+    full-width sketches."""
+    A = _inputs()["sparse"]
+    wide = scipy.sparse.hstack([A, scipy.sparse.csr_matrix((A.shape[0], 3000))]).tocsr()
+    parts = [sketch_rows(wide[i:i + 300], 8) for i in range(0, 1200, 300)]
+    merged = merge_sketches(parts)
+    stack = np.vstack([p.B for p in parts])
+    expected = sketch_rows(stack, 8, update="block")
+    assert not merged.B[:, A.shape[1]:].any()
+    assert np.allclose(merged.B.T @ merged.B, expected.B.T @ expected.B, atol=1e-10)
+    assert merged.shrinkage == pytest.approx(sum(p.shrinkage for p in parts)
+                                             + expected.shrinkage)
