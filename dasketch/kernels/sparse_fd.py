@@ -86,9 +86,14 @@ def largest_eigenvalue(matvec, dim, steps, rng):
     for j in range(steps):
         w = matvec(basis[j])
         diagonal.append(float(basis[j] @ w))
-        for _ in range(2):  # classical Gram-Schmidt, twice
-            w -= basis[:j + 1].T @ (basis[:j + 1] @ w)
+        # Classical Gram-Schmidt, repeated while it removes more than half of the
+        # norm ("twice is enough", Daniel, Gragg, Kaufman and Stewart 1976).
         beta = float(np.linalg.norm(w))
+        for _ in range(3):
+            w -= basis[:j + 1].T @ (basis[:j + 1] @ w)
+            beta, before = float(np.linalg.norm(w)), beta
+            if beta > 0.5 * before:
+                break
         if j == steps - 1 or beta <= 1e-13 * max(abs(diagonal[-1]), np.finfo(float).tiny):
             break  # an invariant subspace holding the start vector: exact
         offdiagonal.append(beta)
@@ -106,9 +111,10 @@ class _CenteredRows:
     def __init__(self, rows, mean):
         sparse = scipy.sparse.issparse(rows)
         self.rows = rows
+        # Explicit CSR transposes: C^T Q on a CSC view was measured 2x slower.
         self.rows_t = rows.T.tocsr() if sparse else rows.T
         self.rows32 = rows.astype(np.float32)
-        self.rows32_t = self.rows32.T.tocsr() if sparse else self.rows32.T
+        self.rows32_t = self.rows_t.astype(np.float32) if sparse else self.rows32.T
         self.mean = mean
 
     def matmat(self, W, low_precision=False):
