@@ -8,7 +8,8 @@ from functools import partial
 
 import numpy as np
 
-from dasketch._blocks import as_row_blocks, compute, map_reduce, sparse_embed_streams, tree_sum
+from dasketch._blocks import (
+    as_row_blocks, compute, default_block_rows, map_reduce, sparse_embed_streams, tree_sum)
 from dasketch._blocks.scheduler import default_client
 from dasketch._blocks.tasks import DEFAULT_SPLIT_EVERY, check_split_every
 from dasketch.kernels.embeddings import gaussian_rows, resolve_seed
@@ -46,16 +47,26 @@ def choose_update(update, sparse, n_features, sketch_size):
     return update
 
 
-def default_working_size(sketch_size, n_features, *, update="auto", split_every=None):
+def default_working_size(sketch_size, n_features, *, update="auto", split_every=None,
+                         sparse=False):
     """Working sketch size of block sketches and inner merges.
 
-    ``4 l`` for exact updates: on a9a and on slowly decaying spectra it brought the
+    ``4 l`` for exact updates (and sparse rows): on a9a and on slowly decaying spectra it brought the
     tree within 1 % of the best possible error where ``2 l`` was 3-11 % above, and
-    was no slower. ``2 l`` for the randomized update, whose passes cost grows with
-    the width. Capped so that ``split_every`` working sketches stay within
+    was no slower. ``l`` for exact updates of rows wider than a default block is
+    tall (``d > 2048``), absorbed through the row Gram: with ``l = 32`` on 2,048 x
+    8,192 Gaussian rows of decaying scale, ``l`` took 4.8x the time of one random
+    projection ``X G`` at 1.7x the best possible error, ``1.5 l`` 6.1x at 1.4x,
+    ``2 l`` 6.9x at 1.3x and ``4 l`` 16x at 1.2x (``svd_compressed`` with two power
+    iterations: 11-13x, 2.25x; benchmarks/bench_sparse_wide.py). ``2 l`` for the
+    randomized update, whose passes cost grows with the width. Capped so that ``split_every`` working sketches stay within
     :data:`MERGE_VALUES`, and never below ``l``.
     """
     factor = 2 if update == "randomized" else 4
+    if not sparse and update != "randomized" and default_block_rows(n_features) < n_features:
+        # Wide dense rows: blocks are absorbed through the row Gram, where each
+        # row costs about (2 m + s / 2) d flops at working size m and chunk s.
+        factor = 1
     fan_in = check_split_every(split_every)
     cap = MERGE_VALUES // max(fan_in * int(n_features), 1)
     return int(max(sketch_size, min(factor * sketch_size, cap)))
@@ -169,7 +180,7 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
                                               sketch_size)
     if working_size is None:
         working_size = default_working_size(sketch_size, blocks.n_features, update=update,
-                                            split_every=fan_in)
+                                            split_every=fan_in, sparse=blocks.sparse)
     elif not isinstance(working_size, numbers.Integral) or working_size < sketch_size:
         raise ValueError(f"working_size must be an integer >= sketch_size ({sketch_size}), "
                          f"got {working_size!r}")

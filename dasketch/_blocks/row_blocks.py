@@ -161,7 +161,9 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
             or hasattr(X, "__array__")):  # pandas DataFrames and other array-likes
         X = np.asarray(X)
         _check_shape(X.shape, name)
-        X = da.from_array(X, chunks=(_block_rows(block_rows, X.shape), -1))
+        # name=False: no hash of the whole array (dask tokenizes it otherwise, which
+        # took longer than one product X @ G with 32 columns on wide rows).
+        X = da.from_array(X, chunks=(_block_rows(block_rows, X.shape), -1), name=False)
     if not isinstance(X, da.Array):
         raise TypeError(f"{name} must be a Dask array, numpy array, pandas DataFrame, "
                         "scipy.sparse matrix, zarr.Array or a zarr path/URL, got "

@@ -330,6 +330,7 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
     B = result.B
     shrinkage = 0.0
     frobenius_sq = 0.0
+    shrunk = False
     start = 0
     while start < n_rows:
         if update == "buffered":
@@ -339,8 +340,10 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
         start += step
         if center:
             chunk = (chunk.toarray() if sparse else chunk) - mean
+        n_stack = B.shape[0] + chunk.shape[0]
         try:
-            B, delta, chunk_norm = shrink(B, chunk, sketch_size, return_extra_norm=True)
+            B, delta, chunk_norm = shrink(B, chunk, sketch_size, return_extra_norm=True,
+                                          top_orthogonal=shrunk)
         except NonFiniteError:
             check_finite_rows(rows, row_offset)  # names the rows, then raises
             raise ValueError(
@@ -348,6 +351,8 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
                 "overflow float64; rescale the data") from None
         frobenius_sq += chunk_norm
         shrinkage += delta
+        # A shrink leaves orthogonal rows; a stack shorter than l is kept as is.
+        shrunk = n_stack >= sketch_size
     return replace(result, B=B, shrinkage=shrinkage, n_rows=n_rows, mean=mean,
                    frobenius_sq=frobenius_sq, _svd=[])
 

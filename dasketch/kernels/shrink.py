@@ -25,6 +25,18 @@ UPDATES = ("auto", "block", "buffered")
 # stacking, bookkeeping). It keeps the cost model from preferring thousands of tiny
 # LAPACK calls over one large, BLAS-3 friendly Gram product.
 _CALL_OVERHEAD_FLOPS = 2e6
+# Flop equivalents per r^3 of the r x r eigendecomposition (LAPACK dsyevd with
+# eigenvectors, single thread; measured against BLAS-3 products of the same machine).
+_EIGH_FLOPS = 4.0
+# Flop equivalents of reading one float64 from memory in a skinny product (one
+# product X G with l = 32 columns, 32 flops per value read, is about balanced).
+_FLOPS_PER_VALUE_READ = 12.0
+# How much dearer than the cheapest chunk a larger chunk may be (fewer shrinks mean
+# a smaller Delta). Dense rows absorbed through the row Gram get a tighter slack: the
+# chunk Gram's cost grows linearly with the chunk there, and 2x would buy a b x b
+# Gram per block (b d flops per row, 8-16x one random projection for wide rows).
+_CHUNK_SLACK = 2.0
+_WIDE_CHUNK_SLACK = 1.5
 
 
 def to_float64(rows):
@@ -37,7 +49,7 @@ class NonFiniteError(ValueError):
     """The stack handed to :func:`shrink` holds NaN or Inf."""
 
 
-def shrink(top, extra, sketch_size, *, return_extra_norm=False):
+def shrink(top, extra, sketch_size, *, return_extra_norm=False, top_orthogonal=False):
     """Shrink the stack ``C = [top; extra]`` to at most ``l - 1`` rows.
 
     FD's shrink ([3]_ Algorithm 1 and 2): with ``C = U S V^T``,
@@ -58,6 +70,11 @@ def shrink(top, extra, sketch_size, *, return_extra_norm=False):
     sketch_size : int
     return_extra_norm : bool
         Also return ``||extra||_F^2``, read off the Gram matrix for free.
+    top_orthogonal : bool
+        ``top`` is the output of an earlier shrink, whose rows are orthogonal
+        (``top top^T`` is diagonal up to rounding): the top-left block of the row
+        Gram is then the diagonal of squared row norms, O(r1 d) instead of
+        O(r1^2 d) work, which is what makes streaming wide rows cheap.
 
     Returns
     -------
@@ -85,14 +102,18 @@ def shrink(top, extra, sketch_size, *, return_extra_norm=False):
     if n_stack <= d:
         # Row side: eigendecomposition of C C^T.
         gram = np.empty((n_stack, n_stack))
-        gram[:n_top, :n_top] = top @ top.T
+        if top_orthogonal:
+            gram[:n_top, :n_top] = np.diag(np.einsum("ij,ij->i", top, top))
+        else:
+            gram[:n_top, :n_top] = top @ top.T
         cross = extra @ top.T
         gram[n_top:, :n_top] = cross
         gram[:n_top, n_top:] = cross.T
         inner = extra @ extra.T
         gram[n_top:, n_top:] = inner.toarray() if sparse_extra else inner
         extra_norm = _checked_trace(gram[n_top:, n_top:], gram)
-        eigvals, eigvecs = scipy.linalg.eigh(gram, overwrite_a=True, check_finite=False)
+        eigvals, eigvecs = scipy.linalg.eigh(gram, overwrite_a=True, check_finite=False,
+                                             driver="evd")
         eigvals, eigvecs = eigvals[::-1], eigvecs[:, ::-1]
         eigvals = np.maximum(eigvals, 0.0)
         delta = float(eigvals[keep])
@@ -107,7 +128,8 @@ def shrink(top, extra, sketch_size, *, return_extra_norm=False):
         inner = inner.toarray() if sparse_extra else inner
         gram = top.T @ top + inner
         extra_norm = _checked_trace(inner, gram)
-        eigvals, eigvecs = scipy.linalg.eigh(gram, overwrite_a=True, check_finite=False)
+        eigvals, eigvecs = scipy.linalg.eigh(gram, overwrite_a=True, check_finite=False,
+                                             driver="evd")
         eigvals, eigvecs = eigvals[::-1], eigvecs[:, ::-1]
         eigvals = np.maximum(eigvals, 0.0)
         delta = float(eigvals[keep]) if keep < d else 0.0
@@ -180,16 +202,26 @@ def _checked_trace(block, gram):
 
 
 def _shrink_flops(n_top, n_rows, n_features, nnz_per_row, sparse):
-    """Estimated flop count of one :func:`shrink` of ``n_top + n_rows`` rows."""
+    """Estimated flop count of one :func:`shrink` of ``n_top + n_rows`` rows, the
+    ``n_top`` rows orthogonal (the output of the previous shrink)."""
     n_stack = n_top + n_rows
     d = n_features
     nnz = n_rows * nnz_per_row
     if n_stack <= d:
-        data_gram = (nnz * nnz_per_row + nnz * n_top) if sparse else n_rows * n_stack * d
-        return (n_top * n_top * d + data_gram + 10.0 * n_stack ** 3
-                + n_top * n_top * d + (nnz if sparse else n_rows * d) * n_top)
+        # Row side: squared norms of the top rows (the diagonal trick), the cross
+        # block, the chunk's own Gram (syrk: half the products, and BLAS runs it
+        # near peak), the eigendecomposition and the new rows.
+        if sparse:
+            data_gram = nnz * nnz_per_row + nnz * n_top
+        else:
+            data_gram = n_rows * n_top * d + n_rows * n_rows * d / 4.0
+        new_rows = (nnz if sparse else n_rows * d) * n_top + n_top * n_top * d
+        # Products with a few dozen rows are bound by memory, not flops: each of
+        # the three passes over the stack costs about this much per value read.
+        passes = 3 * _FLOPS_PER_VALUE_READ * (n_top * d + (nnz if sparse else n_rows * d))
+        return n_top * d + data_gram + _EIGH_FLOPS * n_stack ** 3 + new_rows + passes
     data_gram = nnz * nnz_per_row if sparse else n_rows * d * d
-    return n_top * d * d + data_gram + 10.0 * d ** 3 + n_top * d * d
+    return n_top * d * d + data_gram + _EIGH_FLOPS * d ** 3 + n_top * d * d
 
 
 def rows_per_shrink(n_rows, n_features, sketch_size, *, nnz_per_row=None,
@@ -199,10 +231,15 @@ def rows_per_shrink(n_rows, n_features, sketch_size, *, nnz_per_row=None,
     ``"block"`` absorbs the whole block in one shrink (near-optimal error);
     ``"buffered"`` streams through it with the buffer of ``2 l`` rows of the
     paper's fast Algorithms 4 and 5 ([3]_): after each shrink ``l + 1`` rows
-    are free, O(b d l) work. ``"auto"``
-    picks, from ``l, 2l, 4l, ..., b``, the largest chunk whose estimated cost
-    (flops plus a per-call overhead) is within 2x of the cheapest: larger
-    chunks mean fewer shrinks and so a smaller ``Delta``.
+    are free, O(b d l) work. ``"auto"`` picks, from ``l, 2l, 4l, ..., b``, the
+    largest chunk whose estimated cost (flops plus a per-call overhead) is within
+    a slack of the cheapest: larger chunks mean fewer shrinks and so a smaller
+    ``Delta``. The slack is 2x, and 1.5x for dense blocks wider than they are
+    tall (absorbed through the row Gram, whose chunk term, ``s d / 2`` flops per row
+    for a chunk of ``s`` rows, soon outweighs FD's own ``O(l d)``): a chunk of
+    about ``4-8 l`` rows, some ``4-5`` times the flops of one random projection
+    ``X G`` with ``l`` columns, where the whole block would cost ``b d / 2`` per
+    row.
     """
     if update not in UPDATES:
         raise ValueError(f"update must be one of {UPDATES}, got {update!r}")
@@ -228,7 +265,8 @@ def rows_per_shrink(n_rows, n_features, sketch_size, *, nnz_per_row=None,
             break
         step *= 2
     cheapest = min(cost for _, cost in candidates)
-    return max(step for step, cost in candidates if cost <= 2.0 * cheapest)
+    slack = _WIDE_CHUNK_SLACK if not sparse and n_features >= n_rows else _CHUNK_SLACK
+    return max(step for step, cost in candidates if cost <= slack * cheapest)
 
 
 def check_finite_rows(rows, row_offset):
