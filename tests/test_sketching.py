@@ -1,6 +1,7 @@
 """The public sketch() on sparse and wide data: the update choice, randomized
 guarantees, invariance, the working size, the a-posteriori error estimate."""
 
+import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse
@@ -101,15 +102,32 @@ def test_default_working_size_is_oversampled_and_memory_capped():
     assert default_working_size(8, 100) == 32
     assert default_working_size(8, 100, update="randomized") == 16
     # split_every = 8 inner sketches stay within 256 MiB; never below l
-    assert default_working_size(8, 10 ** 5) == 32
-    assert default_working_size(16, 10 ** 5) == 41
+    assert default_working_size(8, 10 ** 5, sparse=True) == 32
+    assert default_working_size(16, 10 ** 5, sparse=True) == 41
+    # dense rows wider than a block is tall: l (error per second, bench_sparse_wide)
+    assert default_working_size(8, 2048) == 32
+    assert default_working_size(8, 4096) == 8
+    assert default_working_size(16, 10 ** 5) == 16
     assert default_working_size(8, 10 ** 6) == 8
-    assert default_working_size(8, 10 ** 6, split_every=2) == 16
+    assert default_working_size(8, 10 ** 6, split_every=2, sparse=True) == 16
     # and the fan-in drops for very wide rows, so one merge stays within 256 MiB
     assert default_split_every(32, 1000) == 8
     assert default_split_every(32, 10 ** 5) == 8
     assert default_split_every(32, 3 * 10 ** 5) == 3
     assert default_split_every(32, 10 ** 7) == 2
+
+
+def test_wide_dense_sketch_independent_of_chunking_and_scheduler(cluster_client):
+    # d = 2,100 > 2,048: working size l, chunks through the row Gram.
+    X = np.random.default_rng(5).standard_normal((400, 2100)) * (1.0 + np.arange(2100)) ** -0.5
+    reference = dasketch.sketch(X, 10, block_rows=128)
+    err, _ = _error(reference, X)
+    assert err <= reference.error_bound * (1 + 1e-9)
+    for data, client in [(da.from_array(X, chunks=(100, 2100)), None), (X, cluster_client)]:
+        other = dasketch.sketch(data, 10, block_rows=128, client=client)
+        np.testing.assert_allclose(other.B.T @ other.B, reference.B.T @ reference.B,
+                                   rtol=1e-9, atol=1e-9 * err)
+        assert other.shrinkage == pytest.approx(reference.shrinkage, rel=1e-9)
 
 
 @pytest.mark.parametrize("sketch_size", [5, 10, 20, 30, 50])

@@ -81,6 +81,29 @@ def test_rows_per_shrink_choices():
         rows_per_shrink(10, 10, 4, update="oneshot")
 
 
+def test_rows_per_shrink_for_wide_dense_rows():
+    # A block wider than it is tall: chunks of 4-8 l rows through the row Gram,
+    # never one b x b Gram of the whole block (b d / 2 flops per row).
+    for b, d in [(512, 8192), (1024, 4096)]:
+        assert 4 * 32 <= rows_per_shrink(b, d, 32) <= 8 * 32
+    # Tall dense blocks keep one shrink of the whole block through the d x d Gram.
+    assert rows_per_shrink(16384, 256, 128) == 16384
+
+
+@pytest.mark.parametrize("method", ["fd", "rfd"])
+@pytest.mark.parametrize("update", ["block", "buffered", "auto"])
+def test_wide_dense_rows_keep_guarantees(method, update):
+    # d > rows per shrink: every shrink after the first reads the sketch's own
+    # Gram block off its squared row norms (its rows are orthogonal).
+    A = decaying(240, 300, seed=9, decay=0.99)
+    sk = sketch_rows(A, 8, method=method, update=update)
+    assert update == "block" or rows_per_shrink(240, 300, 8, update=update) < 240
+    check_guarantees(sk, A, ks=(0, 2, 5))
+    gram = sk.B @ sk.B.T
+    off_diagonal = gram - np.diag(np.diag(gram))
+    assert np.abs(off_diagonal).max() <= 1e-10 * np.abs(gram).max()
+
+
 def test_sparse_rows_match_dense_rows():
     X = scipy.sparse.random(400, 300, density=0.02, random_state=5, format="csr")
     for center in (False, True):
