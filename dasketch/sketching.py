@@ -51,25 +51,29 @@ def default_working_size(sketch_size, n_features, *, update="auto", split_every=
                          sparse=False):
     """Working sketch size of block sketches and inner merges.
 
-    ``4 l`` for exact updates (and sparse rows): on a9a and on slowly decaying spectra it brought the
-    tree within 1 % of the best possible error where ``2 l`` was 3-11 % above, and
-    was no slower. ``l`` for exact updates of rows wider than a default block is
+    ``4 l`` for exact updates (and sparse rows): on a9a and on slowly decaying
+    spectra it brought the tree within 1 % of the best possible error where ``2 l``
+    was 3-11 % above, and was no slower. ``l`` for exact updates of rows wider than a default block is
     tall (``d > 2048``), absorbed through the row Gram: with ``l = 32`` on 2,048 x
     8,192 Gaussian rows of decaying scale, ``l`` took 4.8x the time of one random
     projection ``X G`` at 1.7x the best possible error, ``1.5 l`` 6.1x at 1.4x,
     ``2 l`` 6.9x at 1.3x and ``4 l`` 16x at 1.2x (``svd_compressed`` with two power
-    iterations: 11-13x, 2.25x; benchmarks/bench_sparse_wide.py). ``2 l`` for the
-    randomized update, whose passes cost grows with the width. Capped so that ``split_every`` working sketches stay within
+    iterations: 11-13x, 2.25x; benchmarks/bench_sparse_wide.py). ``1.5 l`` for the
+    randomized update, whose passes and dense work grow with the width: with its
+    three power iterations it gave 1.27-1.32x the best possible error on 200,000 x
+    100,000 sparse rows (1.42x on hashed text) at 8-10x the CPU time of one
+    projection, where ``2 l`` cost 1.3x more for 1.31x (1.41x) and ``l`` stayed at
+    1.47-1.54x. Capped so that ``split_every`` working sketches stay within
     :data:`MERGE_VALUES`, and never below ``l``.
     """
-    factor = 2 if update == "randomized" else 4
+    factor = 1.5 if update == "randomized" else 4
     if not sparse and update != "randomized" and default_block_rows(n_features) < n_features:
         # Wide dense rows: blocks are absorbed through the row Gram, where each
         # row costs about (2 m + s / 2) d flops at working size m and chunk s.
         factor = 1
     fan_in = check_split_every(split_every)
     cap = MERGE_VALUES // max(fan_in * int(n_features), 1)
-    return int(max(sketch_size, min(factor * sketch_size, cap)))
+    return int(max(sketch_size, min(int(factor * sketch_size), cap)))
 
 
 def default_split_every(working_size, n_features):

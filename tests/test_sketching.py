@@ -100,7 +100,7 @@ def test_bad_update(wide_sparse):
 
 def test_default_working_size_is_oversampled_and_memory_capped():
     assert default_working_size(8, 100) == 32
-    assert default_working_size(8, 100, update="randomized") == 16
+    assert default_working_size(8, 100, update="randomized") == 12
     # split_every = 8 inner sketches stay within 256 MiB; never below l
     assert default_working_size(8, 10 ** 5, sparse=True) == 32
     assert default_working_size(16, 10 ** 5, sparse=True) == 41
