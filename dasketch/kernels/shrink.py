@@ -179,8 +179,12 @@ def shrink_rows(parts, sketch_size):
     stack is only formed on the nonzero columns.
     """
     n_features = parts[0].shape[1]
-    nonzero = np.flatnonzero(np.logical_or.reduce([part.any(axis=0) for part in parts]))
-    if 0 < nonzero.size < 0.75 * n_features:
+    touched = parts[0].any(axis=0)
+    for part in parts[1:]:
+        touched |= part.any(axis=0)
+    n_touched = int(np.count_nonzero(touched))
+    if 0 < n_touched < 0.75 * n_features:
+        nonzero = np.flatnonzero(touched)
         compact, delta = shrink_rows([part[:, nonzero] for part in parts], sketch_size)
         new = np.zeros((compact.shape[0], n_features))
         new[:, nonzero] = compact
