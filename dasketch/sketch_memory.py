@@ -21,20 +21,25 @@ from dasketch.kernels.sparse_fd import lanczos_steps
 # distributed's default fraction of the memory limit at which the nanny restarts a
 # worker (``distributed.worker.memory.terminate``).
 TERMINATE_FRACTION = 0.95
+# Resident memory of an idle worker process that has imported numpy, scipy,
+# distributed and dasketch (178 MiB measured), counted against its limit.
+WORKER_BASELINE_BYTES = 200 * 2 ** 20
 
 
 def task_memory_bytes(working_size, n_features, split_every, *, update="auto",
                       failure_probability=1e-6, read_bytes=0):
     """Bytes one task of the sketch holds at least: the largest of a merge
-    (``split_every + 1`` sketches of ``working_size - 1`` rows), a block task's
+    (``split_every + 1`` sketches of ``working_size - 1`` rows, and one more that
+    the worker holds while it waits for a merge's other inputs or sends one;
+    a run at d = 1e7 and l = 8 passed the restart limit with one fewer), a block task's
     read (``read_bytes``, see :class:`~dasketch._blocks.RowBlocks`) and its
     sketch, and, for the randomized update, a block's Lanczos basis, test matrix
     and two sketches.
 
     Examples
     --------
-    >>> task_memory_bytes(32, 1_000_000, 2) / 2 ** 20      # three 31 x 1e6 sketches
-    709.53369140625
+    >>> task_memory_bytes(32, 1_000_000, 2) / 2 ** 20      # four 31 x 1e6 sketches
+    946.044921875
     """
     return max(_task_parts(working_size, n_features, split_every, update,
                            failure_probability, read_bytes).values())
@@ -46,7 +51,8 @@ def _task_parts(working_size, n_features, split_every, update, failure_probabili
     sketch_bytes = 8.0 * max(int(working_size) - 1, 1) * int(n_features)
     parts = {
         f"a merge holds {split_every + 1} sketches of {working_size - 1} x {n_features:,} "
-        "float64 values": (int(split_every) + 1) * sketch_bytes,
+        "float64 values, and a worker one more while it waits for or sends it":
+        (int(split_every) + 2) * sketch_bytes,
         "a block task holds its rows and its sketch": read_bytes + sketch_bytes}
     if update == "randomized":
         steps = lanczos_steps(int(n_features), failure_probability)
@@ -70,7 +76,7 @@ def worker_memory_limit(client):
 def largest_fitting_sketch_size(limit, n_features, split_every, **kwargs):
     """The largest ``l >= 2`` (working size = l) whose task memory fits ``limit``
     bytes, or None when even ``l = 2`` does not."""
-    budget = TERMINATE_FRACTION * limit
+    budget = TERMINATE_FRACTION * limit - WORKER_BASELINE_BYTES
     if task_memory_bytes(2, n_features, split_every, **kwargs) > budget:
         return None
     low, high = 2, 2 + math.ceil(budget / (8.0 * n_features))
@@ -99,12 +105,15 @@ def check_task_memory(client, sketch_size, working_size, n_features, split_every
     limit = worker_memory_limit(client)
     if limit is None:
         return update
-    budget = TERMINATE_FRACTION * limit
+    budget = TERMINATE_FRACTION * limit - WORKER_BASELINE_BYTES
+    room = (f"more than the {max(budget, 0) / 2 ** 30:.2f} GiB a worker has for it "
+            f"({TERMINATE_FRACTION:.0%} of its memory limit of {limit / 2 ** 30:.2f} GiB, "
+            f"where it is restarted, less {WORKER_BASELINE_BYTES // 2 ** 20} MiB for the "
+            "worker itself)")
     if read_bytes > budget:
         raise ValueError(
             f"X: one block task reads {read_bytes / 2 ** 30:.2f} GiB at once (its largest "
-            f"input chunk of whole rows and its block), above {TERMINATE_FRACTION:.0%} of "
-            f"the workers' memory limit of {limit / 2 ** 30:.2f} GiB; store or chunk X "
+            f"input chunk of whole rows and its block), {room}; store or chunk X "
             "with fewer rows per chunk (make-data and write_synthetic keep chunks "
             "within 32 MiB), or use workers with more memory")
     need = task_memory_bytes(working_size, n_features, split_every, update=update,
@@ -130,6 +139,5 @@ def check_task_memory(client, sketch_size, working_size, n_features, split_every
     what = max(parts, key=parts.get)
     raise ValueError(
         f"sketch_size={sketch_size} with {n_features:,} features needs about "
-        f"{need / 2 ** 30:.2f} GiB in one worker task ({what}), above "
-        f"{TERMINATE_FRACTION:.0%} of the workers' memory limit of {limit / 2 ** 30:.2f} GiB, "
-        f"where they are restarted; {advice}, or workers with more memory")
+        f"{need / 2 ** 30:.2f} GiB in one worker task ({what}), {room}; {advice}, or "
+        "workers with more memory")

@@ -17,7 +17,8 @@ import dasketch.datasets
 from dasketch import Sketch, merge_sketches
 from dasketch.kernels.shrink import PANEL_COLUMNS, shrink
 from dasketch.sketch_memory import (
-    TERMINATE_FRACTION, check_task_memory, task_memory_bytes, worker_memory_limit)
+    TERMINATE_FRACTION, WORKER_BASELINE_BYTES, check_task_memory, task_memory_bytes,
+    worker_memory_limit)
 
 
 def _peak_allocation(func):
@@ -126,21 +127,21 @@ def small_worker():
 def test_sketch_larger_than_worker_memory_is_a_clear_error(small_worker):
     import dask.array as da
 
-    X = da.zeros((64, 500_000), chunks=(32, 500_000))
-    with pytest.raises(ValueError, match=r"sketch_size=32 .* use sketch_size <= 25"):
-        dasketch.sketch(X, 32, client=small_worker)
+    X = da.zeros((64, 500_000), chunks=(8, 500_000))
+    with pytest.raises(ValueError, match=r"sketch_size=32 .* use sketch_size <= 6,"):
+        dasketch.sketch(X, 32, client=small_worker, block_rows=8)
     limit = worker_memory_limit(small_worker)
     assert limit == 300 * 2 ** 20
-    assert task_memory_bytes(25, 500_000, 2) <= TERMINATE_FRACTION * limit
-    assert task_memory_bytes(26, 500_000, 2) > TERMINATE_FRACTION * limit
+    budget = TERMINATE_FRACTION * limit - WORKER_BASELINE_BYTES
+    assert task_memory_bytes(6, 500_000, 2) <= budget < task_memory_bytes(7, 500_000, 2)
 
 
 def test_auto_update_falls_back_to_exact_when_randomized_does_not_fit(small_worker):
-    d = 2_000_000
+    d = 600_000
     fits = dict(working_size=4, n_features=d, split_every=2, failure_probability=1e-6)
     exact = task_memory_bytes(**fits)
     randomized = task_memory_bytes(**fits, update="randomized")
-    assert exact <= TERMINATE_FRACTION * 300 * 2 ** 20 < randomized
+    assert exact <= TERMINATE_FRACTION * 300 * 2 ** 20 - WORKER_BASELINE_BYTES < randomized
     assert check_task_memory(small_worker, 4, 4, d, 2, update="randomized",
                              failure_probability=1e-6, requested="auto") == "auto"
     with pytest.raises(ValueError, match="Lanczos"):
