@@ -21,9 +21,10 @@ from dasketch.kernels.sparse_fd import lanczos_steps
 # distributed's default fraction of the memory limit at which the nanny restarts a
 # worker (``distributed.worker.memory.terminate``).
 TERMINATE_FRACTION = 0.95
-# Resident memory of an idle worker process that has imported numpy, scipy,
-# distributed and dasketch (178 MiB measured), counted against its limit.
-WORKER_BASELINE_BYTES = 200 * 2 ** 20
+# Resident memory of an idle worker process that has imported numpy, scipy, zarr,
+# distributed and dasketch (about 150 MiB; 178 MiB measured at most), counted
+# against its limit.
+WORKER_BASELINE_BYTES = 150 * 2 ** 20
 
 
 def task_memory_bytes(working_size, n_features, split_every, *, update="auto",
