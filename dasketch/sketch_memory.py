@@ -8,19 +8,23 @@ randomized update of a block also holds its Lanczos basis (one float64 row of
 test matrix. When that alone passes the fraction of the memory limit at which
 ``distributed`` restarts a worker, every attempt would be killed and the run
 would end in a ``KilledWorker`` error after several restarts; here it is a
-``ValueError`` up front that names the sketch size that fits. So is an input
+``ValueError`` up front that names the sketch size that fits; above the
+fraction at which workers pause it is a warning. So is an input
 whose chunks are too large for a worker to read one (a zarr chunk is read whole).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 
 from dasketch.kernels.sparse_fd import lanczos_steps
 
 # distributed's default fraction of the memory limit at which the nanny restarts a
 # worker (``distributed.worker.memory.terminate``).
 TERMINATE_FRACTION = 0.95
+# ... and at which it pauses the worker (``distributed.worker.memory.pause``).
+PAUSE_FRACTION = 0.8
 # Resident memory of an idle worker process that has imported numpy, scipy, zarr,
 # distributed and dasketch (about 150 MiB; 178 MiB measured at most), counted
 # against its limit.
@@ -74,10 +78,12 @@ def worker_memory_limit(client):
     return min(limits) if limits else None
 
 
-def largest_fitting_sketch_size(limit, n_features, split_every, **kwargs):
-    """The largest ``l >= 2`` (working size = l) whose task memory fits ``limit``
-    bytes, or None when even ``l = 2`` does not."""
-    budget = TERMINATE_FRACTION * limit - WORKER_BASELINE_BYTES
+def largest_fitting_sketch_size(limit, n_features, split_every, *,
+                                fraction=TERMINATE_FRACTION, **kwargs):
+    """The largest ``l >= 2`` (working size = l) whose task memory fits within
+    ``fraction`` of a worker's ``limit`` bytes, or None when even ``l = 2`` does
+    not."""
+    budget = fraction * limit - WORKER_BASELINE_BYTES
     if task_memory_bytes(2, n_features, split_every, **kwargs) > budget:
         return None
     low, high = 2, 2 + math.ceil(budget / (8.0 * n_features))
@@ -120,6 +126,17 @@ def check_task_memory(client, sketch_size, working_size, n_features, split_every
     need = task_memory_bytes(working_size, n_features, split_every, update=update,
                              failure_probability=failure_probability, read_bytes=read_bytes)
     if need <= budget:
+        if need > PAUSE_FRACTION * limit - WORKER_BASELINE_BYTES:
+            calm = largest_fitting_sketch_size(
+                limit, n_features, split_every, fraction=PAUSE_FRACTION, update=update,
+                failure_probability=failure_probability, read_bytes=read_bytes)
+            warnings.warn(
+                f"sketch_size={sketch_size} with {n_features:,} features needs about "
+                f"{need / 2 ** 30:.2f} GiB in one worker task, above {PAUSE_FRACTION:.0%} "
+                f"of the workers' memory limit of {limit / 2 ** 30:.2f} GiB (with "
+                f"{WORKER_BASELINE_BYTES // 2 ** 20} MiB for the worker itself), where "
+                "they pause and the sketch slows down; sketch_size <= "
+                f"{calm} stays below it", stacklevel=3)
         return update
     if requested == "auto" and update == "randomized" and task_memory_bytes(
             working_size, n_features, split_every, read_bytes=read_bytes) <= budget:

@@ -7,6 +7,7 @@ times the result (or, in the writer, 4,096 rows of noise per chunk).
 """
 
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -163,3 +164,12 @@ def test_zarr_chunk_larger_than_worker_memory_is_a_clear_error(tmp_path, small_w
     with pytest.raises(ValueError, match=r"X: one block task reads 0\.3\d GiB"):
         dasketch.sketch(path, 8, client=small_worker)
     assert small_worker.run(os.getpid) == pids
+
+
+def test_sketch_above_the_pause_fraction_warns(small_worker):
+    params = dict(update="auto", failure_probability=1e-6)
+    with pytest.warns(UserWarning, match=r"pause .* sketch_size <= 6 stays below"):
+        assert check_task_memory(small_worker, 7, 7, 500_000, 2, **params) == "auto"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_task_memory(small_worker, 6, 6, 500_000, 2, **params)
