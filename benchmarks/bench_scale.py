@@ -156,10 +156,14 @@ def wide_case(client, tmp, features, rows, sketch_size, nnz_per_row=None):
              "worker_restarted": client.run(os.getpid) != pids, "error": error}
     if error is None:
         sketch = dasketch.load_sketch(out)
-        estimate = dasketch.estimate_error(path, sketch, random_state=0, client=client)
+        # A few d-long test vectors (10 up to d = 1e6, 2 beyond) so that the check itself
+        # fits the workers: its block tasks hold d x n_vectors float64 values each.
+        n_vectors = 10 if features <= 1_000_000 else 2
+        estimate = dasketch.estimate_error(path, sketch, n_vectors=n_vectors, random_state=0,
+                                           split_every=2, client=client)
         entry.update(error_bound=sketch.error_bound, guarantee=sketch.guarantee,
                      estimated_error_lower=estimate.lower,
-                     estimated_error_upper=estimate.upper,
+                     estimated_error_upper=estimate.upper, estimate_vectors=n_vectors,
                      within_bound=bool(estimate.lower <= sketch.error_bound * (1 + 1e-9)))
         os.remove(out)
     shutil.rmtree(path)
