@@ -38,8 +38,9 @@ def task_memory_bytes(working_size, n_features, split_every, *, update="auto",
     the worker holds while it waits for a merge's other inputs or sends one;
     a run at d = 1e7 and l = 8 passed the restart limit with one fewer), a block task's
     read (``read_bytes``, see :class:`~dasketch._blocks.RowBlocks`) and its
-    sketch, and, for the randomized update, a block's Lanczos basis, test matrix
-    and two sketches.
+    sketch, and, for the randomized update, a block's Lanczos basis and test
+    matrix on the columns it touches (at most its ``read_bytes / 16`` nonzeros of
+    sparse rows) and two sketches.
 
     Examples
     --------
@@ -60,10 +61,12 @@ def _task_parts(working_size, n_features, split_every, update, failure_probabili
         (int(split_every) + 2) * sketch_bytes,
         "a block task holds its rows and its sketch": read_bytes + sketch_bytes}
     if update == "randomized":
-        steps = lanczos_steps(int(n_features), failure_probability)
-        parts[f"the randomized update holds {steps} Lanczos vectors of {n_features:,} "
-              "values"] = (8.0 * steps * n_features + 2 * sketch_bytes
-                           + 4.0 * working_size * n_features)
+        # A block is compressed on the columns it touches: at most its nonzeros.
+        active = min(int(n_features), read_bytes // 16) if read_bytes else int(n_features)
+        steps = lanczos_steps(active, failure_probability)
+        parts[f"the randomized update holds {steps} Lanczos vectors of {active:,} "
+              "values"] = (8.0 * steps * active + 2 * sketch_bytes
+                           + 4.0 * working_size * active)
     return parts
 
 

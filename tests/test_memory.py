@@ -39,7 +39,7 @@ def test_merge_of_wide_sketches_allocates_about_its_output():
     parts = [Sketch.from_rows(rng.standard_normal((l, d)), l) for _ in range(2)]
     merged, peak = _peak_allocation(lambda: merge_sketches(parts))
     panel = merged.B.shape[0] * PANEL_COLUMNS * 8
-    assert peak <= merged.B.nbytes + panel + 2 ** 20
+    assert peak <= merged.B.nbytes + panel + 16 * d  # and a column index of d values
     expected = np.linalg.svd(np.vstack([p.B for p in parts]), compute_uv=False)
     assert merged.shrinkage == pytest.approx(parts[0].shrinkage + parts[1].shrinkage
                                              + expected[l - 1] ** 2, rel=1e-9)
@@ -173,3 +173,11 @@ def test_sketch_above_the_pause_fraction_warns(small_worker):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_task_memory(small_worker, 6, 6, 500_000, 2, **params)
+
+
+def test_randomized_estimate_counts_the_columns_a_sparse_block_touches():
+    """A sparse block is compressed on the columns it touches, at most its nonzeros."""
+    wide = task_memory_bytes(4, 10 ** 7, 2, update="randomized")
+    touched = task_memory_bytes(4, 10 ** 7, 2, update="randomized", read_bytes=16 * 10 ** 5)
+    assert touched == task_memory_bytes(4, 10 ** 7, 2)  # the merge is then the largest
+    assert touched < wide

@@ -54,7 +54,8 @@ class RowBlocks:
     read_bytes : int
         Bytes one block task holds while reading its rows: the largest input
         chunk that a block is cut from (a whole zarr chunk is read at once), at
-        least the block itself; 0 when unknown (sparse inputs).
+        least the block itself; for sparse inputs the CSR rows of a block at the
+        mean number of nonzeros a row (16 bytes each).
     """
 
     blocks: tuple
@@ -227,7 +228,14 @@ def _sparse_row_blocks(X, block_rows, name):
     offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
     blocks = tuple(dask.delayed(X[start:stop], pure=True)
                    for start, stop in zip(offsets[:-1], offsets[1:]))
-    return RowBlocks(blocks, offsets, n_features, dtype, True)
+    return RowBlocks(blocks, offsets, n_features, dtype, True,
+                     _csr_block_bytes(X.nnz, n_rows, rows))
+
+
+def _csr_block_bytes(nnz, n_rows, rows):
+    """Bytes of the CSR rows of one block of ``rows`` rows (float64 values and int64
+    column indices) at the matrix's mean number of nonzeros a row."""
+    return int(16 * np.ceil(nnz / max(n_rows, 1) * rows))
 
 
 def _sparse_store_blocks(path, block_rows, component, storage_options, missing_chunks, name):
@@ -242,7 +250,8 @@ def _sparse_store_blocks(path, block_rows, component, storage_options, missing_c
     read = dask.delayed(csr_rows, pure=True)
     blocks = tuple(read(group, start, stop, missing_chunks == "raise", name)
                    for start, stop in zip(offsets[:-1], offsets[1:]))
-    return RowBlocks(blocks, offsets, n_features, np.dtype(dtype), True)
+    return RowBlocks(blocks, offsets, n_features, np.dtype(dtype), True,
+                     _csr_block_bytes(nnz, n_rows, rows))
 
 
 def _append_ones(block):
