@@ -51,26 +51,36 @@ def default_working_size(sketch_size, n_features, *, update="auto", split_every=
                          sparse=False):
     """Working sketch size of block sketches and inner merges.
 
-    ``4 l`` for exact updates (and sparse rows): on a9a and on slowly decaying
-    spectra it brought the tree within 1 % of the best possible error where ``2 l``
-    was 3-11 % above, and was no slower. ``l`` for exact updates of rows wider than a default block is
-    tall (``d > 2048``), absorbed through the row Gram: with ``l = 32`` on 2,048 x
-    8,192 Gaussian rows of decaying scale, ``l`` took 4.8x the time of one random
-    projection ``X G`` at 1.7x the best possible error, ``1.5 l`` 6.1x at 1.4x,
-    ``2 l`` 6.9x at 1.3x and ``4 l`` 16x at 1.2x (``svd_compressed`` with two power
-    iterations: 11-13x, 2.25x; benchmarks/bench_sparse_wide.py). ``1.5 l`` for the
-    randomized update, whose passes and dense work grow with the width: with its
-    three power iterations it gave 1.27-1.32x the best possible error on 200,000 x
-    100,000 sparse rows (1.42x on hashed text) at 8-10x the CPU time of one
-    projection, where ``2 l`` cost 1.3x more for 1.31x (1.41x) and ``l`` stayed at
-    1.47-1.54x. Capped so that ``split_every`` working sketches stay within
-    :data:`MERGE_VALUES`, and never below ``l``.
+    ``4 l`` for exact updates of sparse rows and of dense rows at most 2,048 wide:
+    on a9a and on slowly decaying spectra it brought the tree within 1 % of the
+    best possible error where ``2 l`` was 3-11 % above, and was no slower.
+
+    Dense rows wider than a default block is tall (``d > 2048``) are absorbed
+    through the row Gram, about ``(2 m + s / 2) d`` flops per row at working size
+    ``m`` and ``s`` rows per shrink, so ``m`` is chosen by error per second
+    (benchmarks/bench_sparse_wide.py, ``l = 32``, rows of decaying scale, CPU
+    time of one thread against one random projection ``X G``): at 2,048 x 8,192
+    (blocks of 512 rows) ``l`` took 5.3x at 1.68x the best possible error,
+    ``1.5 l`` 5.7x at 1.63x, ``2 l`` 6.9x at 1.32x, ``4 l`` 11-19x at 1.08x;
+    ``svd_compressed(k=l, n_power_iter=2)`` 10-13x at 2.25x. At 1,024 x 32,768
+    (blocks of 128 rows, merges carry more of the error) ``l`` reached 2.34x,
+    above ``svd_compressed``'s 2.27x, and ``1.5 l`` 2.03x at 5.5x. Hence ``l``
+    when a default block holds at least ``16 l`` rows, else ``1.5 l``.
+
+    ``1.5 l`` for the randomized update, whose passes and dense work grow with the
+    width: with its three power iterations it gave 1.27-1.32x the best possible
+    error on 200,000 x 100,000 sparse rows (1.42x on hashed text) at 8-10x the CPU
+    time of one projection, where ``2 l`` cost 1.3x more for 1.31x (1.41x) and
+    ``l`` stayed at 1.47-1.54x. Capped so that ``split_every`` working sketches
+    stay within :data:`MERGE_VALUES`, and never below ``l``.
     """
     factor = 1.5 if update == "randomized" else 4
-    if not sparse and update != "randomized" and default_block_rows(n_features) < n_features:
+    block_rows = default_block_rows(n_features)
+    if not sparse and update != "randomized" and block_rows < n_features:
         # Wide dense rows: blocks are absorbed through the row Gram, where each
         # row costs about (2 m + s / 2) d flops at working size m and chunk s.
-        factor = 1
+        # Blocks of fewer than 16 l rows leave the error to the merges: 1.5 l there.
+        factor = 1 if block_rows >= 16 * sketch_size else 1.5
     fan_in = check_split_every(split_every)
     cap = MERGE_VALUES // max(fan_in * int(n_features), 1)
     return int(max(sketch_size, min(int(factor * sketch_size), cap)))

@@ -107,7 +107,9 @@ def test_default_working_size_is_oversampled_and_memory_capped():
     # dense rows wider than a block is tall: l (error per second, bench_sparse_wide)
     assert default_working_size(8, 2048) == 32
     assert default_working_size(8, 4096) == 8
-    assert default_working_size(16, 10 ** 5) == 16
+    assert default_working_size(16, 10 ** 5) == 24  # blocks of 32 rows < 16 l: 1.5 l
+    assert default_working_size(32, 8192) == 32
+    assert default_working_size(32, 32768) == 48
     assert default_working_size(8, 10 ** 6) == 8
     assert default_working_size(8, 10 ** 6, split_every=2, sparse=True) == 16
     # and the fan-in drops for very wide rows, so one merge stays within 256 MiB
