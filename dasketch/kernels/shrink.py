@@ -136,8 +136,24 @@ def shrink(top, extra, sketch_size, *, return_extra_norm=False, top_orthogonal=F
         lead = eigvals[:keep] - delta
         positive = lead > 0
         new = np.sqrt(lead[positive])[:, None] * eigvecs[:, :keep][:, positive].T
-    new = np.ascontiguousarray(new)
+    new = _positive_largest_entries(np.ascontiguousarray(new))
     return (new, delta, extra_norm) if return_extra_norm else (new, delta)
+
+
+def _positive_largest_entries(rows):
+    """Each row's sign chosen so that its entry of largest magnitude is positive.
+
+    The sign of a singular vector is arbitrary, and rounding differences between
+    runs (BLAS kernels, thread counts) can flip it; fixing it keeps the sketch the
+    same for any scheduler or worker count (sklearn's ``svd_flip`` convention,
+    written here because the kernels do not import scikit-learn).
+    """
+    if rows.size:  # no row-sized temporaries: wide sketches are large
+        index = np.arange(rows.shape[0])
+        highest, lowest = rows[index, rows.argmax(axis=1)], rows[index, rows.argmin(axis=1)]
+        for i in np.flatnonzero(-lowest > highest):
+            rows[i] *= -1
+    return rows
 
 
 # Columns per panel of the row-side product: the temporary of ``coef^T top`` stays

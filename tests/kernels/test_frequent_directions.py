@@ -259,3 +259,14 @@ def test_error_bound_is_reached_exactly_on_diag_3_2_1(update):
         assert s.shrinkage == pytest.approx(4.0)
         assert s.error_bound == pytest.approx(bound)
         assert np.linalg.norm(A.T @ A - s.covariance(), 2) == pytest.approx(bound)
+
+
+def test_sketch_rows_have_a_fixed_sign():
+    """The largest entry of every sketch row is positive (sklearn's ``svd_flip``
+    convention), so rounding differences between runs cannot flip a row."""
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((400, 60)) * 0.9 ** np.arange(60)
+    for sketch in (sketch_rows(A, 8), merge_sketches([sketch_rows(A[:200], 8),
+                                                      sketch_rows(A[200:], 8)])):
+        largest = sketch.B[np.arange(sketch.B.shape[0]), np.abs(sketch.B).argmax(axis=1)]
+        assert (largest > 0).all()
