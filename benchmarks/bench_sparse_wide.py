@@ -61,6 +61,13 @@ def best_time(func, repeat):
     return best, result
 
 
+def cpu_seconds(func):
+    """Process CPU time of one call of ``func``."""
+    start = time.process_time()
+    func()
+    return time.process_time() - start
+
+
 def sparse_synthetic(n, d, density, seed=0):
     counts, cols, vals = _sparse_rows(seed, 0, n, d, density)
     X = scipy.sparse.csr_matrix((vals * (1.0 + cols) ** -0.5, cols,
@@ -131,6 +138,9 @@ def run_case(name, X, l, with_svd, working_sizes=()):
     out = {"rows": n, "features": d, "nnz": int(nnz), "sketch_size": l,
            "lambda_1": float(top[0]), "best_possible_rfd_error": float(best)}
     out["seconds_projection"], _ = best_time(lambda: X @ G, 3)
+    # CPU seconds (all threads) of one run each: steadier than wall time when the
+    # machine is shared; sparse X @ G runs on one thread, dasketch on all cores.
+    out["cpu_seconds_projection"] = cpu_seconds(lambda: X @ G)
     source = X
     if with_svd:
         # Dense: dasketch and svd_compressed read the same Dask array, built (copied
@@ -139,6 +149,9 @@ def run_case(name, X, l, with_svd, working_sizes=()):
     # Dense cases take well under a second each: best of 3, as for X @ G.
     repeat = 3 if with_svd else 1
     seconds, sk = time_dasketch(source, l, repeat=repeat)
+    out["cpu_seconds_dasketch"] = cpu_seconds(lambda: time_dasketch(source, l))
+    out["dasketch_cpu_over_projection_cpu"] = (out["cpu_seconds_dasketch"]
+                                               / out["cpu_seconds_projection"])
     out["seconds_dasketch"] = seconds
     out["working_size"] = dasketch.sketching.default_working_size(
         l, d, sparse=scipy.sparse.issparse(X),
@@ -188,10 +201,12 @@ def main(argv=None):
         dasketch.sketch(wide_dense(200, 400), 8)
     if "sparse_synthetic" in cases:
         X = sparse_synthetic(200_000 // scale, 100_000 // scale, 1e-3 * (1 if scale == 1 else 5))
-        report["cases"]["sparse_synthetic"] = run_case("sparse_synthetic", X, 64, False)
+        report["cases"]["sparse_synthetic"] = run_case("sparse_synthetic", X, 64, False,
+                                                       working_sizes=(64, 128))
     if "text_hashed" in cases:
         X = hashed_text(200_000 // scale, 2 ** 17)
-        report["cases"]["text_hashed"] = run_case("text_hashed", X, 32, False)
+        report["cases"]["text_hashed"] = run_case("text_hashed", X, 32, False,
+                                                  working_sizes=(32, 64))
     if "wide_dense" in cases:
         for n, d in zip(args.wide_rows, (8192, 32768)):
             X = wide_dense(n // scale, d // scale)

@@ -68,11 +68,14 @@ def default_working_size(sketch_size, n_features, *, update="auto", split_every=
     when a default block holds at least ``16 l`` rows, else ``1.5 l``.
 
     ``1.5 l`` for the randomized update, whose passes and dense work grow with the
-    width: with its three power iterations it gave 1.27-1.32x the best possible
-    error on 200,000 x 100,000 sparse rows (1.42x on hashed text) at 8-10x the CPU
-    time of one projection, where ``2 l`` cost 1.3x more for 1.31x (1.41x) and
-    ``l`` stayed at 1.47-1.54x. Capped so that ``split_every`` working sketches
-    stay within :data:`MERGE_VALUES`, and never below ``l``.
+    width: the smallest that met 1.5x the best possible error on both sparse cases
+    of ``benchmarks/bench_sparse_wide.py`` (quiet machine, three power iterations):
+    1.32x on 200,000 x 100,000 rows and 1.42x on hashed text, at 8.4x / 17.6x the
+    time of one projection ``X G``, where ``l`` gave 1.47x / 1.54x at 5.3x / 12x and
+    ``2 l`` 1.23x / 1.32x at 11x / 32x. Capped so that ``split_every`` working sketches
+    stay within :data:`MERGE_VALUES`, and never below ``l``; for the randomized
+    update without ``split_every`` the cap assumes the smallest fan-in (2), since
+    :func:`default_split_every` then lowers the fan-in to fit instead.
     """
     factor = 1.5 if update == "randomized" else 4
     block_rows = default_block_rows(n_features)
@@ -82,6 +85,8 @@ def default_working_size(sketch_size, n_features, *, update="auto", split_every=
         # Blocks of fewer than 16 l rows leave the error to the merges: 1.5 l there.
         factor = 1 if block_rows >= 16 * sketch_size else 1.5
     fan_in = check_split_every(split_every)
+    if update == "randomized" and split_every is None:
+        fan_in = 2
     cap = MERGE_VALUES // max(fan_in * int(n_features), 1)
     return int(max(sketch_size, min(int(factor * sketch_size), cap)))
 
@@ -194,7 +199,7 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
                                               sketch_size)
     if working_size is None:
         working_size = default_working_size(sketch_size, blocks.n_features, update=update,
-                                            split_every=fan_in, sparse=blocks.sparse)
+                                            split_every=split_every, sparse=blocks.sparse)
     elif not isinstance(working_size, numbers.Integral) or working_size < sketch_size:
         raise ValueError(f"working_size must be an integer >= sketch_size ({sketch_size}), "
                          f"got {working_size!r}")

@@ -101,6 +101,10 @@ def test_bad_update(wide_sparse):
 def test_default_working_size_is_oversampled_and_memory_capped():
     assert default_working_size(8, 100) == 32
     assert default_working_size(8, 100, update="randomized") == 12
+    # randomized: 1.5 l even for wide rows, the fan-in drops to keep merges in 256 MiB
+    wide = default_working_size(64, 10 ** 5, update="randomized", sparse=True)
+    assert wide == 96 and default_split_every(wide, 10 ** 5) == 3
+    assert 3 * wide * 10 ** 5 <= 2 ** 25
     # split_every = 8 inner sketches stay within 256 MiB; never below l
     assert default_working_size(8, 10 ** 5, sparse=True) == 32
     assert default_working_size(16, 10 ** 5, sparse=True) == 41
