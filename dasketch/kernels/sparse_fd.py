@@ -6,8 +6,9 @@ however sparse the rows are. Here a whole block of rows ``C`` (b x d, CSR or den
 is first compressed to ``Z = Q^T C`` (s x d) with ``Q`` an orthonormal basis of
 the randomized range of ``C`` (Halko, Martinsson, Tropp 2011, Algorithm 4.4 with
 a random-sign test matrix and ``q`` power iterations), then FD-shrunk to the working
-size. The passes over the data cost O(nnz s) each and are taken in float32; ``Q``
-and ``Z`` are formed in float64. As in Ghashami, Liberty, Phillips (KDD 2016),
+size. The passes over the data cost O(nnz s) each; the power iterations run in
+float32 and the last pass, which forms the compression (in Nystrom form, without
+``Q`` or ``Z``), in float64. As in Ghashami, Liberty, Phillips (KDD 2016),
 the dense O(s d) work is paid once per block instead of once per few rows.
 
 The loss of such a step, ``C^T C - B^T B = C^T (I - Q Q^T) C + (Z^T Z - B^T B)``,
@@ -142,6 +143,8 @@ class _CenteredRows:
 def _dominant_eigenpairs(gram, floor=1e-10):
     """Eigenpairs of a PSD Gram matrix above ``floor`` times the largest: the
     directions whose rounding cannot spoil an orthonormal basis built from them."""
+    if not gram.size:
+        return np.zeros(0), np.zeros((gram.shape[0], 0))
     eigvals, eigvecs = scipy.linalg.eigh(gram, check_finite=False)
     keep = eigvals > eigvals[-1] * floor if eigvals[-1] > 0 else eigvals > 0
     return eigvals[keep], eigvecs[:, keep]

@@ -205,3 +205,15 @@ def test_merging_sketches_of_disjoint_columns_is_exact():
     assert np.allclose(merged.B.T @ merged.B, expected.B.T @ expected.B, atol=1e-10)
     assert merged.shrinkage == pytest.approx(sum(p.shrinkage for p in parts)
                                              + expected.shrinkage)
+
+
+@pytest.mark.parametrize("zeros", [scipy.sparse.csr_matrix((500, 400)), np.zeros((500, 400))])
+def test_a_block_of_zero_rows(zeros):
+    """Blocks of empty rows (padding, filtered rows) sketch to nothing, exactly."""
+    empty = sketch_rows_randomized(zeros, 8)
+    assert empty.B.shape == (0, 400) and empty.shrinkage == 0 == empty.error_bound
+    A = _inputs()["sparse"][:, :400]
+    stacked = scipy.sparse.vstack([A, scipy.sparse.csr_matrix(zeros)]).tocsr()
+    merged = merge_sketches([sketch_rows_randomized(A, 8, seed=1), empty])
+    assert merged.n_rows == stacked.shape[0]
+    assert _error(merged.resize(8), stacked)[0] <= merged.resize(8).error_bound
