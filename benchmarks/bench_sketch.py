@@ -35,19 +35,9 @@ import numpy as np  # noqa: E402
 from distributed import Client, LocalCluster, futures_of, wait  # noqa: E402
 
 import dasketch  # noqa: E402
+from timing import best_time  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def timed(func, repeat):
-    """Best wall time of ``repeat`` runs, and the last result."""
-    best, result = np.inf, None
-    for _ in range(repeat):
-        result = None  # release the last result so a persisted one is recomputed
-        start = time.perf_counter()
-        result = func()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def persisted(array):
@@ -107,7 +97,7 @@ def main(argv=None):
         }
         times, outputs = {}, {}
         for name, func in runs.items():
-            times[name], outputs[name] = timed(func, args.repeat)
+            times[name], outputs[name] = best_time(func, args.repeat)
             print(f"{name:40s} {times[name]:8.2f} s", flush=True)
 
         gram = outputs["exact Gram X.T @ X"]

@@ -30,7 +30,6 @@ import json
 import os
 import platform
 import site
-import time
 from pathlib import Path
 
 import dask
@@ -47,25 +46,9 @@ import dasketch  # noqa: E402
 import dasketch._blocks  # noqa: E402
 import dasketch.sketching  # noqa: E402
 from dasketch.datasets import _sparse_rows  # noqa: E402
+from timing import best_time, cpu_seconds  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def best_time(func, repeat):
-    """Best wall time of ``repeat`` runs, and the last result."""
-    best, result = np.inf, None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = func()
-        best = min(best, time.perf_counter() - start)
-    return best, result
-
-
-def cpu_seconds(func):
-    """Process CPU time of one call of ``func``."""
-    start = time.process_time()
-    func()
-    return time.process_time() - start
 
 
 def sparse_synthetic(n, d, density, seed=0):
