@@ -38,9 +38,10 @@ def task_memory_bytes(working_size, n_features, split_every, *, update="auto",
     the worker holds while it waits for a merge's other inputs or sends one;
     a run at d = 1e7 and l = 8 passed the restart limit with one fewer), a block task's
     read (``read_bytes``, see :class:`~dasketch._blocks.RowBlocks`) and its
-    sketch, and, for the randomized update, a block's Lanczos basis and test
-    matrix on the columns it touches (at most its ``read_bytes / 16`` nonzeros of
-    sparse rows) and two sketches.
+    sketch, and, for the randomized update, a block's rows in four copies
+    (float64 and float32, and their transposes), its Lanczos basis and test matrix
+    on the columns it touches (at most its ``read_bytes / 16`` nonzeros of sparse
+    rows) and two sketches.
 
     Examples
     --------
@@ -64,9 +65,12 @@ def _task_parts(working_size, n_features, split_every, update, failure_probabili
         # A block is compressed on the columns it touches: at most its nonzeros.
         active = min(int(n_features), read_bytes // 16) if read_bytes else int(n_features)
         steps = lanczos_steps(active, failure_probability)
-        parts[f"the randomized update holds {steps} Lanczos vectors of {active:,} "
-              "values"] = (8.0 * steps * active + 2 * sketch_bytes
-                           + 4.0 * working_size * active)
+        # Its rows in float64 and float32 and the transposes of both: about 44 bytes
+        # a nonzero, under three times the 16 of read_bytes.
+        parts[f"the randomized update holds its rows in four copies and {steps} "
+              f"Lanczos vectors of {active:,} values"] = (
+            3.0 * read_bytes + 8.0 * steps * active + 2 * sketch_bytes
+            + 4.0 * working_size * active)
     return parts
 
 

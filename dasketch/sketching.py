@@ -28,6 +28,10 @@ MERGE_VALUES = 2 ** 25
 # Sparse rows at least this many times wider than the sketch go to the randomized
 # update by default (see :func:`choose_update`).
 RANDOMIZED_WIDTH_RATIO = 32
+# Nonzeros and most rows of a default block of the randomized update (see
+# :func:`randomized_block_rows`).
+RANDOMIZED_BLOCK_NONZEROS = 2 ** 23
+RANDOMIZED_MAX_BLOCK_ROWS = 2 ** 17
 
 
 def _sketch_block(block, start, stop, *, update, failure_probability, seed, **params):
@@ -45,6 +49,26 @@ def choose_update(update, sparse, n_features, sketch_size):
     if update == "auto" and sparse and n_features >= RANDOMIZED_WIDTH_RATIO * sketch_size:
         return "randomized"
     return update
+
+
+def randomized_block_rows(nonzeros_per_row, n_features):
+    """Default rows per block of sparse rows sketched by the randomized update.
+
+    Each block pays work that grows with the columns it touches, not with its
+    nonzeros: the test matrix, the Lanczos basis of its certificate, its sketch and
+    the merges. Twice the exact update's blocks (about 2^23 nonzeros, at most 2^17
+    rows) spread it over more nonzeros, and fewer merges lose less:
+    (benchmarks/bench_sparse_wide.py, working size ``l``, four power iterations, CPU
+    time against one projection ``X G``) 200,000 x 100,000 at density 1e-3 took
+    9.0x instead of 9.8x at 1.29x instead of 1.38x the best possible error, and
+    hashed text 16x instead of 22x at 1.35x instead of 1.46x. Only while such a
+    block holds at least 16 nonzeros per column: narrower blocks of wider rows
+    touch more columns as they grow, and their memory grows with them.
+    """
+    if RANDOMIZED_BLOCK_NONZEROS < 16 * int(n_features):
+        return default_block_rows(nonzeros_per_row)
+    return default_block_rows(nonzeros_per_row, block_values=RANDOMIZED_BLOCK_NONZEROS,
+                              max_rows=RANDOMIZED_MAX_BLOCK_ROWS)
 
 
 def default_working_size(sketch_size, n_features, *, update="auto", split_every=None,
@@ -67,27 +91,27 @@ def default_working_size(sketch_size, n_features, *, update="auto", split_every=
     above ``svd_compressed``'s 2.27x, and ``1.5 l`` 2.03x at 5.5x. Hence ``l``
     when a default block holds at least ``16 l`` rows, else ``1.5 l``.
 
-    ``1.5 l`` for the randomized update, whose passes and dense work grow with the
-    width: the smallest that met 1.5x the best possible error on both sparse cases
-    of ``benchmarks/bench_sparse_wide.py`` (quiet machine, three power iterations):
-    1.32x on 200,000 x 100,000 rows and 1.42x on hashed text, at 8.4x / 17.6x the
-    time of one projection ``X G``, where ``l`` gave 1.47x / 1.54x at 5.3x / 12x and
-    ``2 l`` 1.23x / 1.32x at 11x / 32x. Capped so that ``split_every`` working sketches
-    stay within :data:`MERGE_VALUES`, and never below ``l``; for the randomized
-    update without ``split_every`` the cap assumes the smallest fan-in (2), since
-    :func:`default_split_every` then lowers the fan-in to fit instead.
+    ``l`` for the randomized update, whose passes and dense work grow with the
+    width, chosen by error per second on both sparse cases of
+    ``benchmarks/bench_sparse_wide.py`` (CPU time against one projection ``X G``,
+    blocks of :func:`randomized_block_rows`): on 200,000 x 100,000 rows ``l`` with
+    four power iterations took 9.0x at 1.29x the best possible error, where ``1.5 l``
+    with three took 12.4x at 1.27x; on hashed text 16x at 1.35x, where ``1.5 l``
+    took 27x at 1.43x. Merges of wide rows then stay within :data:`MERGE_VALUES`
+    through :func:`default_split_every`, which lowers the fan-in. Exact updates are
+    capped so that ``split_every`` working sketches stay within
+    :data:`MERGE_VALUES`, and never below ``l``.
     """
-    factor = 1.5 if update == "randomized" else 4
+    if update == "randomized":
+        return int(sketch_size)
+    factor = 4
     block_rows = default_block_rows(n_features)
-    if not sparse and update != "randomized" and block_rows < n_features:
+    if not sparse and block_rows < n_features:
         # Wide dense rows: blocks are absorbed through the row Gram, where each
         # row costs about (2 m + s / 2) d flops at working size m and chunk s.
         # Blocks of fewer than 16 l rows leave the error to the merges: 1.5 l there.
         factor = 1 if block_rows >= 16 * sketch_size else 1.5
-    fan_in = check_split_every(split_every)
-    if update == "randomized" and split_every is None:
-        fan_in = 2
-    cap = MERGE_VALUES // max(fan_in * int(n_features), 1)
+    cap = MERGE_VALUES // max(check_split_every(split_every) * int(n_features), 1)
     return int(max(sketch_size, min(int(factor * sketch_size), cap)))
 
 
@@ -193,8 +217,14 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
         raise ValueError(f"update must be one of {SKETCH_UPDATES}, got {update!r}")
     failure_probability = check_failure_probability(failure_probability)
     fan_in = check_split_every(split_every)
+    def sparse_block_rows(nonzeros_per_row, n_features):
+        if choose_update(update, True, n_features, sketch_size) == "randomized":
+            return randomized_block_rows(nonzeros_per_row, n_features)
+        return default_block_rows(nonzeros_per_row)
+
     blocks = as_row_blocks(X, block_rows=block_rows, component=component,
-                           storage_options=storage_options, missing_chunks=missing_chunks)
+                           storage_options=storage_options, missing_chunks=missing_chunks,
+                           sparse_block_rows=sparse_block_rows)
     requested, update = update, choose_update(update, blocks.sparse, blocks.n_features,
                                               sketch_size)
     if working_size is None:

@@ -9,7 +9,9 @@ import scipy.sparse
 import dasketch
 from dasketch.datasets import write_sparse_synthetic
 from dasketch.io import read_csr_rows
-from dasketch.sketching import choose_update, default_split_every, default_working_size
+from dasketch._blocks import as_row_blocks, default_block_rows
+from dasketch.sketching import (
+    choose_update, default_split_every, default_working_size, randomized_block_rows)
 from tests.helpers import sparse_decaying, spectral_norm
 
 
@@ -98,13 +100,42 @@ def test_bad_update(wide_sparse):
         dasketch.sketch(wide_sparse, 8, update="stream")
 
 
+def test_randomized_blocks_are_larger_while_they_hold_many_nonzeros_per_column():
+    # 100 nonzeros a row, 1e5 columns: 2^23 nonzeros, 65,536 rows (exact: 32,768)
+    assert randomized_block_rows(100, 10 ** 5) == 65536
+    assert default_block_rows(100) == 32768
+    assert randomized_block_rows(4.4, 2 ** 17) == 2 ** 17  # at most 2^17 rows
+    # 1e6 columns: a block of 2^23 nonzeros would touch ever more of them
+    assert randomized_block_rows(100, 10 ** 6) == 32768
+    X = scipy.sparse.random(600, 400, density=0.05, format="csr", random_state=0)
+    assert len(as_row_blocks(X, sparse_block_rows=lambda nnz, d: 256).blocks) == 3
+    assert len(as_row_blocks(X, block_rows=100, sparse_block_rows=lambda nnz, d: 256).blocks) == 6
+
+
+def test_sketch_cuts_randomized_blocks_by_randomized_block_rows(monkeypatch):
+    # Scaled down: blocks of 2^12 nonzeros, 8 a row -> 512 rows (the exact update's
+    # default would be one block).
+    monkeypatch.setattr(dasketch.sketching, "RANDOMIZED_BLOCK_NONZEROS", 2 ** 12)
+    rng = np.random.default_rng(3)
+    cols = np.stack([rng.choice(256, 8, replace=False) for _ in range(2000)])
+    X = scipy.sparse.csr_matrix((rng.standard_normal(cols.size), cols.ravel(),
+                                 np.arange(0, cols.size + 1, 8)), shape=(2000, 256))
+    default = dasketch.sketch(X, 4, random_state=0)
+    assert default.guarantee != "certified"
+    explicit = dasketch.sketch(X, 4, random_state=0, block_rows=512)
+    np.testing.assert_array_equal(default.B, explicit.B)
+    whole = dasketch.sketch(X, 4, random_state=0, block_rows=2000)
+    assert not np.allclose(default.B.T @ default.B, whole.B.T @ whole.B)
+
+
 def test_default_working_size_is_oversampled_and_memory_capped():
     assert default_working_size(8, 100) == 32
-    assert default_working_size(8, 100, update="randomized") == 12
-    # randomized: 1.5 l even for wide rows, the fan-in drops to keep merges in 256 MiB
-    wide = default_working_size(64, 10 ** 5, update="randomized", sparse=True)
-    assert wide == 96 and default_split_every(wide, 10 ** 5) == 3
-    assert 3 * wide * 10 ** 5 <= 2 ** 25
+    # randomized: l (error per second, bench_sparse_wide); for wide rows the fan-in
+    # drops to keep merges within 256 MiB
+    assert default_working_size(8, 100, update="randomized") == 8
+    wide = default_working_size(64, 10 ** 6, update="randomized", sparse=True)
+    assert wide == 64 and default_split_every(wide, 10 ** 6) == 2
+    assert default_split_every(64, 10 ** 5) == 5 and 5 * 64 * 10 ** 5 <= 2 ** 25
     # split_every = 8 inner sketches stay within 256 MiB; never below l
     assert default_working_size(8, 10 ** 5, sparse=True) == 32
     assert default_working_size(16, 10 ** 5, sparse=True) == 41

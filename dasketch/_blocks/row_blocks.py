@@ -26,16 +26,18 @@ from dasketch.io import (
 BLOCK_VALUES = 2 ** 22
 # Fewest rows per default block (a few times a typical sketch size).
 MIN_BLOCK_ROWS = 32
+# Most rows per default block.
+MAX_BLOCK_ROWS = 2 ** 16
 
 
-def default_block_rows(n_features):
+def default_block_rows(n_features, *, block_values=BLOCK_VALUES, max_rows=MAX_BLOCK_ROWS):
     """Rows per block for ``n_features`` columns (or nonzeros per sparse row): a
-    power of two in [MIN_BLOCK_ROWS, 65536] with about 32 MiB of float64 values per
-    dense block. Wide rows get fewer rows per block, down to 32 (256 MiB at
-    d = 1e6), so a block's memory stays bounded for any d."""
-    rows = BLOCK_VALUES // max(int(n_features), 1)
+    power of two in [MIN_BLOCK_ROWS, max_rows] with about ``block_values`` values
+    per block (32 MiB of float64 by default). Wide rows get fewer rows per block,
+    down to 32 (256 MiB at d = 1e6), so a block's memory stays bounded for any d."""
+    rows = int(block_values) // max(int(n_features), 1)
     rows = 1 << max(int(rows).bit_length() - 1, 0)
-    return int(min(max(rows, MIN_BLOCK_ROWS), 65536))
+    return int(min(max(rows, MIN_BLOCK_ROWS), max_rows))
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ def _block_rows(block_rows, shape):
 
 
 def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_options=None,
-                  missing_chunks="raise"):
+                  missing_chunks="raise", sparse_block_rows=None):
     """Normalise an input matrix to :class:`RowBlocks`.
 
     Parameters
@@ -133,6 +135,10 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
         checked on a worker before any block is read (storage the workers
         cannot read, or missing chunks unless ``missing_chunks="fill"``, is an
         error naming the store).
+    sparse_block_rows : callable, optional
+        ``sparse_block_rows(nonzeros_per_row, n_features)``: the default rows per
+        block of sparse inputs when ``block_rows`` is None, instead of
+        :func:`default_block_rows` of the nonzeros per row.
 
     Raises
     ------
@@ -147,14 +153,14 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     elif isinstance(X, (str, os.PathLike)):
         if is_sparse_store(X, component=component, storage_options=storage_options):
             return _sparse_store_blocks(X, block_rows, component, storage_options,
-                                        missing_chunks, name)
+                                        missing_chunks, name, sparse_block_rows)
         X = open_zarr_array(X, component=component, storage_options=storage_options,
                             missing_chunks=missing_chunks, name=name)
     elif component is not None or storage_options is not None:
         raise ValueError(f"component and storage_options apply only when {name} is a "
                          "zarr path or URL")
     if scipy.sparse.issparse(X):
-        return _sparse_row_blocks(X, block_rows, name)
+        return _sparse_row_blocks(X, block_rows, name, sparse_block_rows)
     if _is_zarr_array(X):
         X = open_zarr_array(X, missing_chunks=missing_chunks, name=name)
     elif not isinstance(X, da.Array) and (
@@ -216,15 +222,20 @@ def _open_zip_array(path, component, name):
         raise ValueError(f"{name}: no zarr array in {path!r}{where}") from exc
 
 
-def _sparse_row_blocks(X, block_rows, name):
+def _sparse_block_rows(block_rows, nnz, n_rows, n_features, sparse_block_rows):
+    if block_rows is None:
+        nnz_per_row = max(nnz / max(n_rows, 1), 1.0)
+        block_rows = (default_block_rows(nnz_per_row) if sparse_block_rows is None
+                      else sparse_block_rows(nnz_per_row, n_features))
+    return min(_check_block_rows(block_rows), n_rows)
+
+
+def _sparse_row_blocks(X, block_rows, name, sparse_block_rows=None):
     _check_shape(X.shape, name)
     dtype = _check_dtype(X.dtype, name)
     X = scipy.sparse.csr_matrix(X)
     n_rows, n_features = X.shape
-    if block_rows is None:
-        nnz_per_row = max(X.nnz / n_rows, 1.0)
-        block_rows = default_block_rows(nnz_per_row)
-    rows = min(_check_block_rows(block_rows), n_rows)
+    rows = _sparse_block_rows(block_rows, X.nnz, n_rows, n_features, sparse_block_rows)
     offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
     blocks = tuple(dask.delayed(X[start:stop], pure=True)
                    for start, stop in zip(offsets[:-1], offsets[1:]))
@@ -238,12 +249,11 @@ def _csr_block_bytes(nnz, n_rows, rows):
     return int(16 * np.ceil(nnz / max(n_rows, 1) * rows))
 
 
-def _sparse_store_blocks(path, block_rows, component, storage_options, missing_chunks, name):
+def _sparse_store_blocks(path, block_rows, component, storage_options, missing_chunks, name,
+                         sparse_block_rows=None):
     n_rows, n_features, nnz, dtype = sparse_store_info(
         path, component=component, storage_options=storage_options)
-    if block_rows is None:
-        block_rows = default_block_rows(max(nnz / max(n_rows, 1), 1.0))
-    rows = min(_check_block_rows(block_rows), n_rows)
+    rows = _sparse_block_rows(block_rows, nnz, n_rows, n_features, sparse_block_rows)
     offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
     group = checked_sparse_store(path, component=component, storage_options=storage_options,
                                  missing_chunks=missing_chunks, name=name)
