@@ -103,6 +103,56 @@ def largest_fitting_sketch_size(limit, n_features, split_every, *,
     return low
 
 
+def _worker_budget(limit):
+    """Bytes a task may hold on a worker with ``limit`` bytes, and those words."""
+    budget = TERMINATE_FRACTION * limit - WORKER_BASELINE_BYTES
+    room = (f"more than the {max(budget, 0) / 2 ** 30:.2f} GiB a worker has for it "
+            f"({TERMINATE_FRACTION:.0%} of its memory limit of {limit / 2 ** 30:.2f} GiB, "
+            f"where it is restarted, less {WORKER_BASELINE_BYTES // 2 ** 20} MiB for the "
+            "worker itself)")
+    return budget, room
+
+
+def estimate_memory_bytes(n_vectors, n_features, split_every, read_bytes=0):
+    """Bytes one task of :func:`~dasketch.sketching.estimate_error` holds at least:
+    a block's rows, its test vectors and its product ``X^T X Omega`` (d x r float64
+    each), or a sum of ``split_every`` products and one more held while waiting."""
+    product = 8.0 * int(n_vectors) * int(n_features)
+    return max(read_bytes + 2 * product, (int(split_every) + 2) * product)
+
+
+def check_estimate_memory(client, n_vectors, n_features, split_every, *, read_bytes=0,
+                          lower_fan_in=False):
+    """The fan-in to run :func:`~dasketch.sketching.estimate_error` with, after
+    checking that one of its tasks fits the workers' memory limit.
+
+    With ``lower_fan_in`` (no ``split_every`` given) the fan-in drops, down to 2,
+    until a task fits. Raises ValueError, naming the ``n_vectors`` that fits, when
+    it still does not.
+    """
+    limit = worker_memory_limit(client)
+    if limit is None:
+        return split_every
+    budget, room = _worker_budget(limit)
+    while lower_fan_in and split_every > 2 and estimate_memory_bytes(
+            n_vectors, n_features, split_every, read_bytes) > budget:
+        split_every -= 1
+    need = estimate_memory_bytes(n_vectors, n_features, split_every, read_bytes)
+    if need <= budget:
+        return split_every
+    fits = int(n_vectors)
+    while fits >= 1 and estimate_memory_bytes(fits, n_features, split_every,
+                                              read_bytes) > budget:
+        fits -= 1
+    advice = (f"use n_vectors <= {fits} (failure probability 1e-{fits})" if fits >= 1
+              else "no number of vectors fits")
+    raise ValueError(
+        f"n_vectors={n_vectors} with {n_features:,} features needs about "
+        f"{need / 2 ** 30:.2f} GiB in one worker task ({split_every} products of "
+        f"{n_features:,} x {n_vectors} float64 values summed at once), {room}; "
+        f"{advice}, or workers with more memory")
+
+
 def check_task_memory(client, sketch_size, working_size, n_features, split_every, *,
                       update, failure_probability, requested="auto", read_bytes=0):
     """The update to run with, after checking that one task fits the workers' limit.
@@ -119,11 +169,7 @@ def check_task_memory(client, sketch_size, working_size, n_features, split_every
     limit = worker_memory_limit(client)
     if limit is None:
         return update
-    budget = TERMINATE_FRACTION * limit - WORKER_BASELINE_BYTES
-    room = (f"more than the {max(budget, 0) / 2 ** 30:.2f} GiB a worker has for it "
-            f"({TERMINATE_FRACTION:.0%} of its memory limit of {limit / 2 ** 30:.2f} GiB, "
-            f"where it is restarted, less {WORKER_BASELINE_BYTES // 2 ** 20} MiB for the "
-            "worker itself)")
+    budget, room = _worker_budget(limit)
     if read_bytes > budget:
         raise ValueError(
             f"X: one block task reads {read_bytes / 2 ** 30:.2f} GiB at once (its largest "

@@ -19,7 +19,7 @@ from dasketch.kernels.shrink import UPDATES
 from dasketch.kernels.sparse_fd import (
     DEFAULT_FAILURE_PROBABILITY, check_failure_probability, error_from_products,
     sketch_rows_randomized)
-from dasketch.sketch_memory import check_task_memory
+from dasketch.sketch_memory import check_estimate_memory, check_task_memory
 
 SKETCH_UPDATES = UPDATES + ("randomized",)
 # Inner merges hold split_every working sketches at once; the working size is capped
@@ -281,6 +281,14 @@ def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=No
     ErrorEstimate
         ``lower``, ``upper``, ``n_vectors`` and ``failure_probability``.
 
+    Raises
+    ------
+    ValueError
+        When one task would not fit the workers' memory limit (a partial sum holds
+        ``split_every`` products of ``d x n_vectors`` float64 values; see
+        :func:`dasketch.sketch_memory.check_estimate_memory`), naming the
+        ``n_vectors`` that fits.
+
     Examples
     --------
     >>> import numpy as np, dasketch
@@ -302,8 +310,12 @@ def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=No
         raise ValueError(f"X has shape ({blocks.n_rows}, {blocks.n_features}) but the sketch "
                          f"summarises ({sketch.n_rows}, {sketch.n_features})")
     seed = resolve_seed(random_state)
+    fan_in = check_estimate_memory(
+        client if client is not None else default_client(), int(n_vectors),
+        blocks.n_features, check_split_every(split_every), read_bytes=blocks.read_bytes,
+        lower_fan_in=split_every is None)
     gram = tree_sum(blocks, partial(_gram_block, seed=seed, n_vectors=int(n_vectors)),
-                    split_every=check_split_every(split_every))
+                    split_every=fan_in)
     (gram_omega,) = compute(gram, client=client)
     omega = gaussian_rows(seed, 1, 0, sketch.n_features, int(n_vectors))
     return error_from_products(sketch, omega, gram_omega)

@@ -18,8 +18,8 @@ import dasketch.datasets
 from dasketch import Sketch, merge_sketches
 from dasketch.kernels.shrink import PANEL_COLUMNS, shrink
 from dasketch.sketch_memory import (
-    TERMINATE_FRACTION, WORKER_BASELINE_BYTES, check_task_memory, task_memory_bytes,
-    worker_memory_limit)
+    TERMINATE_FRACTION, WORKER_BASELINE_BYTES, check_task_memory, estimate_memory_bytes,
+    task_memory_bytes, worker_memory_limit)
 
 
 def _peak_allocation(func):
@@ -135,6 +135,24 @@ def test_sketch_larger_than_worker_memory_is_a_clear_error(small_worker):
     assert limit == 300 * 2 ** 20
     budget = TERMINATE_FRACTION * limit - WORKER_BASELINE_BYTES
     assert task_memory_bytes(9, 500_000, 2) <= budget < task_memory_bytes(10, 500_000, 2)
+
+
+def test_error_estimate_larger_than_worker_memory_is_a_clear_error(small_worker):
+    import scipy.sparse
+
+    d = 1_000_000
+    X = scipy.sparse.random(64, d, density=2e-5, format="csr", random_state=0)
+    sk = dasketch.sketch(X, 4, update="block")
+    pids = small_worker.run(os.getpid)
+    # 10 vectors: even two 1e6 x 10 products summed (the fan-in drops to 2) and two
+    # more held are 305 MiB, above the 135 MiB a 300 MiB worker has for a task
+    with pytest.raises(ValueError, match=r"n_vectors=10 .* use n_vectors <= 4 "):
+        dasketch.estimate_error(X, sk, client=small_worker)
+    budget = TERMINATE_FRACTION * 300 * 2 ** 20 - WORKER_BASELINE_BYTES
+    assert estimate_memory_bytes(4, d, 2) <= budget < estimate_memory_bytes(5, d, 2)
+    est = dasketch.estimate_error(X, sk, n_vectors=4, client=small_worker, random_state=0)
+    assert est.lower <= sk.error_bound * (1 + 1e-9) and est.failure_probability == 1e-4
+    assert small_worker.run(os.getpid) == pids
 
 
 def test_auto_update_falls_back_to_exact_when_randomized_does_not_fit(small_worker):
