@@ -170,3 +170,29 @@ def test_arrays_persisted_on_a_cluster_are_computed_there(data, cluster_client):
     X = cluster_client.persist(da.from_array(data, chunks=(700, 40)))
     on_cluster = dasketch.sketch(X, 10, block_rows=300)
     _same_sketch(on_cluster, dasketch.sketch(data, 10, block_rows=300))
+
+
+def _blas_thread_counts():
+    from threadpoolctl import threadpool_info
+
+    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+
+def test_block_tasks_run_with_one_blas_thread_and_leave_the_caller_as_it_was():
+    import scipy.linalg  # noqa: F401  (its BLAS is loaded, as the kernels load it)
+
+    from dasketch._blocks import compute
+    from dasketch._blocks.tasks import task
+
+    before = _blas_thread_counts()
+    if max(before) < 2:
+        pytest.skip("BLAS already runs one thread here")
+    X = np.random.default_rng(0).standard_normal((20_000, 50))
+    with dask.config.set(scheduler="threads", num_workers=4):
+        for _ in range(3):  # 200 overlapping block tasks each
+            dasketch.sketch(X, 8, block_rows=100)
+            assert _blas_thread_counts() == before
+        (inside,) = compute(task(lambda: _blas_thread_counts())())
+    assert max(inside) == 1
+    assert _blas_thread_counts() == before
+

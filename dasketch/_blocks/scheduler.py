@@ -8,6 +8,8 @@ import sys
 
 import dask
 
+from dasketch._blocks.tasks import one_blas_thread_while_computing
+
 
 def default_client():
     try:
@@ -41,6 +43,13 @@ def compute(*objs, client=None, progress=False):
     """
     if client is None:
         client = client_holding(objs)
+    # Block tasks run with one BLAS thread; in this process (local schedulers,
+    # in-process workers) the count is set and restored here, in this thread.
+    with one_blas_thread_while_computing():
+        return _compute(objs, client, progress)
+
+
+def _compute(objs, client, progress):
     if not progress:
         if client is not None:
             return dask.compute(*objs, scheduler=client)
@@ -80,7 +89,8 @@ def persist(*arrays, client=None):
     """
     if client is not None:
         return tuple(client.persist(list(arrays)))
-    return dask.persist(*arrays)
+    with one_blas_thread_while_computing():
+        return dask.persist(*arrays)
 
 
 def is_dask_collection(obj):

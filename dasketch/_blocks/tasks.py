@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import numbers
+import threading
 
 import dask
 import dask.array as da
@@ -18,6 +20,16 @@ class _OneBlasThread:
     Blocks already run in parallel (scheduler threads or worker processes);
     nested multi-threaded BLAS on top of that oversubscribes the cores, and on
     small products it was measured to be 5-10x slower than one thread.
+
+    A BLAS library has one thread count for the whole process, and OpenBLAS
+    ignored counts set from one thread while other threads that had set theirs
+    were alive: kernels that each lowered and restored the count
+    (threadpoolctl's context manager) left the caller's process at one BLAS
+    thread after the threaded scheduler's overlapping tasks. So where the caller
+    runs in the same process (local schedulers, in-process workers),
+    :func:`one_blas_thread_while_computing` sets and restores the count in the
+    caller's thread and the kernels leave it alone; in worker processes the
+    kernels lower it themselves.
     """
 
     def __init__(self, func):
@@ -30,15 +42,32 @@ class _OneBlasThread:
         return f"{self.__name__} (one BLAS thread)"
 
     _controller = None  # per process; scanning the loaded libraries costs ~2 ms
+    _callers_holding = 0  # one_blas_thread_while_computing blocks active here
+    _lock = threading.Lock()
 
     def __call__(self, *args, **kwargs):
-        if _OneBlasThread._controller is None:
-            _OneBlasThread._controller = ThreadpoolController()
-        with _OneBlasThread._controller.limit(limits=1, user_api="blas"):
-            return self.func(*args, **kwargs)
+        if _OneBlasThread._callers_holding == 0:
+            if _OneBlasThread._controller is None:
+                _OneBlasThread._controller = ThreadpoolController()
+            _OneBlasThread._controller.limit(limits=1, user_api="blas")
+        return self.func(*args, **kwargs)
 
     def __dask_tokenize__(self):
         return (type(self).__name__, dask.base.tokenize(self.func))
+
+
+@contextlib.contextmanager
+def one_blas_thread_while_computing():
+    """Hold this process's BLAS at one thread while block tasks run, set on entry
+    and restored on exit in the calling thread (see :class:`_OneBlasThread`)."""
+    with ThreadpoolController().limit(limits=1, user_api="blas"):
+        with _OneBlasThread._lock:
+            _OneBlasThread._callers_holding += 1
+        try:
+            yield
+        finally:
+            with _OneBlasThread._lock:
+                _OneBlasThread._callers_holding -= 1
 
 
 def task(func):
