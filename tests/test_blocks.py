@@ -195,4 +195,3 @@ def test_block_tasks_run_with_one_blas_thread_and_leave_the_caller_as_it_was():
         (inside,) = compute(task(lambda: _blas_thread_counts())())
     assert max(inside) == 1
     assert _blas_thread_counts() == before
-
