@@ -36,8 +36,8 @@ import argparse
 import json
 import os
 import platform
-import time
 import site
+import time
 from pathlib import Path
 
 import dask
@@ -49,6 +49,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import scipy.sparse  # noqa: E402
 import scipy.sparse.linalg as sla  # noqa: E402
+from threadpoolctl import ThreadpoolController  # noqa: E402
 
 import dasketch  # noqa: E402
 import dasketch._blocks  # noqa: E402
@@ -115,10 +116,22 @@ def spectral_error(X, B, alpha):
     return float(max(abs(e) for e in ends))
 
 
+# dasketch's block tasks each lower BLAS to one thread and restore the count they
+# found; overlapping tasks on the threaded scheduler can leave the whole process at
+# one thread (it did after every 2,048 x 8,192 sketch). Each sketch here restores
+# the counts of before it, so that X @ G, svd_compressed and the exact errors run
+# with the BLAS threads of a fresh process.
+BLAS = ThreadpoolController()
+
+
+def sketch_keeping_blas_threads(X, l, **kwargs):
+    with BLAS.limit(limits=None), dask.config.set(scheduler="threads"):
+        return dasketch.sketch(X, l, **kwargs)
+
+
 def time_dasketch(X, l, working_size=None, repeat=1):
-    with dask.config.set(scheduler="threads"):
-        return best_time(lambda: dasketch.sketch(X, l, random_state=0,
-                                                 working_size=working_size), repeat)
+    return best_time(lambda: sketch_keeping_blas_threads(
+        X, l, random_state=0, working_size=working_size), repeat)
 
 
 CHECK_MAX_FEATURES = 4096  # the dense check forms E (d x d) and takes its SVD
@@ -257,9 +270,9 @@ def main(argv=None):
               "quick": args.quick, "cases": {}}
     if args.merge:
         report["cases"].update(json.loads(Path(args.merge).read_text())["cases"])
-    with dask.config.set(scheduler="threads"):  # imports and thread pools, not timed
-        dasketch.sketch(sparse_synthetic(2000, 4000, 1e-2), 8, random_state=0)
-        dasketch.sketch(wide_dense(200, 400), 8)
+    # Imports and thread pools, not timed.
+    sketch_keeping_blas_threads(sparse_synthetic(2000, 4000, 1e-2), 8, random_state=0)
+    sketch_keeping_blas_threads(wide_dense(200, 400), 8)
     if "sparse_synthetic" in cases:
         X = sparse_synthetic(200_000 // scale, 100_000 // scale, 1e-3 * (1 if scale == 1 else 5))
         report["cases"]["sparse_synthetic"] = run_case("sparse_synthetic", X, 64, False,
