@@ -11,8 +11,8 @@ Cases (in memory, Dask's threaded scheduler on this machine's cores):
 * ``wide_dense``: n x d float64 with a decaying column scale for d = 8,192 and
   32,768, l = 32, against dense ``X @ G`` and
   ``dask.array.linalg.svd_compressed(k=l, n_power_iter=2)``; both read the same
-  Dask array, built before timing. Also the error and time at working sizes
-  l, 1.5 l, 2 l and 4 l (``working_size_tradeoff``).
+  Dask array, built before timing, and run one BLAS thread per task. Also the
+  error and time at working sizes l, 1.5 l, 2 l and 4 l (``working_size_tradeoff``).
 
 ``X @ G`` is timed with ``G`` already drawn (best of 3). Errors are spectral norms
 ``||A^T A - approx||_2``, relative to ``||A||_2^2`` in the plot: exact for the
@@ -119,8 +119,9 @@ def spectral_error(X, B, alpha):
 # dasketch's block tasks each lower BLAS to one thread and restore the count they
 # found; overlapping tasks on the threaded scheduler can leave the whole process at
 # one thread (it did after every 2,048 x 8,192 sketch). Each sketch here restores
-# the counts of before it, so that X @ G, svd_compressed and the exact errors run
-# with the BLAS threads of a fresh process.
+# the counts of before it, so that X @ G and the exact errors run with the BLAS
+# threads of a fresh process (earlier runs timed X @ G on one thread after the first
+# wide sketch).
 BLAS = ThreadpoolController()
 
 
@@ -221,7 +222,9 @@ def run_case(name, X, l, with_svd, working_sizes=(), blas_threads=1, check=False
     out["dasketch_over_projection"] = seconds / out["seconds_projection"]
     out["dasketch_error_over_best"] = err / best
     if with_svd:
-        with dask.config.set(scheduler="threads"):
+        # One BLAS thread per task, as dasketch's tasks run: BLAS threads nested in
+        # Dask's made svd_compressed 1.4-2.6x slower (8,192 x 8,192 and 4,096 x 32,768).
+        with BLAS.limit(limits=1, user_api="blas"), dask.config.set(scheduler="threads"):
             seconds, (_, S, Vt) = best_time(lambda: dask.compute(
                 *da.linalg.svd_compressed(source, k=l, n_power_iter=2, seed=0)), repeat)
         out["seconds_svd_compressed"] = seconds
