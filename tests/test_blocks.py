@@ -184,14 +184,16 @@ def test_block_tasks_run_with_one_blas_thread_and_leave_the_caller_as_it_was():
     from dasketch._blocks import compute
     from dasketch._blocks.tasks import task
 
-    before = _blas_thread_counts()
-    if max(before) < 2:
-        pytest.skip("BLAS already runs one thread here")
-    X = np.random.default_rng(0).standard_normal((20_000, 50))
-    with dask.config.set(scheduler="threads", num_workers=4):
-        for _ in range(3):  # 200 overlapping block tasks each
-            dasketch.sketch(X, 8, block_rows=100)
-            assert _blas_thread_counts() == before
-        (inside,) = compute(task(lambda: _blas_thread_counts())())
-    assert max(inside) == 1
-    assert _blas_thread_counts() == before
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = _blas_thread_counts()
+        assert before and set(before) == {2}
+        X = np.random.default_rng(0).standard_normal((20_000, 50))
+        with dask.config.set(scheduler="threads", num_workers=4):
+            for _ in range(3):  # 200 overlapping block tasks each
+                dasketch.sketch(X, 8, block_rows=100)
+                assert _blas_thread_counts() == before
+            (inside,) = compute(task(lambda: _blas_thread_counts())())
+        assert max(inside) == 1
+        assert _blas_thread_counts() == before

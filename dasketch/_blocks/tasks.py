@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import sys
 import threading
 
 import dask
@@ -28,8 +29,10 @@ class _OneBlasThread:
     thread after the threaded scheduler's overlapping tasks. So where the caller
     runs in the same process (local schedulers, in-process workers),
     :func:`one_blas_thread_while_computing` sets and restores the count in the
-    caller's thread and the kernels leave it alone; in worker processes the
-    kernels lower it themselves.
+    caller's thread and the kernels leave it alone; on ``distributed`` workers
+    without such a caller the kernels lower it themselves. A lazy result computed
+    by the user's own ``.compute()`` on the local schedulers runs with the
+    process's count, which is left as it was.
     """
 
     def __init__(self, func):
@@ -46,7 +49,7 @@ class _OneBlasThread:
     _lock = threading.Lock()
 
     def __call__(self, *args, **kwargs):
-        if _OneBlasThread._callers_holding == 0:
+        if _OneBlasThread._callers_holding == 0 and _in_distributed_worker():
             if _OneBlasThread._controller is None:
                 _OneBlasThread._controller = ThreadpoolController()
             _OneBlasThread._controller.limit(limits=1, user_api="blas")
@@ -54,6 +57,17 @@ class _OneBlasThread:
 
     def __dask_tokenize__(self):
         return (type(self).__name__, dask.base.tokenize(self.func))
+
+
+def _in_distributed_worker():
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return False
+    try:
+        distributed.get_worker()
+    except ValueError:
+        return False
+    return True
 
 
 @contextlib.contextmanager
