@@ -331,12 +331,13 @@ def plot(report, path):
     for c in order:
         tag = f"{c}\n{cases[c]['rows']:,} x {cases[c]['features']:,}, l = {cases[c]['sketch_size']}"
         left.annotate(tag, (cases[c]["features"], cases[c]["seconds_dasketch"]), fontsize=7,
-                      xytext=(4, 4), textcoords="offset points")
+                      xytext=(0, 6), textcoords="offset points", ha="center")
         right.annotate(c, (cases[c]["features"], cases[c]["error_dasketch"]
-                           / cases[c]["lambda_1"]), fontsize=7, xytext=(4, 4),
-                       textcoords="offset points")
+                           / cases[c]["lambda_1"]), fontsize=7, xytext=(0, 6),
+                       textcoords="offset points", ha="center")
     for ax in (left, right):
         ax.set_xscale("log")
+        ax.margins(x=0.15, y=0.1)  # room for the labels inside the panel
         ax.set_xlabel("d (features)")
     # One legend under both panels, so that it hides no point.
     handles, labels = left.get_legend_handles_labels()
