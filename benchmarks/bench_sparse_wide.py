@@ -116,12 +116,11 @@ def spectral_error(X, B, alpha):
     return float(max(abs(e) for e in ends))
 
 
-# dasketch's block tasks each lower BLAS to one thread and restore the count they
-# found; overlapping tasks on the threaded scheduler can leave the whole process at
-# one thread (it did after every 2,048 x 8,192 sketch). Each sketch here restores
-# the counts of before it, so that X @ G and the exact errors run with the BLAS
-# threads of a fresh process (earlier runs timed X @ G on one thread after the first
-# wide sketch).
+# Earlier versions of dasketch could leave the process at one BLAS thread after a
+# sketch on the threaded scheduler, and earlier runs of this benchmark timed X @ G
+# at d = 32,768 that way. Each sketch here restores the counts of before it, so that
+# X @ G and the exact errors run with the BLAS threads of a fresh process whatever
+# the version.
 BLAS = ThreadpoolController()
 
 
