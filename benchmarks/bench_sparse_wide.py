@@ -268,7 +268,8 @@ def main(argv=None):
         assert worst <= 1e-10, worst
     cases = args.cases.split(",")
     scale = 10 if args.quick else 1
-    report = {"machine": f"{platform.node()} ({os.cpu_count()} cores), shared and loaded",
+    report = {"machine": f"{platform.node()} ({os.cpu_count()} cores), load average "
+                         f"{os.getloadavg()[0]:.1f} at the start",
               "quick": args.quick, "cases": {}}
     if args.merge:
         report["cases"].update(json.loads(Path(args.merge).read_text())["cases"])
