@@ -58,10 +58,11 @@ def randomized_block_rows(nonzeros_per_row, n_features):
     nonzeros: the test matrix, the Lanczos basis of its certificate, its sketch and
     the merges. Twice the exact update's blocks (about 2^23 nonzeros, at most 2^17
     rows) spread it over more nonzeros, and fewer merges lose less:
-    (benchmarks/bench_sparse_wide.py, working size ``l``, four power iterations, CPU
-    time against one projection ``X G``) 200,000 x 100,000 at density 1e-3 took
-    9.0x instead of 9.8x at 1.29x instead of 1.38x the best possible error, and
-    hashed text 16x instead of 22x at 1.35x instead of 1.46x. Only while such a
+    (benchmarks/bench_sparse_wide.py, working size ``l``, four power iterations,
+    single-thread CPU time against one projection ``X G`` on a shared machine)
+    200,000 x 100,000 at density 1e-3 took 9.0x instead of 9.8x at 1.29x instead
+    of 1.38x the best possible error, and hashed text 16x instead of 22x at 1.35x
+    instead of 1.46x. Only while such a
     block holds at least 16 nonzeros per column: narrower blocks of wider rows
     touch more columns as they grow, and their memory grows with them.
     """
@@ -93,9 +94,10 @@ def default_working_size(sketch_size, n_features, *, update="auto", split_every=
 
     ``l`` for the randomized update, whose passes and dense work grow with the
     width, chosen by error per second on both sparse cases of
-    ``benchmarks/bench_sparse_wide.py`` (CPU time against one projection ``X G``,
-    blocks of :func:`randomized_block_rows`): on 200,000 x 100,000 rows ``l`` with
-    four power iterations took 9.0x at 1.29x the best possible error, where ``1.5 l``
+    ``benchmarks/bench_sparse_wide.py`` (single-thread CPU time against one
+    projection ``X G`` on a shared machine, blocks of :func:`randomized_block_rows`;
+    a quiet rerun of the defaults: 6.1x and 13x in wall time at 1.29x and 1.35x):
+    on 200,000 x 100,000 rows ``l`` with four power iterations took 9.0x at 1.29x the best possible error, where ``1.5 l``
     with three took 12.4x at 1.27x; on hashed text 16x at 1.35x, where ``1.5 l``
     took 27x at 1.43x. Merges of wide rows then stay within :data:`MERGE_VALUES`
     through :func:`default_split_every`, which lowers the fan-in. Exact updates are
