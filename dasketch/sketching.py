@@ -32,6 +32,8 @@ RANDOMIZED_WIDTH_RATIO = 32
 # :func:`randomized_block_rows`).
 RANDOMIZED_BLOCK_NONZEROS = 2 ** 23
 RANDOMIZED_MAX_BLOCK_ROWS = 2 ** 17
+# Values a block of wide dense rows may hold to reach 16 l rows (128 MiB).
+WIDE_BLOCK_VALUES = 2 ** 24
 
 
 def _sketch_block(block, start, stop, *, update, failure_probability, seed, **params):
@@ -49,6 +51,24 @@ def choose_update(update, sparse, n_features, sketch_size):
     if update == "auto" and sparse and n_features >= RANDOMIZED_WIDTH_RATIO * sketch_size:
         return "randomized"
     return update
+
+
+def dense_block_rows(sketch_size, n_features):
+    """Default rows per block of dense rows: :func:`default_block_rows`, raised for
+    wide rows towards ``16 l`` while a block holds at most :data:`WIDE_BLOCK_VALUES`.
+
+    Blocks of few wide rows leave most of the error to the merges of their
+    sketches: at 4,096 x 32,768, l = 32 (benchmarks/bench_sparse_wide.py rows,
+    threads) blocks of 128 / 256 / 512 rows gave 2.32x / 1.63x / 1.28x the best
+    possible error at working size ``1.5 l`` in 6.7x / 5.6x / 6.5x the time of one
+    projection ``X G``, and 512 rows at ``l`` 1.84x in 4.5x, where
+    ``svd_compressed(k=l, n_power_iter=2)`` reaches 2.05x.
+    """
+    rows = default_block_rows(n_features)
+    if rows >= 16 * int(sketch_size):
+        return rows
+    wide = default_block_rows(n_features, block_values=WIDE_BLOCK_VALUES)
+    return int(max(rows, min(wide, 16 * int(sketch_size))))
 
 
 def randomized_block_rows(nonzeros_per_row, n_features):
@@ -90,7 +110,8 @@ def default_working_size(sketch_size, n_features, *, update="auto", split_every=
     ``svd_compressed(k=l, n_power_iter=2)`` 10-13x at 2.25x. At 1,024 x 32,768
     (blocks of 128 rows, merges carry more of the error) ``l`` reached 2.34x,
     above ``svd_compressed``'s 2.27x, and ``1.5 l`` 2.03x at 5.5x. Hence ``l``
-    when a default block holds at least ``16 l`` rows, else ``1.5 l``.
+    when a default block (:func:`dense_block_rows`, which grows blocks of wide rows
+    to ``16 l`` rows within 128 MiB) holds at least ``16 l`` rows, else ``1.5 l``.
 
     ``l`` for the randomized update, whose passes and dense work grow with the
     width, chosen by error per second on both sparse cases of
@@ -107,7 +128,7 @@ def default_working_size(sketch_size, n_features, *, update="auto", split_every=
     if update == "randomized":
         return int(sketch_size)
     factor = 4
-    block_rows = default_block_rows(n_features)
+    block_rows = dense_block_rows(sketch_size, n_features)
     if not sparse and block_rows < n_features:
         # Wide dense rows: blocks are absorbed through the row Gram, where each
         # row costs about (2 m + s / 2) d flops at working size m and chunk s.
@@ -219,14 +240,17 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
         raise ValueError(f"update must be one of {SKETCH_UPDATES}, got {update!r}")
     failure_probability = check_failure_probability(failure_probability)
     fan_in = check_split_every(split_every)
-    def sparse_block_rows(nonzeros_per_row, n_features):
+
+    def default_rows(values_per_row, n_features, sparse):
+        if not sparse:
+            return dense_block_rows(sketch_size, n_features)
         if choose_update(update, True, n_features, sketch_size) == "randomized":
-            return randomized_block_rows(nonzeros_per_row, n_features)
-        return default_block_rows(nonzeros_per_row)
+            return randomized_block_rows(values_per_row, n_features)
+        return default_block_rows(values_per_row)
 
     blocks = as_row_blocks(X, block_rows=block_rows, component=component,
                            storage_options=storage_options, missing_chunks=missing_chunks,
-                           sparse_block_rows=sparse_block_rows)
+                           default_rows=default_rows)
     requested, update = update, choose_update(update, blocks.sparse, blocks.n_features,
                                               sketch_size)
     if working_size is None:

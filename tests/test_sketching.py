@@ -11,7 +11,8 @@ from dasketch.datasets import write_sparse_synthetic
 from dasketch.io import read_csr_rows
 from dasketch._blocks import as_row_blocks, default_block_rows
 from dasketch.sketching import (
-    choose_update, default_split_every, default_working_size, randomized_block_rows)
+    choose_update, default_split_every, default_working_size, dense_block_rows,
+    randomized_block_rows)
 from tests.helpers import sparse_decaying, spectral_norm
 
 
@@ -108,8 +109,8 @@ def test_randomized_blocks_are_larger_while_they_hold_many_nonzeros_per_column()
     # 1e6 columns: a block of 2^23 nonzeros would touch ever more of them
     assert randomized_block_rows(100, 10 ** 6) == 32768
     X = scipy.sparse.random(600, 400, density=0.05, format="csr", random_state=0)
-    assert len(as_row_blocks(X, sparse_block_rows=lambda nnz, d: 256).blocks) == 3
-    assert len(as_row_blocks(X, block_rows=100, sparse_block_rows=lambda nnz, d: 256).blocks) == 6
+    assert len(as_row_blocks(X, default_rows=lambda nnz, d, sparse: 256).blocks) == 3
+    assert len(as_row_blocks(X, block_rows=100, default_rows=lambda nnz, d, sparse: 256).blocks) == 6
 
 
 def test_sketch_cuts_randomized_blocks_by_randomized_block_rows(monkeypatch):
@@ -128,6 +129,16 @@ def test_sketch_cuts_randomized_blocks_by_randomized_block_rows(monkeypatch):
     assert not np.allclose(default.B.T @ default.B, whole.B.T @ whole.B)
 
 
+def test_sketch_cuts_wide_dense_rows_by_dense_block_rows():
+    # 40,000 columns, l = 8: blocks of 128 rows (16 l), not default_block_rows' 64
+    X = np.random.default_rng(4).standard_normal((256, 40_000)) * (1.0 + np.arange(40_000)) ** -0.5
+    assert dense_block_rows(8, 40_000) == 128 and default_block_rows(40_000) == 64
+    default = dasketch.sketch(X, 8)
+    np.testing.assert_array_equal(default.B, dasketch.sketch(X, 8, block_rows=128).B)
+    narrow = dasketch.sketch(X, 8, block_rows=64)
+    assert not np.allclose(default.B @ default.B.T, narrow.B @ narrow.B.T)
+
+
 def test_default_working_size_is_oversampled_and_memory_capped():
     assert default_working_size(8, 100) == 32
     # randomized: l (error per second, bench_sparse_wide); for wide rows the fan-in
@@ -144,7 +155,10 @@ def test_default_working_size_is_oversampled_and_memory_capped():
     assert default_working_size(8, 4096) == 8
     assert default_working_size(16, 10 ** 5) == 24  # blocks of 32 rows < 16 l: 1.5 l
     assert default_working_size(32, 8192) == 32
-    assert default_working_size(32, 32768) == 48
+    # wide dense blocks grow to 16 l rows within 128 MiB (dense_block_rows): l there
+    assert dense_block_rows(32, 32768) == 512 and default_block_rows(32768) == 128
+    assert default_working_size(32, 32768) == 32
+    assert dense_block_rows(32, 10 ** 5) == 128 and dense_block_rows(8, 10 ** 6) == 32
     assert default_working_size(8, 10 ** 6) == 8
     assert default_working_size(8, 10 ** 6, split_every=2, sparse=True) == 16
     # and the fan-in drops for very wide rows, so one merge stays within 256 MiB

@@ -107,13 +107,18 @@ def _check_block_rows(block_rows):
     return int(block_rows)
 
 
-def _block_rows(block_rows, shape):
-    rows = default_block_rows(shape[1]) if block_rows is None else _check_block_rows(block_rows)
+def _block_rows(block_rows, shape, default_rows=None):
+    if block_rows is not None:
+        rows = _check_block_rows(block_rows)
+    elif default_rows is None:
+        rows = default_block_rows(shape[1])
+    else:
+        rows = default_rows(shape[1], shape[1], False)
     return min(rows, shape[0])
 
 
 def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_options=None,
-                  missing_chunks="raise", sparse_block_rows=None):
+                  missing_chunks="raise", default_rows=None):
     """Normalise an input matrix to :class:`RowBlocks`.
 
     Parameters
@@ -135,10 +140,11 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
         checked on a worker before any block is read (storage the workers
         cannot read, or missing chunks unless ``missing_chunks="fill"``, is an
         error naming the store).
-    sparse_block_rows : callable, optional
-        ``sparse_block_rows(nonzeros_per_row, n_features)``: the default rows per
-        block of sparse inputs when ``block_rows`` is None, instead of
-        :func:`default_block_rows` of the nonzeros per row.
+    default_rows : callable, optional
+        ``default_rows(values_per_row, n_features, sparse)``: the rows per block
+        when ``block_rows`` is None (``values_per_row`` is the mean number of
+        nonzeros of sparse rows), instead of :func:`default_block_rows` of the
+        values per row.
 
     Raises
     ------
@@ -153,14 +159,14 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     elif isinstance(X, (str, os.PathLike)):
         if is_sparse_store(X, component=component, storage_options=storage_options):
             return _sparse_store_blocks(X, block_rows, component, storage_options,
-                                        missing_chunks, name, sparse_block_rows)
+                                        missing_chunks, name, default_rows)
         X = open_zarr_array(X, component=component, storage_options=storage_options,
                             missing_chunks=missing_chunks, name=name)
     elif component is not None or storage_options is not None:
         raise ValueError(f"component and storage_options apply only when {name} is a "
                          "zarr path or URL")
     if scipy.sparse.issparse(X):
-        return _sparse_row_blocks(X, block_rows, name, sparse_block_rows)
+        return _sparse_row_blocks(X, block_rows, name, default_rows)
     if _is_zarr_array(X):
         X = open_zarr_array(X, missing_chunks=missing_chunks, name=name)
     elif not isinstance(X, da.Array) and (
@@ -170,7 +176,7 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
         _check_shape(X.shape, name)
         # name=False: no hash of the whole array (dask tokenizes it otherwise, which
         # took longer than one product X @ G with 32 columns on wide rows).
-        X = da.from_array(X, chunks=(_block_rows(block_rows, X.shape), -1), name=False)
+        X = da.from_array(X, chunks=(_block_rows(block_rows, X.shape, default_rows), -1), name=False)
     if not isinstance(X, da.Array):
         raise TypeError(f"{name} must be a Dask array, numpy array, pandas DataFrame, "
                         "scipy.sparse matrix, zarr.Array or a zarr path/URL, got "
@@ -182,7 +188,7 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     if len(X.chunks[1]) > 1:
         warnings.warn(f"{name} is chunked along columns ({len(X.chunks[1])} column "
                       "chunks); rechunking to whole rows", stacklevel=3)
-    rows = _block_rows(block_rows, X.shape)
+    rows = _block_rows(block_rows, X.shape, default_rows)
     row_chunks = X.chunks[0]
     canonical = all(c == rows for c in row_chunks[:-1]) and row_chunks[-1] <= rows
     read_rows = max(max(row_chunks), rows) if canonical else max(row_chunks) + rows
@@ -222,20 +228,20 @@ def _open_zip_array(path, component, name):
         raise ValueError(f"{name}: no zarr array in {path!r}{where}") from exc
 
 
-def _sparse_block_rows(block_rows, nnz, n_rows, n_features, sparse_block_rows):
+def _sparse_block_rows(block_rows, nnz, n_rows, n_features, default_rows):
     if block_rows is None:
         nnz_per_row = max(nnz / max(n_rows, 1), 1.0)
-        block_rows = (default_block_rows(nnz_per_row) if sparse_block_rows is None
-                      else sparse_block_rows(nnz_per_row, n_features))
+        block_rows = (default_block_rows(nnz_per_row) if default_rows is None
+                      else default_rows(nnz_per_row, n_features, True))
     return min(_check_block_rows(block_rows), n_rows)
 
 
-def _sparse_row_blocks(X, block_rows, name, sparse_block_rows=None):
+def _sparse_row_blocks(X, block_rows, name, default_rows=None):
     _check_shape(X.shape, name)
     dtype = _check_dtype(X.dtype, name)
     X = scipy.sparse.csr_matrix(X)
     n_rows, n_features = X.shape
-    rows = _sparse_block_rows(block_rows, X.nnz, n_rows, n_features, sparse_block_rows)
+    rows = _sparse_block_rows(block_rows, X.nnz, n_rows, n_features, default_rows)
     offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
     blocks = tuple(dask.delayed(X[start:stop], pure=True)
                    for start, stop in zip(offsets[:-1], offsets[1:]))
@@ -250,10 +256,10 @@ def _csr_block_bytes(nnz, n_rows, rows):
 
 
 def _sparse_store_blocks(path, block_rows, component, storage_options, missing_chunks, name,
-                         sparse_block_rows=None):
+                         default_rows=None):
     n_rows, n_features, nnz, dtype = sparse_store_info(
         path, component=component, storage_options=storage_options)
-    rows = _sparse_block_rows(block_rows, nnz, n_rows, n_features, sparse_block_rows)
+    rows = _sparse_block_rows(block_rows, nnz, n_rows, n_features, default_rows)
     offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
     group = checked_sparse_store(path, component=component, storage_options=storage_options,
                                  missing_chunks=missing_chunks, name=name)
