@@ -202,8 +202,8 @@ def run_case(name, X, l, with_svd, working_sizes=(), blas_threads=1, check=False
     source = X
     if with_svd:
         # Dense: dasketch and svd_compressed read the same Dask array, built (copied
-        # and chunked by dask) before the clocks start.
-        source = da.from_array(X, chunks=(dasketch._blocks.default_block_rows(d), d))
+        # and chunked as dasketch cuts its blocks by default) before the clocks start.
+        source = da.from_array(X, chunks=(dasketch.sketching.dense_block_rows(l, d), d))
     # Dense cases take well under a second each: best of 3, as for X @ G.
     repeat = 3 if with_svd else 1
     seconds, sk = time_dasketch(source, l, repeat=repeat)
