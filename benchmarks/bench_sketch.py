@@ -3,7 +3,8 @@
 Writes a zarr store of n x d float64 rows with a decaying spectrum, then on one
 LocalCluster (2 single-threaded worker processes) times:
 
-* reading the store (``X.sum()``),
+* reading the store (``X.sum()``, Dask's read: a fresh array per chunk),
+* reading it as dasketch's block tasks do (into buffers each worker reuses),
 * a one-pass random projection ``X @ G`` with ``l`` columns,
 * the exact Gram ``X.T @ X``,
 * ``dask.array.linalg.svd_compressed(X, k=l, n_power_iter=2)``,
@@ -12,7 +13,9 @@ LocalCluster (2 single-threaded worker processes) times:
 and reports each one's relative spectral error ``||A^T A - approx||_2 / ||A||_2^2``
 against the exact Gram, with the best possible RFD error ``(lambda_l - lambda_d) / 2``.
 For ``X @ G`` the estimate is ``A^T Q Q^T A`` with ``Q = orth(X G)`` (a second pass,
-not timed). Results go to ``benchmarks/results/sketch.json`` and ``sketch.png``.
+not timed). The methods run in ``--repeat`` interleaved rounds; times are medians
+and ratios the medians of each round's ratio, as load on the machine drifts.
+Results go to ``benchmarks/results/sketch.json`` and ``sketch.png``.
 
 Usage: ``python benchmarks/bench_sketch.py [--quick] [--rows N] [--features D]``
 """
@@ -35,7 +38,7 @@ import numpy as np  # noqa: E402
 from distributed import Client, LocalCluster, futures_of, wait  # noqa: E402
 
 import dasketch  # noqa: E402
-from timing import best_time  # noqa: E402
+from dasketch._blocks import as_row_blocks, compute, tree_sum  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -45,6 +48,10 @@ def persisted(array):
     array = array.persist()
     wait(futures_of(array))
     return array
+
+
+def block_sum(block, start, stop):
+    return np.array(block.sum())
 
 
 def relative_error(gram, approx, top):
@@ -57,7 +64,7 @@ def main(argv=None):
     parser.add_argument("--features", type=int, default=256)
     parser.add_argument("--sketch-size", type=int, default=32)
     parser.add_argument("--chunk-rows", type=int, default=16384)
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds")
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     parser.add_argument("--out", default=str(RESULTS / "sketch"))
     args = parser.parse_args(argv)
@@ -88,17 +95,28 @@ def main(argv=None):
             s, v = dask.compute(s, v)
             return (v.T * s ** 2) @ v
 
+        def reused_read():
+            blocks = as_row_blocks(path)
+            return compute(tree_sum(blocks, block_sum, keeps_block=False), client=client)[0]
+
         runs = {
             "read (X.sum())": lambda: X.sum().compute(),
+            "read into reused buffers": reused_read,
             "random projection X @ G": projection,
             "exact Gram X.T @ X": lambda: (X.T @ X).compute(),
             "svd_compressed (k=l, 2 power iters)": svd_compressed,
             "dasketch.sketch (RFD)": lambda: dasketch.sketch(path, l, client=client),
         }
-        times, outputs = {}, {}
-        for name, func in runs.items():
-            times[name], outputs[name] = best_time(func, args.repeat)
-            print(f"{name:40s} {times[name]:8.2f} s", flush=True)
+        rounds = {name: [] for name in runs}
+        outputs = {}
+        for round_ in range(args.repeat):
+            for name, func in runs.items():
+                outputs[name] = None  # release the last result before the next run
+                start = time.perf_counter()
+                outputs[name] = func()
+                rounds[name].append(time.perf_counter() - start)
+                print(f"round {round_}: {name:40s} {rounds[name][-1]:8.2f} s", flush=True)
+        times = {name: float(np.median(t)) for name, t in rounds.items()}
 
         gram = outputs["exact Gram X.T @ X"]
         eig = np.linalg.eigvalsh(gram)[::-1]
@@ -116,20 +134,27 @@ def main(argv=None):
         }
         best = float((eig[l - 1] - eig[-1]) / 2 / top)
 
-    read = times["read (X.sum())"]
-    ours = times["dasketch.sketch (RFD)"]
-    svd = times["svd_compressed (k=l, 2 power iters)"]
+    def median_ratio(numerator, denominator):
+        return float(np.median(np.array(rounds[numerator]) / np.array(rounds[denominator])))
+
+    ours = "dasketch.sketch (RFD)"
     report = {
         "rows": args.rows, "features": args.features, "sketch_size": l,
         "chunk_rows": args.chunk_rows, "store_gib": args.rows * args.features * 8 / 2 ** 30,
         "workers": "LocalCluster, 2 processes x 1 thread", "machine": platform.platform(),
         "cpu_count": os.cpu_count(), "write_seconds": write_time,
-        "seconds": times, "relative_spectral_error": errors,
+        "seconds": times, "seconds_per_round": rounds,
+        "relative_spectral_error": errors,
         "best_possible_rfd_error": best,
         "certified_bound": sketch.error_bound / top,
         "ratios": {
-            "sketch_time_over_read_time": ours / read,
-            "svd_compressed_time_over_sketch_time": svd / ours,
+            "sketch_time_over_read_time": median_ratio(ours, "read (X.sum())"),
+            "sketch_time_over_reused_buffer_read_time": median_ratio(
+                ours, "read into reused buffers"),
+            "reused_buffer_read_time_over_read_time": median_ratio(
+                "read into reused buffers", "read (X.sum())"),
+            "svd_compressed_time_over_sketch_time": median_ratio(
+                "svd_compressed (k=l, 2 power iters)", ours),
             "sketch_error_over_best_possible": errors["dasketch.sketch (RFD)"] / best,
             "sketch_error_over_svd_compressed_error":
                 errors["dasketch.sketch (RFD)"] / errors["svd_compressed (k=l, 2 power iters)"],

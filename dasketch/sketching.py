@@ -11,7 +11,7 @@ import numpy as np
 from dasketch._blocks import (
     as_row_blocks, compute, default_block_rows, map_reduce, sparse_embed_streams, tree_sum)
 from dasketch._blocks.scheduler import default_client
-from dasketch._blocks.tasks import DEFAULT_SPLIT_EVERY, check_split_every
+from dasketch._blocks.tasks import DEFAULT_SPLIT_EVERY, check_split_every, task
 from dasketch.kernels.embeddings import gaussian_rows, resolve_seed
 from dasketch.kernels.frequent_directions import (
     Sketch, check_sketch_parameters, merge_sketches, sketch_rows)
@@ -269,9 +269,12 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
                    alpha0=float(alpha0), center=bool(center), update=update,
                    failure_probability=failure_probability / len(blocks.blocks),
                    seed=resolve_seed(random_state) if update == "randomized" else 0)
-    root = map_reduce(blocks, func, _merge_all, split_every=fan_in)
-    (result,) = compute(root, client=client, progress=progress)
-    return result.resize(sketch_size)
+    # A block sketch holds new arrays only, never views of its block.
+    root = map_reduce(blocks, func, _merge_all, split_every=fan_in, keeps_block=False)
+    # The last shrink runs on a worker too: the client only receives l - 1 rows.
+    (result,) = compute(task(_resized)(root, int(sketch_size)), client=client,
+                        progress=progress)
+    return result
 
 
 def _gram_block(block, start, stop, *, seed, n_vectors):
@@ -341,10 +344,14 @@ def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=No
         blocks.n_features, check_split_every(split_every), read_bytes=blocks.read_bytes,
         lower_fan_in=split_every is None)
     gram = tree_sum(blocks, partial(_gram_block, seed=seed, n_vectors=int(n_vectors)),
-                    split_every=fan_in)
+                    split_every=fan_in, keeps_block=False)
     (gram_omega,) = compute(gram, client=client)
     omega = gaussian_rows(seed, 1, 0, sketch.n_features, int(n_vectors))
     return error_from_products(sketch, omega, gram_omega)
+
+
+def _resized(sketch, sketch_size):
+    return sketch.resize(sketch_size)
 
 
 def _merge_all(*sketches):

@@ -91,6 +91,42 @@ def test_zarr_path_and_group_component(tmp_path, data, cluster_client):
         dasketch.sketch(tmp_path / "g.zarr", 10)
 
 
+def test_zarr_blocks_read_into_reused_buffers_by_overlapping_tasks(tmp_path, data):
+    # Many small blocks, cut across the store's chunks, on four scheduler threads:
+    # block tasks read their own rows into buffers the process reuses, so one
+    # buffer handed to two running reads, or rows kept past their task, would
+    # change the result.
+    path = str(tmp_path / "a.zarr")
+    zarr.create_array(path, data=data, chunks=(45, 40))
+    reference = dasketch.sketch(data, 10, block_rows=37)
+    with dask.config.set(scheduler="threads", num_workers=4):
+        for _ in range(3):
+            _same_sketch(dasketch.sketch(path, 10, block_rows=37), reference)
+        estimated = dasketch.estimate_error(path, reference, random_state=3, block_rows=37)
+    in_memory = dasketch.estimate_error(data, reference, random_state=3, block_rows=37)
+    assert (estimated.lower, estimated.upper) == pytest.approx(
+        (in_memory.lower, in_memory.upper), rel=1e-12)
+
+
+def test_row_buffers_reused_distinct_while_borrowed_and_one_kept(monkeypatch):
+    from dasketch import io
+
+    buffers = io._RowBuffers()
+    with buffers.borrow((100, 8), np.float64) as first:
+        with buffers.borrow((100, 8), np.float64) as second:  # both running
+            assert not np.shares_memory(first, second)
+    with buffers.borrow((60, 8), np.float64) as again:  # a shorter last block
+        assert again.shape == (60, 8) and again.flags.c_contiguous
+        assert np.shares_memory(again, first) or np.shares_memory(again, second)
+    assert len(buffers._free) == 1  # none running: one is kept
+    with buffers.borrow((100, 8), np.float32) as other_dtype:
+        assert other_dtype.dtype == np.float32
+    monkeypatch.setattr(io, "REUSED_READ_BYTES", 100)
+    with buffers.borrow((100, 8), np.float64):
+        pass
+    assert buffers._free == []  # larger than what is kept between computations
+
+
 def test_missing_zarr_path(tmp_path):
     with pytest.raises(FileNotFoundError, match="no zarr store"):
         dasketch.sketch(tmp_path / "missing.zarr", 10)

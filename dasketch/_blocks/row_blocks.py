@@ -20,7 +20,7 @@ import scipy.sparse
 from dasketch._blocks.scheduler import client_holding
 from dasketch.io import (
     checked_sparse_store, csr_rows, is_local_path, is_sparse_store, local_path,
-    open_zarr_array, sparse_store_info)
+    open_zarr_rows, sparse_store_info)
 
 # A dense block holds about this many values (32 MiB in float64).
 BLOCK_VALUES = 2 ** 22
@@ -58,6 +58,11 @@ class RowBlocks:
         chunk that a block is cut from (a whole zarr chunk is read at once), at
         least the block itself; for sparse inputs the CSR rows of a block at the
         mean number of nonzeros a row (16 bytes each).
+    reader : tuple or None
+        For dense zarr stores, ``(checked, check_files, name)`` of
+        :func:`dasketch.io.open_zarr_rows`: a task can read its block's rows
+        itself (:func:`dasketch.io.read_rows`) instead of depending on the
+        block's read task; None for other inputs.
     """
 
     blocks: tuple
@@ -66,6 +71,7 @@ class RowBlocks:
     dtype: np.dtype
     sparse: bool
     read_bytes: int = 0
+    reader: tuple | None = None
 
     @property
     def n_rows(self):
@@ -154,21 +160,22 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     """
     if isinstance(X, RowBlocks):
         return X
+    reader = None
     if isinstance(X, (str, os.PathLike)) and _is_zip_store(X):
         X = _open_zip_array(X, component, name)
     elif isinstance(X, (str, os.PathLike)):
         if is_sparse_store(X, component=component, storage_options=storage_options):
             return _sparse_store_blocks(X, block_rows, component, storage_options,
                                         missing_chunks, name, default_rows)
-        X = open_zarr_array(X, component=component, storage_options=storage_options,
-                            missing_chunks=missing_chunks, name=name)
+        X, reader = open_zarr_rows(X, component=component, storage_options=storage_options,
+                                   missing_chunks=missing_chunks, name=name)
     elif component is not None or storage_options is not None:
         raise ValueError(f"component and storage_options apply only when {name} is a "
                          "zarr path or URL")
     if scipy.sparse.issparse(X):
         return _sparse_row_blocks(X, block_rows, name, default_rows)
     if _is_zarr_array(X):
-        X = open_zarr_array(X, missing_chunks=missing_chunks, name=name)
+        X, reader = open_zarr_rows(X, missing_chunks=missing_chunks, name=name)
     elif not isinstance(X, da.Array) and (
             isinstance(X, (np.ndarray, list, tuple)) or np.isscalar(X)
             or hasattr(X, "__array__")):  # pandas DataFrames and other array-likes
@@ -200,7 +207,7 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     persisted = client_holding([X]) is not None
     blocks = tuple(X.to_delayed(optimize_graph=not persisted).ravel())
     offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(X.chunks[0])]))
-    return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, False, read_bytes)
+    return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, False, read_bytes, reader)
 
 
 def _is_zarr_array(X):
