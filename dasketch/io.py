@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import threading
@@ -94,8 +95,9 @@ class _RowBuffers:
     A fresh array of a block is mapped by the operating system page by page on
     every read: on the 2-core virtual machines of ``benchmarks/`` a 32 MiB block
     read into a reused buffer took 53 ms instead of 125-140 ms. While reads run,
-    each running read may keep a buffer; when none runs, one buffer of at most
-    :data:`REUSED_READ_BYTES` stays for the next computation.
+    each running read may keep a buffer; when none runs, one buffer stays for the
+    next computation (:func:`borrowed_rows` borrows at most
+    :data:`REUSED_READ_BYTES`).
     """
 
     def __init__(self):
@@ -120,8 +122,7 @@ class _RowBuffers:
                 self._running -= 1
                 self._free.append(buffer)
                 if self._running == 0:
-                    kept = self._free[-1]
-                    self._free = [kept] if kept.nbytes <= REUSED_READ_BYTES else []
+                    self._free = self._free[-1:]
 
 
 # Most bytes of the buffer kept between computations (:class:`_RowBuffers`).
@@ -132,8 +133,17 @@ _row_buffers = _RowBuffers()
 @contextlib.contextmanager
 def borrowed_rows(array, start, stop, check_files, name):
     """:func:`read_rows` into a buffer the process reuses once the ``with`` block
-    ends: the rows must not be kept beyond it."""
+    ends: the rows must not be kept beyond it.
+
+    Only blocks of at most :data:`REUSED_READ_BYTES`: larger ones (wide rows) are
+    read into a fresh array, as their compute outweighs the page faults, and
+    reads of 256 MiB blocks into buffers peaked higher (about 170 MiB more per
+    worker at d = 1e6, ``bench_scale.py --wide``).
+    """
     shape = (stop - start,) + tuple(array.shape[1:])
+    if math.prod(shape) * array.dtype.itemsize > REUSED_READ_BYTES:
+        yield read_rows(array, start, stop, check_files, name)
+        return
     with _row_buffers.borrow(shape, array.dtype) as out:
         yield read_rows(array, start, stop, check_files, name, out=out)
 

@@ -108,7 +108,7 @@ def test_zarr_blocks_read_into_reused_buffers_by_overlapping_tasks(tmp_path, dat
         (in_memory.lower, in_memory.upper), rel=1e-12)
 
 
-def test_row_buffers_reused_distinct_while_borrowed_and_one_kept(monkeypatch):
+def test_row_buffers_reused_distinct_while_borrowed_and_one_kept(tmp_path, monkeypatch):
     from dasketch import io
 
     buffers = io._RowBuffers()
@@ -121,10 +121,13 @@ def test_row_buffers_reused_distinct_while_borrowed_and_one_kept(monkeypatch):
     assert len(buffers._free) == 1  # none running: one is kept
     with buffers.borrow((100, 8), np.float32) as other_dtype:
         assert other_dtype.dtype == np.float32
-    monkeypatch.setattr(io, "REUSED_READ_BYTES", 100)
-    with buffers.borrow((100, 8), np.float64):
-        pass
-    assert buffers._free == []  # larger than what is kept between computations
+    # Blocks above REUSED_READ_BYTES (wide rows) are read into fresh arrays.
+    store = zarr.create_array(str(tmp_path / "s.zarr"), data=np.ones((20, 8)), chunks=(5, 8))
+    with io.borrowed_rows(store, 0, 20, False, "X") as rows:
+        assert io._row_buffers._running == 1 and rows.sum() == 160
+    monkeypatch.setattr(io, "REUSED_READ_BYTES", 20 * 8 * 8 - 1)
+    with io.borrowed_rows(store, 0, 20, False, "X") as rows:
+        assert io._row_buffers._running == 0 and rows.sum() == 160
 
 
 def test_missing_zarr_path(tmp_path):

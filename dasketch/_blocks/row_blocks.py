@@ -19,8 +19,8 @@ import scipy.sparse
 
 from dasketch._blocks.scheduler import client_holding
 from dasketch.io import (
-    checked_sparse_store, csr_rows, is_local_path, is_sparse_store, local_path,
-    open_zarr_rows, sparse_store_info)
+    REUSED_READ_BYTES, checked_sparse_store, csr_rows, is_local_path, is_sparse_store,
+    local_path, open_zarr_rows, sparse_store_info)
 
 # A dense block holds about this many values (32 MiB in float64).
 BLOCK_VALUES = 2 ** 22
@@ -62,7 +62,8 @@ class RowBlocks:
         For dense zarr stores, ``(checked, check_files, name)`` of
         :func:`dasketch.io.open_zarr_rows`: a task can read its block's rows
         itself (:func:`dasketch.io.read_rows`) instead of depending on the
-        block's read task; None for other inputs.
+        block's read task; None for other inputs, and for blocks of more than
+        :data:`~dasketch.io.REUSED_READ_BYTES`.
     """
 
     blocks: tuple
@@ -207,6 +208,10 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     persisted = client_holding([X]) is not None
     blocks = tuple(X.to_delayed(optimize_graph=not persisted).ravel())
     offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(X.chunks[0])]))
+    if rows * int(X.shape[1]) * dtype.itemsize > REUSED_READ_BYTES:
+        # Wide blocks: a task reading its own 256 MiB block peaked about 170 MiB
+        # higher per worker (d = 1e6, bench_scale.py --wide) and was no faster.
+        reader = None
     return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, False, read_bytes, reader)
 
 
