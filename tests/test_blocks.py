@@ -130,6 +130,23 @@ def test_row_buffers_reused_distinct_while_borrowed_and_one_kept(tmp_path, monke
         assert io._row_buffers._running == 0 and rows.sum() == 160
 
 
+def test_in_memory_input_is_not_copied():
+    # dask.array.from_array copies its whole input; sketching an in-memory matrix
+    # must not double its memory.
+    import tracemalloc
+
+    X = np.random.default_rng(0).standard_normal((40_000, 128))
+    dasketch.sketch(X[:1000], 8)  # imports and thread pools first
+    tracemalloc.start()
+    try:
+        with dask.config.set(scheduler="threads", num_workers=2):
+            dasketch.sketch(X, 8)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 0.25 * X.nbytes, f"peak {peak / 2**20:.0f} MiB for {X.nbytes / 2**20:.0f} MiB"
+
+
 def test_missing_zarr_path(tmp_path):
     with pytest.raises(FileNotFoundError, match="no zarr store"):
         dasketch.sketch(tmp_path / "missing.zarr", 10)
