@@ -21,7 +21,7 @@ sketch's certified error bound beside a randomized estimate of its actual error
 Results: ``benchmarks/results/scale.json`` and ``scale.png`` (``scale_wide.png``
 for the wide cases).
 Usage: ``python benchmarks/bench_scale.py [--quick] [--sizes 1000000 2000000 ...]``
-or ``python benchmarks/bench_scale.py --wide [--quick]``.
+or ``python benchmarks/bench_scale.py --wide [--quick]``, or ``--sparse-only``.
 """
 
 import argparse
@@ -170,6 +170,22 @@ def wide_case(client, tmp, features, rows, sketch_size, nnz_per_row=None):
     return entry
 
 
+def run_sparse_only(args):
+    """The sparse case alone, replacing the key ``"sparse"`` of the JSON file."""
+    out = Path(args.out).with_suffix(".json")
+    report = json.loads(out.read_text()) if out.exists() else {}
+    with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=args.tmp) as tmp, \
+            LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=args.memory_limit,
+                         dashboard_address=":0") as cluster, Client(cluster) as client:
+        report["sparse"] = sparse_case(client, tmp, args.sparse_rows, args.sparse_features,
+                                       1e-3, 64)
+    print(json.dumps(report["sparse"]), flush=True)
+    report.setdefault("ratios", {})["sparse_sketch_over_projection"] = \
+        report["sparse"]["sketch_over_projection"]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+
+
 def run_wide(args):
     """The wide cases, added to the key ``"wide"`` of the JSON file (replacing
     entries of the same kind, width, rows and sketch size)."""
@@ -239,7 +255,12 @@ def main(argv=None):
                                  (1_000_000, 1024)])
     parser.add_argument("--sparse-wide", type=_parse_case, nargs="*",
                         metavar="D:ROWS:NNZ_PER_ROW", default=[(10_000_000, 100_000, 100)])
+    parser.add_argument("--sparse-only", action="store_true",
+                        help="rerun the sparse case only (the JSON file's other entries "
+                             "are kept)")
     args = parser.parse_args(argv)
+    if args.sparse_only:
+        return run_sparse_only(args)
     if args.wide:
         if args.quick:
             args.dense_wide, args.sparse_wide = [(20_000, 512)], [(200_000, 5_000, 20)]
