@@ -247,6 +247,7 @@ def open_zarr_rows(path, *, component=None, storage_options=None, chunks=None,
                          dtype=array.dtype, meta=np.empty((0, 0), array.dtype))
     return lazy, (checked, check_files, name)
 
+
 CSR_FORMAT = "dasketch.csr"
 
 
