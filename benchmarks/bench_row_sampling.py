@@ -58,11 +58,11 @@ def run_case(name, X, l, seeds):
     values, vectors = values[order], vectors[:, order]
     best = values[l - 1] / 2
     sk = sketch_keeping_blas_threads(X, l, random_state=0)
+    k = l // 2
     out = {"rows": X.shape[0], "features": X.shape[1], "nnz": int(X.nnz), "sketch_size": l,
            "lambda_1": float(values[0]), "best_possible_rfd_error": float(best),
            "dasketch_error_over_best": spectral_error(X, sk.B, sk.alpha) / best,
-           "kept_directions": l // 2, "sampling": []}
-    k = l // 2
+           "kept_directions": k, "sampling": []}
     kept = np.sqrt(values[:k])[:, None] * vectors[:, :k].T
     for factor in SAMPLE_FACTORS:
         n_samples = factor * (l - k)
