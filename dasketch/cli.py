@@ -5,7 +5,10 @@ Subcommands: ``demo``, ``sketch``, ``info``, ``make-data``; ``dasketch SUBCOMMAN
 Every user mistake (options, paths, unreadable stores or sketch files, errors
 raised on the workers) prints one line and exits with status 2, before any
 cluster starts where it can be known then; Ctrl-C exits with status 130 and
-leaves no partial output. Nothing is overwritten without ``--overwrite``.
+SIGTERM with 143, and neither leaves a partial output or a temporary behind.
+Nothing is overwritten without ``--overwrite``, and ``--overwrite`` replaces
+only a sketch or data store that dasketch wrote, never an input of the same
+job (:mod:`dasketch.outputs`).
 
 Only the standard library is imported at start (``--help`` answers at once);
 NumPy, Dask and the sketching code are imported by the subcommand that runs.
@@ -25,10 +28,36 @@ from dasketch.cli_parser import EXIT_USER_ERROR, build_parser
 
 EXIT_FAILURE = 1
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 _USER_ERRORS = (ValueError, TypeError, OSError, KeyError)
 
 
 # ------------------------------------------------------------------ helpers
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that every clean-up runs."""
+
+
+def _terminate(signum, frame):
+    raise _Terminated(f"signal {signum}")
+
+
+def _close_interrupted_clusters():
+    """Close embedded clusters that an interrupt caught half started or half
+    closed, here and quietly: distributed's own exit hook would close them again
+    and print the tracebacks of workers that never finished starting."""
+    if "distributed" not in sys.modules:
+        return
+    from distributed.deploy.spec import SpecCluster
+
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    for cluster in list(SpecCluster._instances):
+        try:
+            cluster.close(timeout=10)
+        except BaseException:  # noqa: BLE001 - closing what an interrupt left, best effort
+            pass
+        SpecCluster._instances.discard(cluster)
+
+
 def _say(args, message):
     """Progress and status messages: stderr, unless --quiet."""
     if not args.quiet:
@@ -57,16 +86,17 @@ class _ChunkProgress:
                   file=sys.stderr, flush=True)
 
 
-def _check_writable_output(path, overwrite, *, option="--out", directory=False):
-    """An output that exists needs --overwrite; the nearest existing directory
-    above it must accept a new file (tried, so that it also holds for root and
-    read-only mounts)."""
+def _check_writable_output(path, overwrite, *, option="--out", inputs=()):
+    """The output may be written (:func:`dasketch.outputs.check_output`: an
+    existing one needs --overwrite and must be something dasketch wrote, and no
+    input of the job is its own output); the nearest existing directory above it
+    must accept a new file (tried, so that it also holds for root and read-only
+    mounts)."""
     if "://" in str(path):
         return
-    if os.path.exists(path) and not overwrite:
-        what = "directory" if directory else "output"
-        raise FileExistsError(f"{option}: {what} {path!r} exists; pass --overwrite to "
-                              "replace it")
+    from dasketch.outputs import check_output
+
+    check_output(path, overwrite, inputs=inputs, name=option, flag="--overwrite")
     parent = os.path.dirname(os.path.abspath(path))
     while not os.path.exists(parent):  # missing directories are created when writing
         parent = os.path.dirname(parent)
@@ -115,7 +145,7 @@ def _default_sketch_path(path):
 # ------------------------------------------------------------------ subcommands
 def run_sketch(args):
     out = args.out or _default_sketch_path(args.path)
-    _check_writable_output(out, args.overwrite)
+    _check_writable_output(out, args.overwrite, inputs=[args.path])
     import dasketch
     from dasketch._blocks import as_row_blocks
 
@@ -163,7 +193,7 @@ def run_info(args):
 
 
 def run_make_data(args):
-    _check_writable_output(args.path, args.overwrite, option="PATH", directory=True)
+    _check_writable_output(args.path, args.overwrite, option="PATH")
     from dasketch.datasets import write_sparse_synthetic, write_synthetic
 
     start = time.perf_counter()
@@ -189,7 +219,8 @@ def run_demo(args):
     if os.path.isdir(out) and os.listdir(out) and not args.overwrite:
         raise FileExistsError(f"--out: directory {out!r} is not empty; pass --overwrite "
                               "to replace its contents")
-    _check_writable_output(out, True, directory=True)
+    for name in ("data.zarr", "sketch.npz"):
+        _check_writable_output(os.path.join(out, name), args.overwrite)
     import numpy as np
 
     import dasketch
@@ -277,11 +308,15 @@ def main(argv=None):
     if not args.verbose:
         # "Task exception was never retrieved" at shutdown after an error or Ctrl-C.
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return COMMANDS[args.command](args)
-    except KeyboardInterrupt:
-        print(f"dasketch {args.command}: interrupted; nothing was written", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, _Terminated)
+        _close_interrupted_clusters()
+        print(f"dasketch {args.command}: {'terminated' if terminated else 'interrupted'}; "
+              "no partial output was left behind", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except _USER_ERRORS as exc:
         if args.verbose:
             raise
@@ -293,6 +328,8 @@ def main(argv=None):
         print(f"{prefix} {type(exc).__name__}: {_one_line(exc)} (run with --verbose for "
               "the traceback)", file=sys.stderr)
         return EXIT_FAILURE
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,10 @@ import os
 
 import numpy as np
 
-from dasketch.io import (CSR_FORMAT, is_local_path, local_path, open_zarr_array,
-                         sparse_store_info, write_atomically)
+from dasketch.io import open_zarr_array, sparse_store_info
 from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
+from dasketch.outputs import (CSR_FORMAT, DENSE_FORMAT, check_output, held_signals,
+                              write_atomically)
 
 
 def write_in_chunks(write_chunk, starts, *, threads=None, progress=None):
@@ -76,21 +77,22 @@ def write_sparse_synthetic(path, n_rows, n_features, *, density=1e-3, chunk_rows
         raise ValueError(f"n_rows and n_features must be >= 1, got {n_rows}, {n_features}")
     if not 0 < density <= 1:
         raise ValueError(f"density must be in (0, 1], got {density}")
-    if is_local_path(path) and os.path.exists(local_path(path)) and not overwrite:
-        raise FileExistsError(f"path: {os.fspath(path)!r} exists; pass overwrite=True "
-                              "to replace it")
+    check_output(path, overwrite)
     seed = resolve_seed(random_state)
     column_scale = (1.0 + np.arange(n_features)) ** -0.5
     chunk_rows = int(min(chunk_rows, n_rows))
     nnz_chunk = max(int(chunk_rows * n_features * density), 1)
 
     def write(target):
-        group = zarr.open_group(target, mode="w")
-        group.attrs.update({"format": CSR_FORMAT, "shape": [int(n_rows), int(n_features)]})
-        indptr = group.create_array("indptr", shape=(n_rows + 1,), chunks=(chunk_rows + 1,),
-                                    dtype="int64")
-        indices = group.create_array("indices", shape=(0,), chunks=(nnz_chunk,), dtype="int64")
-        data = group.create_array("data", shape=(0,), chunks=(nnz_chunk,), dtype=dtype)
+        with held_signals():  # zarr's I/O thread finishes before any clean-up
+            group = zarr.open_group(target, mode="w")
+            group.attrs.update({"format": CSR_FORMAT,
+                                "shape": [int(n_rows), int(n_features)]})
+            indptr = group.create_array("indptr", shape=(n_rows + 1,),
+                                        chunks=(chunk_rows + 1,), dtype="int64")
+            indices = group.create_array("indices", shape=(0,), chunks=(nnz_chunk,),
+                                         dtype="int64")
+            data = group.create_array("data", shape=(0,), chunks=(nnz_chunk,), dtype=dtype)
         nnz = [0]
         indptr[0:1] = [0]
 
@@ -107,7 +109,7 @@ def write_sparse_synthetic(path, n_rows, n_features, *, density=1e-3, chunk_rows
         write_in_chunks(write_chunk, range(0, n_rows, chunk_rows), threads=1,
                         progress=progress)
 
-    write_atomically(write, path, overwrite)
+    write_atomically(write, path, overwrite, interruptible=True)
     return n_rows, n_features, sparse_store_info(path)[2]
 
 
@@ -220,10 +222,7 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
         raise ValueError(f"rank ({rank}) x n_features ({n_features}): the random basis of the "
                          f"spectrum would take {basis_bytes / 2 ** 30:.1f} GiB in memory; pass "
                          f"rank <= {MAX_BASIS_BYTES // (8 * n_features)}")
-    local = is_local_path(path)
-    if local and os.path.exists(local_path(path)) and not overwrite:
-        raise FileExistsError(f"path: {os.fspath(path)!r} exists; pass overwrite=True "
-                              "to replace it")
+    check_output(path, overwrite)
     seed = resolve_seed(random_state)
     basis, _ = np.linalg.qr(gaussian_rows(seed, 0, 0, n_features, rank))
     scales = decay ** np.arange(rank) if power is None else (1.0 + np.arange(rank)) ** -power
@@ -235,8 +234,10 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
     chunk_rows = int(min(chunk_rows, n_rows))
 
     def write(target):
-        array = zarr.create_array(target, shape=(n_rows, n_features),
-                                  chunks=(chunk_rows, n_features), dtype=dtype)
+        with held_signals():  # zarr's I/O thread finishes before any clean-up
+            array = zarr.create_array(target, shape=(n_rows, n_features),
+                                      chunks=(chunk_rows, n_features), dtype=dtype,
+                                      attributes={"format": DENSE_FORMAT})
 
         def write_chunk(start):
             stop = min(start + chunk_rows, n_rows)
@@ -247,7 +248,7 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
 
         write_in_chunks(write_chunk, range(0, n_rows, chunk_rows), progress=progress)
 
-    write_atomically(write, path, overwrite)
+    write_atomically(write, path, overwrite, interruptible=True)
     return open_zarr_array(path)
 
 
