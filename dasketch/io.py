@@ -13,7 +13,6 @@ import contextlib
 import json
 import math
 import os
-import shutil
 import threading
 import uuid
 
@@ -22,6 +21,7 @@ import numpy as np
 from dasketch._sketch_files import (SKETCH_FORMAT_VERSION, read_npz_sketch,
                                     read_zarr_sketch, sketch_from_metadata)
 from dasketch.kernels.frequent_directions import Sketch
+from dasketch.outputs import CSR_FORMAT, write_atomically
 from dasketch.store_checks import (check_chunk_files, check_missing_chunks, checked_array,
                                    checked_group, first_line, is_local_path, local_path)
 
@@ -248,9 +248,6 @@ def open_zarr_rows(path, *, component=None, storage_options=None, chunks=None,
     return lazy, (checked, check_files, name)
 
 
-CSR_FORMAT = "dasketch.csr"
-
-
 def is_sparse_store(path, *, component=None, storage_options=None):
     """Whether ``path`` (``/component``) is a sparse-by-rows zarr group
     written by :func:`write_sparse_synthetic`."""
@@ -323,43 +320,6 @@ def checked_sparse_store(path, *, component=None, storage_options=None,
     return dask.delayed(checked_group, pure=True)(
         os.fspath(path), component, storage_options, shapes, missing_chunks,
         uuid.uuid4().hex, name)
-
-
-def write_atomically(write, path, overwrite):
-    """Write to a temporary sibling, then move it into place.
-
-    A failure leaves nothing at ``path`` that could be mistaken for a complete
-    output. Remote (fsspec) targets are written in place.
-    """
-    if not is_local_path(path):
-        write(os.fspath(path))
-        return
-    path = os.path.abspath(local_path(path))
-    parent = os.path.dirname(path) or "."
-    os.makedirs(parent, exist_ok=True)
-    base = os.path.basename(path)
-    tmp = os.path.join(parent, f".{base}.{uuid.uuid4().hex}.tmp")
-    try:
-        write(tmp)
-        if os.path.exists(path):
-            if not overwrite:
-                raise FileExistsError(f"path: {path!r} exists; pass overwrite=True")
-            old = tmp + ".old"
-            os.replace(path, old)
-            os.replace(tmp, path)
-            _remove(old)
-        else:
-            os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            _remove(tmp)
-
-
-def _remove(path):
-    if os.path.isdir(path):
-        shutil.rmtree(path, ignore_errors=True)
-    elif os.path.exists(path):
-        os.remove(path)
 
 
 def _sketch_metadata(sketch):
