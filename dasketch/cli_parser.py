@@ -138,16 +138,16 @@ def build_parser():
         description="Sketch the rows of a zarr array (local path or fsspec URL; dense, or "
                     "sparse-by-rows as written by make-data --density) and save the sketch. "
                     "The store is checked on a worker first: a store the workers cannot "
-                    "read, or one with missing chunks, is an error.")
+                    "read, or one that changes during the job, is an error.")
     sk.add_argument("path", metavar="PATH_OR_URL")
     sk.add_argument("--component", default=None, help="array path inside a zarr group")
     sk.add_argument("--center", action="store_true", help="sketch the column-centred data")
     sk.add_argument("--alpha0", type=_nonnegative_float, default=0.0,
                     help="regularisation alpha0 >= 0")
-    sk.add_argument("--missing-chunks", choices=("raise", "fill"), default="raise",
-                    help="chunks absent from the store: an error (default), or read as "
-                         "the array's fill value (for stores written with empty chunks "
-                         "left out)")
+    sk.add_argument("--missing-chunks", choices=("fill", "raise"), default="fill",
+                    help="chunks absent from the store when the job starts: read as the "
+                         "array's fill value, as zarr does (default), or an error; a "
+                         "store that changes during the job is an error either way")
     sk.add_argument("--out", default=None,
                     help="output file (.npz, or a .zarr directory; default: "
                          "<name>.sketch.npz beside the input)")

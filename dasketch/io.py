@@ -14,7 +14,6 @@ import json
 import math
 import os
 import threading
-import uuid
 
 import numpy as np
 
@@ -23,7 +22,8 @@ from dasketch._sketch_files import (SKETCH_FORMAT_VERSION, read_npz_sketch,
 from dasketch.kernels.frequent_directions import Sketch
 from dasketch.outputs import CSR_FORMAT, write_atomically
 from dasketch.store_checks import (check_chunk_files, check_missing_chunks, checked_array,
-                                   checked_group, first_line, is_local_path, local_path)
+                                   checked_group, first_line, is_local_path, local_path,
+                                   store_fingerprint)
 
 
 
@@ -74,18 +74,24 @@ def open_store_array(path, *, component=None, storage_options=None, name="X"):
 
 
 def read_rows(array, start, stop, check_files, name, *, out=None):
-    """Rows ``[start, stop)`` of a checked zarr array (:func:`checked_array`); on a
-    local store, after checking that the files of their chunks exist here.
+    """Rows ``[start, stop)`` of a checked zarr array (:func:`checked_array`); with
+    ``check_files``, on a local store, the files of their chunks are checked
+    against the store's fingerprint before and after the read
+    (:func:`~dasketch.store_checks.check_chunk_files`).
     ``out``, if given, is an array of their shape and dtype to decode them into."""
+    fingerprint = check_files if isinstance(check_files, str) else None
     if check_files:
-        check_chunk_files(array, start, stop, name)
+        check_chunk_files(array, start, stop, name, fingerprint)
     if out is None:
-        return array[start:stop]
-    from zarr.core.buffer import default_buffer_prototype
+        out = array[start:stop]
+    else:
+        from zarr.core.buffer import default_buffer_prototype
 
-    array.get_basic_selection(
-        (slice(start, stop),) + (slice(None),) * (array.ndim - 1),
-        out=default_buffer_prototype().nd_buffer.from_numpy_array(out))
+        array.get_basic_selection(
+            (slice(start, stop),) + (slice(None),) * (array.ndim - 1),
+            out=default_buffer_prototype().nd_buffer.from_numpy_array(out))
+    if check_files:  # unchanged during the read too
+        check_chunk_files(array, start, stop, name, fingerprint)
     return out
 
 
@@ -154,7 +160,7 @@ def _read_chunk(array, check_files, name, block_info=None):
 
 
 def open_zarr_array(path, *, component=None, storage_options=None, chunks=None,
-                    missing_chunks="raise", name="X"):
+                    missing_chunks="fill", name="X"):
     """Open a zarr array (local path, fsspec URL or ``zarr.Array``) as a Dask array
     whose reads are checked where they run.
 
@@ -175,11 +181,14 @@ def open_zarr_array(path, *, component=None, storage_options=None, chunks=None,
         Passed to fsspec for remote stores.
     chunks : int or tuple, optional
         Rows per Dask chunk; defaults to the store's chunks.
-    missing_chunks : {"raise", "fill"}
-        Chunks absent from the store: an error naming the first ones
-        (default), or read as the array's fill value. Zarr leaves out chunks
-        that hold only the fill value when ``write_empty_chunks`` is off, so
-        ``"fill"`` is right for stores written that way, and only for them.
+    missing_chunks : {"fill", "raise"}
+        Chunks absent from the store when it is opened: read as the array's
+        fill value (default), as zarr reads them (zarr 3 does not write chunks
+        that hold only the fill value), or an error naming the first ones
+        (``"raise"``, for stores known to be complete). Either way, a chunk
+        that disappears or is rewritten while the job runs, and a worker that
+        sees another store than the client, are errors
+        (:mod:`dasketch.store_checks`).
     name : str
         Name of the argument, used in error messages.
 
@@ -197,19 +206,19 @@ def open_zarr_array(path, *, component=None, storage_options=None, chunks=None,
     >>> path = os.path.join(tempfile.mkdtemp(), "X.zarr")
     >>> _ = zarr.create_array(path, data=np.ones((4, 2)), chunks=(2, 2))
     >>> os.remove(os.path.join(path, "c", "1", "0"))
-    >>> open_zarr_array(path).sum().compute()  # doctest: +ELLIPSIS
+    >>> float(open_zarr_array(path).sum().compute())  # the absent chunk is the fill value
+    4.0
+    >>> open_zarr_array(path, missing_chunks="raise").sum().compute()  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     ValueError: X: the zarr store '...' lacks 1 of 2 chunks of the array (first: c/1/0): ...
-    >>> float(open_zarr_array(path, missing_chunks="fill").sum().compute())
-    4.0
     """
     return open_zarr_rows(path, component=component, storage_options=storage_options,
                           chunks=chunks, missing_chunks=missing_chunks, name=name)[0]
 
 
 def open_zarr_rows(path, *, component=None, storage_options=None, chunks=None,
-                   missing_chunks="raise", name="X"):
+                   missing_chunks="fill", name="X"):
     """:func:`open_zarr_array`, and how a task reads rows of the store itself.
 
     Returns
@@ -236,13 +245,14 @@ def open_zarr_rows(path, *, component=None, storage_options=None, chunks=None,
     if array.ndim != 2:
         raise ValueError(f"{name} must be a 2-D array (rows are samples), got "
                          f"{array.ndim}-D input with shape {tuple(array.shape)}")
+    digest, signatures = store_fingerprint(array)
     checked = dask.delayed(checked_array, pure=True)(
         source, component, storage_options, tuple(array.shape), array.dtype.str,
-        missing_chunks, uuid.uuid4().hex, name)
+        missing_chunks, (digest, len(signatures)), name)
     rows = array.chunks[0] if chunks is None else (
         chunks[0] if isinstance(chunks, tuple) else chunks)
     block_chunks = da.core.normalize_chunks((rows, array.shape[1]), array.shape)
-    check_files = missing_chunks == "raise"
+    check_files = digest  # read tasks check their chunk files against this fingerprint
     lazy = da.map_blocks(_read_chunk, checked, check_files, name, chunks=block_chunks,
                          dtype=array.dtype, meta=np.empty((0, 0), array.dtype))
     return lazy, (checked, check_files, name)
@@ -287,29 +297,38 @@ def read_csr_rows(path, start, stop, *, component=None, storage_options=None):
 
 def csr_rows(group, start, stop, check_files=False, name="X"):
     """Rows ``[start, stop)`` of an opened sparse-by-rows group; with
-    ``check_files``, after checking (on a local store) that the chunk files
-    they come from exist here."""
+    ``check_files`` (True, or the store's fingerprint digest), on a local store,
+    the chunk files they come from are checked before and after the read
+    (:func:`~dasketch.store_checks.check_chunk_files`)."""
     import scipy.sparse
 
+    fingerprint = check_files if isinstance(check_files, str) else None
+
+    def check(member, lo, hi):
+        if check_files:
+            check_chunk_files(group[member], lo, hi, name, fingerprint)
+
     n_features = int(group.attrs["shape"][1])
-    if check_files:
-        check_chunk_files(group["indptr"], start, stop + 1, name)
+    check("indptr", start, stop + 1)
     indptr = np.asarray(group["indptr"][start:stop + 1], dtype=np.int64)
     lo, hi = int(indptr[0]), int(indptr[-1])
-    if check_files:
-        for member in ("indices", "data"):
-            check_chunk_files(group[member], lo, hi, name)
+    for member in ("indices", "data"):
+        check(member, lo, hi)
     indices = group["indices"][lo:hi]
     data = group["data"][lo:hi]
+    check("indptr", start, stop + 1)  # unchanged during the read too
+    for member in ("indices", "data"):
+        check(member, lo, hi)
     return scipy.sparse.csr_matrix((data, indices, indptr - lo),
                                    shape=(stop - start, n_features))
 
 
 def checked_sparse_store(path, *, component=None, storage_options=None,
-                         missing_chunks="raise", name="X"):
+                         missing_chunks="fill", name="X"):
     """A Delayed that opens the sparse-by-rows group on a worker and checks it
     (see :func:`open_zarr_array`); its value is the opened group, for
-    :func:`csr_rows`."""
+    :func:`csr_rows`. Returns ``(delayed, digest)``: the digest of the store's
+    fingerprint, for :func:`csr_rows`' ``check_files``."""
     import dask
     import zarr
 
@@ -317,9 +336,10 @@ def checked_sparse_store(path, *, component=None, storage_options=None,
     group = zarr.open_group(os.fspath(path), mode="r", path=component or "",
                             storage_options=storage_options)
     shapes = {member: tuple(group[member].shape) for member in ("indptr", "indices", "data")}
+    digest, signatures = store_fingerprint(group)
     return dask.delayed(checked_group, pure=True)(
         os.fspath(path), component, storage_options, shapes, missing_chunks,
-        uuid.uuid4().hex, name)
+        (digest, len(signatures)), name), digest
 
 
 def _sketch_metadata(sketch):

@@ -148,7 +148,7 @@ def default_split_every(working_size, n_features):
 def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_every=None,
            client=None, block_rows=None, update="auto", working_size=None,
            failure_probability=DEFAULT_FAILURE_PROBABILITY, random_state=None,
-           component=None, storage_options=None, missing_chunks="raise", progress=False):
+           component=None, storage_options=None, missing_chunks="fill", progress=False):
     """Sketch the rows of a (possibly larger than memory) matrix with FD or RFD.
 
     Every block of rows is sketched on a worker and the block sketches are merged
@@ -199,10 +199,11 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
         chunking, scheduler or worker count.
     component, storage_options
         For zarr inputs.
-    missing_chunks : {"raise", "fill"}
-        A zarr store with chunks that were never written (a partial write) is an
-        error naming them; ``"fill"`` reads them as the fill value instead (see
-        :func:`dasketch.io.open_zarr_array`).
+    missing_chunks : {"fill", "raise"}
+        Chunks absent from a zarr store read as its fill value, as in zarr
+        (default), or are an error naming them (``"raise"``); see
+        :func:`dasketch.io.open_zarr_array`. A store that changes while the job
+        runs is an error either way.
     progress : bool
         Show a progress bar (see :func:`compute`).
 

@@ -1,23 +1,38 @@
-"""Checks that a zarr store is complete and readable where the work runs.
+"""Checks that a zarr store is the one the job opened, readable where the work runs.
 
 A zarr store answers a read of a chunk it does not hold with the fill value, so
 a store the workers cannot see (an in-memory filesystem of another process, a
-local path that exists only on the client) or a partly written store would be
-read as zeros. These checks turn both into errors naming the store and the
-reason, at a cost of one listing of the store's keys (``O(number of chunks)``
-metadata work, no data is read):
+local path that exists only on the client), or one rewritten while a job reads
+it, would be read as zeros or as a mix of two versions of the data. These checks
+turn each into an error naming the store and the reason:
 
+- The client takes a **fingerprint** of the store when it opens it
+  (:func:`store_fingerprint`): the array metadata, the stored keys (one listing)
+  and, on a local store, the size, modification time and inode of every chunk
+  file.
 - :func:`checked_array` / :func:`checked_group` run as one task on a worker
-  before any block is read: they open the store there, compare it with what the
-  client saw and list its chunk keys once.
-- :func:`check_chunk_files` checks, on local stores, that the chunk files of
-  the rows a task reads exist on the worker that reads them (one ``stat`` per
-  chunk): a worker without the path fails instead of reading zeros.
+  before any block is read: they open the store there and take the fingerprint
+  again; a difference (another filesystem, a store rewritten or replaced since
+  it was opened) is an error.
+- :func:`check_chunk_files` runs in every read task, on a local store, before
+  and after the read: one ``stat`` of each chunk file of the rows read, which
+  must match the fingerprint. A chunk that was stored and then disappeared, or
+  that was rewritten while the job ran, is an error.
+
+Absent chunks follow zarr: zarr 3 does not write chunks that hold only the
+fill value (``write_empty_chunks=False``), so a chunk key absent when the job
+opens the store reads as the fill value (``missing_chunks="fill"``, the
+default). ``missing_chunks="raise"`` makes any absent chunk an error, for
+stores known to be complete. Remote (fsspec) stores are fingerprinted by their
+metadata and key listing, on the client and once per worker; the per-read
+``stat`` applies to local stores.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import math
 import os
 import socket
@@ -25,9 +40,10 @@ from collections import OrderedDict
 
 import numpy as np
 
-MISSING_CHUNKS = ("raise", "fill")
+MISSING_CHUNKS = ("fill", "raise")
 SHOWN_KEYS = 5
-_CHECKED = OrderedDict()  # nonce -> checked zarr node, per process
+_CHECKED = OrderedDict()  # (fingerprint digest, missing_chunks) -> checked node, per process
+_EXPECTED = OrderedDict()  # fingerprint digest -> (local directory, {key: file signature})
 _CHECKED_MAX = 64
 
 
@@ -38,9 +54,9 @@ def first_line(exc):
 
 
 def check_missing_chunks(missing_chunks):
-    """``missing_chunks`` if it is ``"raise"`` or ``"fill"``, else ``ValueError``."""
+    """``missing_chunks`` if it is ``"fill"`` or ``"raise"``, else ``ValueError``."""
     if missing_chunks not in MISSING_CHUNKS:
-        raise ValueError(f"missing_chunks must be 'raise' or 'fill', got {missing_chunks!r}")
+        raise ValueError(f"missing_chunks must be 'fill' or 'raise', got {missing_chunks!r}")
     return missing_chunks
 
 
@@ -105,6 +121,45 @@ def stored_keys(node):
     return {key[cut:] for key in keys}
 
 
+def _local_directory(node):
+    """The directory of ``node`` on a local store, or None."""
+    root = getattr(node.store_path.store, "root", None)
+    return None if root is None else os.path.join(str(root), node.store_path.path)
+
+
+def _file_signature(path):
+    """``(size, mtime_ns, inode)`` of a file, or None if it does not exist: a
+    rewrite (zarr writes a new file) or a replaced store changes it."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+def store_fingerprint(node):
+    """The fingerprint of a zarr array or group as it is stored now.
+
+    Returns
+    -------
+    digest : str
+        SHA-256 of the node's metadata, its stored keys and, on a local store,
+        the signature (size, modification time, inode) of each key's file.
+    signatures : dict
+        Stored key (relative to the node) -> file signature, or None on a
+        store that is not local.
+    """
+    keys = sorted(stored_keys(node))
+    directory = _local_directory(node)
+    signatures = {key: None if directory is None
+                  else _file_signature(os.path.join(directory, key)) for key in keys}
+    metadata = json.dumps(node.metadata.to_dict(), sort_keys=True, default=str)
+    digest = hashlib.sha256(metadata.encode())
+    for key, signature in signatures.items():
+        digest.update(f"{key}\0{signature}\n".encode())
+    return digest.hexdigest(), signatures
+
+
 def chunk_keys(array, rows=None):
     """Storage keys (chunks, or shards of a sharded array) of ``array``, in
     order; ``rows=(start, stop)`` limits them to the chunks holding those rows."""
@@ -141,22 +196,48 @@ def _missing_error(name, url, label, shown, n_missing, n_expected, fill_value):
         f"{np.asarray(fill_value).item()!r}")
 
 
-def _remember(nonce, node):
-    _CHECKED[nonce] = node
+def _remember(memo, digest, node, signatures):
+    _CHECKED[memo] = node
+    directory = _local_directory(node)
+    if directory is not None:
+        _EXPECTED[digest] = (os.path.normpath(directory), signatures)
     while len(_CHECKED) > _CHECKED_MAX:
         _CHECKED.popitem(last=False)
+    while len(_EXPECTED) > _CHECKED_MAX:
+        _EXPECTED.popitem(last=False)
     return node
 
 
-def checked_array(url, component, storage_options, shape, dtype, missing_chunks, nonce,
-                  name="X"):
+def _check_fingerprint(node, url, digest, n_keys, name):
+    """The node's fingerprint here against the client's; its signatures."""
+    here, signatures = store_fingerprint(node)
+    if here == digest:
+        return signatures
+    reason = ("the store was rewritten or replaced after the job opened it; the result "
+              "would mix versions of the data. Run the job again once the writer has "
+              "finished")
+    if len(signatures) != n_keys:
+        reason = (f"it holds {len(signatures)} stored keys here and {n_keys} on the client: "
+                  f"rewritten since the job opened it, or not the same filesystem "
+                  f"({_unreadable_reason(url, FileNotFoundError(str(url)))})"
+                  if not signatures else
+                  f"it holds {len(signatures)} stored keys here and {n_keys} on the "
+                  f"client: {reason}")
+    raise ValueError(f"{name}: the zarr store {os.fspath(url)!r} changed under the job "
+                     f"({_where()}): {reason}")
+
+
+def checked_array(url, component, storage_options, shape, dtype, missing_chunks,
+                  fingerprint, name="X"):
     """Open the zarr array at ``url`` here (on a worker) and check it.
 
-    Checks that it opens, has the ``shape`` and ``dtype`` the client saw, and,
-    unless ``missing_chunks="fill"``, that every chunk is stored. ``url`` may
-    also be an opened ``zarr.Array`` (its store travels with it). The result is
-    remembered per ``nonce`` (one per opening on the client), so a job of many
-    passes checks once per process.
+    Checks that it opens, has the ``shape`` and ``dtype`` the client saw and the
+    same ``fingerprint`` (:func:`store_fingerprint`: ``(digest, number of
+    stored keys)``) as when the client opened it, and, with
+    ``missing_chunks="raise"``, that every chunk is stored. ``url`` may also be
+    an opened ``zarr.Array`` (its store travels with it). The result is
+    remembered per digest, so a job of many passes checks once per process,
+    and the chunk files' signatures are kept for :func:`check_chunk_files`.
 
     Returns
     -------
@@ -167,8 +248,10 @@ def checked_array(url, component, storage_options, shape, dtype, missing_chunks,
     ValueError
         Naming the store and the reason.
     """
-    if nonce in _CHECKED:
-        return _CHECKED[nonce]
+    digest, n_keys = fingerprint
+    memo = f"{digest}:{missing_chunks}"
+    if memo in _CHECKED:
+        return _CHECKED[memo]
     if isinstance(url, (str, os.PathLike)):
         array = _open_node(url, component, storage_options, "array", name)
     else:
@@ -177,55 +260,86 @@ def checked_array(url, component, storage_options, shape, dtype, missing_chunks,
         raise ValueError(f"{name}: {_where()} sees a different array at "
                          f"{os.fspath(url)!r} ({array.shape} {array.dtype}) than the "
                          f"client ({tuple(shape)} {np.dtype(dtype)}): are they on "
-                         "different filesystems?")
+                         "different filesystems, or was the store replaced?")
+    signatures = _check_fingerprint(array, url, digest, n_keys, name)
     if missing_chunks == "raise":
-        shown, n_missing, n_expected = missing_chunk_keys(array)
+        shown, n_missing, n_expected = missing_chunk_keys(array, signatures)
         if n_missing:
             raise _missing_error(name, url, "the array", shown, n_missing, n_expected,
                                  array.fill_value)
-    return _remember(nonce, array)
+    return _remember(memo, digest, array, signatures)
 
 
-def checked_group(url, component, storage_options, arrays, missing_chunks, nonce, name="X"):
+def checked_group(url, component, storage_options, arrays, missing_chunks, fingerprint,
+                  name="X"):
     """:func:`checked_array` for a group: ``arrays`` maps member names to the
     shapes the client saw. One listing of the group covers all members."""
-    if nonce in _CHECKED:
-        return _CHECKED[nonce]
+    digest, n_keys = fingerprint
+    memo = f"{digest}:{missing_chunks}"
+    if memo in _CHECKED:
+        return _CHECKED[memo]
     group = _open_node(url, component, storage_options, "group", name)
-    stored = stored_keys(group) if missing_chunks == "raise" else None
     for member, shape in arrays.items():
         array = group.get(member)
         if array is None or tuple(array.shape) != tuple(shape):
             raise ValueError(f"{name}: {_where()} sees a different store at "
                              f"{os.fspath(url)!r} than the client ({member!r}): are "
-                             "they on different filesystems?")
-        if stored is not None:
+                             "they on different filesystems, or was the store replaced?")
+    signatures = _check_fingerprint(group, url, digest, n_keys, name)
+    if missing_chunks == "raise":
+        for member in arrays:
             prefix = member + "/"
-            own = {k[len(prefix):] for k in stored if k.startswith(prefix)}
-            shown, n_missing, n_expected = missing_chunk_keys(array, own)
+            own = {k[len(prefix):] for k in signatures if k.startswith(prefix)}
+            shown, n_missing, n_expected = missing_chunk_keys(group[member], own)
             if n_missing:
                 raise _missing_error(name, url, repr(member), shown, n_missing,
-                                     n_expected, array.fill_value)
-    return _remember(nonce, group)
+                                     n_expected, group[member].fill_value)
+    return _remember(memo, digest, group, signatures)
 
 
-def check_chunk_files(array, start, stop, name="X"):
-    """On a local store, check that the chunk files of rows ``[start, stop)``
-    exist here (one ``stat`` each): a worker without the path, or a chunk
-    deleted after the store was checked, is an error, not zeros."""
-    store = array.store_path.store
-    root = getattr(store, "root", None)
-    if root is None:  # not a local store: checked by the listing
+def _expected_signatures(digest, directory):
+    """``(signatures, prefix)`` remembered on this process for the checked node
+    of fingerprint ``digest``, which holds ``directory`` (itself, or a group
+    above it), or ``(None, "")``."""
+    base, signatures = _EXPECTED.get(digest, (None, None))
+    directory = os.path.normpath(directory)
+    if base is None or not (directory == base or directory.startswith(base + os.sep)):
+        return None, ""
+    relative = os.path.relpath(directory, base).replace(os.sep, "/")
+    return signatures, "" if relative == "." else relative + "/"
+
+
+def check_chunk_files(array, start, stop, name="X", fingerprint=None):
+    """On a local store, check the chunk files of rows ``[start, stop)`` here
+    (one ``stat`` each) against the store's fingerprint (its digest, as checked
+    on this process by :func:`checked_array` / :func:`checked_group`): a chunk
+    that was stored and is gone (a worker without the path, a deleted chunk), or
+    one rewritten since, is an error, not zeros or a mix of versions. A chunk
+    absent from the fingerprint must still be absent (it reads as the fill
+    value). Without a fingerprint, only existence is checked."""
+    directory = _local_directory(array)
+    if directory is None:  # not a local store: checked by the listing
         return
-    base = os.path.join(str(root), array.store_path.path)
+    root = str(array.store_path.store.root)
+    expected, prefix = _expected_signatures(fingerprint, directory)
     for key in chunk_keys(array, rows=(start, stop)):
-        if not os.path.exists(os.path.join(base, key)):
-            if not os.path.isdir(str(root)):
-                reason = _unreadable_reason(str(root), FileNotFoundError(str(root)))
-            else:
-                reason = (f"chunk {key!r} is missing: a partial or unfinished write? "
-                          "Rewrite the store, or pass missing_chunks='fill' (command "
-                          "line: --missing-chunks fill) to read missing chunks as the "
-                          "fill value")
-            raise ValueError(f"{name}: the zarr store {str(root)!r} cannot be read on "
-                             f"{_where()} (rows {start}-{stop}): {reason}")
+        now = _file_signature(os.path.join(directory, key))
+        changed = now is None if expected is None else now != expected.get(prefix + key)
+        if not changed:
+            continue
+        if not os.path.isdir(root):
+            reason = _unreadable_reason(root, FileNotFoundError(root))
+        elif now is None:
+            reason = (f"chunk {key!r} is missing: a partial or unfinished write? "
+                      "Rewrite the store, or pass missing_chunks='fill' (command line: "
+                      "--missing-chunks fill) to read missing chunks as the fill value"
+                      if expected is None else
+                      f"chunk {key!r} was stored when the job opened the store and has "
+                      "disappeared since: the store was rewritten or deleted under the "
+                      "job. Run it again once the writer has finished")
+        else:
+            reason = (f"chunk {key!r} was rewritten after the job opened the store; the "
+                      "result would mix versions of the data. Run the job again once the "
+                      "writer has finished")
+        raise ValueError(f"{name}: the zarr store {root!r} cannot be read on "
+                         f"{_where()} (rows {start}-{stop}): {reason}")

@@ -240,11 +240,11 @@ def test_worker_errors_are_one_line(tmp_path):
     assert "Compute Failed" not in result.stderr and "_OneBlasThread" not in result.stderr
     array[2345, 3] = 0.0
     (path / "c" / "2" / "0").unlink()
-    result = run("sketch", path, "-l", 4, "--workers", 1, "--out", out)
+    result = run("sketch", path, "-l", 4, "--workers", 1, "--out", out,
+                 "--missing-chunks", "raise")
     assert_user_error(result, "c/2/0", "--missing-chunks")
     assert not out.exists()
-    filled = run("sketch", path, "-l", 4, "--workers", 1, "--out", out, "--quiet",
-                 "--missing-chunks", "fill")
+    filled = run("sketch", path, "-l", 4, "--workers", 1, "--out", out, "--quiet")
     assert filled.returncode == 0, filled.stderr
     A = array[...]
     A[2000:3000] = array.fill_value

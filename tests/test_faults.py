@@ -398,16 +398,28 @@ def _memory_store():
 
 
 def _deleted_chunk(tmp_path):
+    """A chunk stored when the job opened the store, deleted before it was read."""
     path = tmp_path / "deleted.zarr"
     write_synthetic(path, 2000, 8, chunk_rows=500)
+    X = open_zarr_array(path)
     (path / "c" / "2" / "0").unlink()
-    return str(path), "c/2/0"
+    return X, "changed under the job"
 
 
-def _never_written(tmp_path):
+def _never_written_strict(tmp_path):
+    """No chunk written, opened with missing_chunks="raise"."""
     path = tmp_path / "unwritten.zarr"
     zarr.create_array(str(path), shape=(2000, 8), chunks=(500, 8), dtype="float64")
-    return str(path), "lacks 4 of 4 chunks"
+    return open_zarr_array(path, missing_chunks="raise"), "lacks 4 of 4 chunks"
+
+
+def _rewritten_after_opening(tmp_path):
+    """The store was replaced by another of the same shape after the client opened it."""
+    path = tmp_path / "rewritten.zarr"
+    write_synthetic(path, 2000, 8, chunk_rows=500)
+    X = open_zarr_array(path)
+    write_synthetic(path, 2000, 8, chunk_rows=500, random_state=1, overwrite=True)
+    return X, "changed under the job"
 
 
 def _moved_after_opening(tmp_path):
@@ -422,7 +434,8 @@ def _moved_after_opening(tmp_path):
 
 STORAGE_FAULTS = {"memory:// store": lambda tmp_path: _memory_store(),
                   "deleted chunk file": _deleted_chunk,
-                  "never-written store": _never_written,
+                  "never-written store, strict": _never_written_strict,
+                  "store rewritten after opening": _rewritten_after_opening,
                   "path missing on the workers": _moved_after_opening}
 
 

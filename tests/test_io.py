@@ -132,21 +132,25 @@ def store(tmp_path):
 
 def test_missing_chunks_are_an_error_or_the_fill_value(store):
     path, values = store
+    opened_before = open_zarr_array(path)
     (path / "c" / "1" / "0").unlink()
     (path / "c" / "3" / "0").unlink()
     with pytest.raises(ValueError, match=r"lacks 2 of 4 chunks .*c/1/0, c/3/0"):
-        dasketch.sketch(str(path), 4)
+        dasketch.sketch(str(path), 4, missing_chunks="raise")
     with pytest.raises(ValueError, match="c/1/0"):
-        open_zarr_array(path).compute()
+        open_zarr_array(path, missing_chunks="raise").compute()
+    # Stored when the job opened the store, gone when it read them: an error.
+    with pytest.raises(ValueError, match="changed under the job|disappeared"):
+        opened_before.compute()
     filled = values.copy()
     filled[500:1000] = filled[1500:] = 0.0
-    X = open_zarr_array(path, missing_chunks="fill")
+    X = open_zarr_array(path)
     np.testing.assert_array_equal(X.compute(), filled)
     a, b = dasketch.sketch(X, 4, block_rows=300), dasketch.sketch(filled, 4, block_rows=300)
     np.testing.assert_allclose(a.B.T @ a.B, b.B.T @ b.B, rtol=1e-12, atol=1e-12)
     c = dasketch.sketch(str(path), 4, block_rows=300, missing_chunks="fill")
     np.testing.assert_allclose(c.B.T @ c.B, b.B.T @ b.B, rtol=1e-12, atol=1e-12)
-    with pytest.raises(ValueError, match="missing_chunks must be 'raise' or 'fill'"):
+    with pytest.raises(ValueError, match="missing_chunks must be 'fill' or 'raise'"):
         open_zarr_array(path, missing_chunks="zeros")
 
 
@@ -166,7 +170,7 @@ def test_store_checks_list_the_store_once(store, monkeypatch):
     X = open_zarr_array(path)
     np.testing.assert_array_equal(X.compute(), values)
     X.sum().compute()  # a second pass over the same opening is not checked again
-    assert len(calls) == 1
+    assert len(calls) == 2  # the client's fingerprint, and the check where tasks run
 
 
 def test_group_without_component_names_its_arrays(tmp_path):
@@ -188,8 +192,8 @@ def test_sparse_store_with_a_missing_chunk(tmp_path):
     full = read_csr_rows(path, 0, 400).toarray()
     (path / "data" / "c" / "1").unlink()
     with pytest.raises(ValueError, match=r"chunks of 'data' \(first: c/1\)"):
-        dasketch.sketch(str(path), 4)
-    blocks = as_row_blocks(str(path), block_rows=100, missing_chunks="fill")
+        dasketch.sketch(str(path), 4, missing_chunks="raise")
+    blocks = as_row_blocks(str(path), block_rows=100)
     read = np.vstack([b.toarray() for b in compute(*blocks.blocks)])
     lost = read != full
     assert lost.any() and (read[lost] == 0).all()  # the lost values read as the fill value

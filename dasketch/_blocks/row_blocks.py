@@ -126,7 +126,7 @@ def _block_rows(block_rows, shape, default_rows=None):
 
 
 def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_options=None,
-                  missing_chunks="raise", default_rows=None):
+                  missing_chunks="fill", default_rows=None):
     """Normalise an input matrix to :class:`RowBlocks`.
 
     Parameters
@@ -145,9 +145,10 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
         Name of the argument, used in error messages.
     component, storage_options, missing_chunks
         For zarr inputs, see :func:`dasketch.io.open_zarr_array`: a store is
-        checked on a worker before any block is read (storage the workers
-        cannot read, or missing chunks unless ``missing_chunks="fill"``, is an
-        error naming the store).
+        checked on a worker before any block is read, and by every read task
+        (storage the workers cannot read, a store that changes during the job,
+        or, with ``missing_chunks="raise"``, absent chunks, is an error naming
+        the store).
     default_rows : callable, optional
         ``default_rows(values_per_row, n_features, sparse)``: the rows per block
         when ``block_rows`` is None (``values_per_row`` is the mean number of
@@ -283,10 +284,11 @@ def _sparse_store_blocks(path, block_rows, component, storage_options, missing_c
         path, component=component, storage_options=storage_options)
     rows = _sparse_block_rows(block_rows, nnz, n_rows, n_features, default_rows)
     offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
-    group = checked_sparse_store(path, component=component, storage_options=storage_options,
-                                 missing_chunks=missing_chunks, name=name)
+    group, fingerprint = checked_sparse_store(
+        path, component=component, storage_options=storage_options,
+        missing_chunks=missing_chunks, name=name)
     read = dask.delayed(csr_rows, pure=True)
-    blocks = tuple(read(group, start, stop, missing_chunks == "raise", name)
+    blocks = tuple(read(group, start, stop, fingerprint, name)
                    for start, stop in zip(offsets[:-1], offsets[1:]))
     return RowBlocks(blocks, offsets, n_features, np.dtype(dtype), True,
                      _csr_block_bytes(nnz, n_rows, rows))

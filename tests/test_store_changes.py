@@ -1,0 +1,126 @@
+"""A store that changes while a job reads it is an error, never a certified sketch;
+absent chunks read as the fill value, as zarr reads them."""
+
+import subprocess
+import sys
+import textwrap
+
+import dask.array as da
+import numpy as np
+import pytest
+import zarr
+
+import dasketch
+from dasketch.datasets import write_synthetic
+from dasketch.io import open_zarr_array
+
+ROWS, FEATURES, CHUNK = 120_000, 16, 2_000
+
+IN_PLACE_WRITER = """
+import sys, time, numpy as np, zarr
+path, rows, chunk, seconds = sys.argv[1], *map(int, sys.argv[2:5])
+array = zarr.open_array(path, mode="r+")
+rng = np.random.default_rng(1)
+print("writing", flush=True)
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    start = int(rng.integers(rows // chunk)) * chunk
+    array[start:start + chunk] = rng.standard_normal((chunk, array.shape[1]))
+"""
+
+SWAPPING_WRITER = """
+import sys, time, zarr
+from dasketch.outputs import DENSE_FORMAT, write_atomically
+path, seconds = sys.argv[1], float(sys.argv[2])
+base = zarr.open_array(path, mode="r")[...]
+print("writing", flush=True)
+end, scale = time.monotonic() + seconds, 2
+while time.monotonic() < end:  # version k holds k times the first one
+    data = scale * base
+    write_atomically(lambda tmp: zarr.create_array(
+        tmp, data=data, chunks=(CHUNK, base.shape[1]),
+        attributes={"format": DENSE_FORMAT}), path, True)
+    scale += 1
+"""
+
+
+def _start_writer(script, *args):
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script).replace(
+        "CHUNK", str(CHUNK)), *map(str, args)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "writing"
+    return proc
+
+
+def _is_one_version(sketch, base):
+    """Whether ``sketch`` is a certified sketch of ``k * base`` for a whole k."""
+    scale = np.sqrt(sketch.frobenius_sq / (base ** 2).sum())
+    if abs(scale - round(scale)) > 1e-9 * scale:
+        return False
+    A = round(scale) * base
+    error = np.abs(np.linalg.eigvalsh(A.T @ A - sketch.covariance())).max()
+    return error <= sketch.error_bound * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("writer", ["in place", "swap"])
+def test_a_store_rewritten_during_a_job_is_an_error(writer, tmp_path, cluster_client):
+    """A real writer process rewrites chunks in place, or swaps a new version of
+    the store in (write to a temporary, rename), while jobs run: a job either
+    fails with a one-line error or, having read one version only (between two
+    swaps), returns a sketch whose bound holds for that version."""
+    path = tmp_path / "X.zarr"
+    write_synthetic(path, ROWS, FEATURES, chunk_rows=CHUNK)
+    base = zarr.open_array(str(path), mode="r")[...]
+    if writer == "in place":
+        proc = _start_writer(IN_PLACE_WRITER, path, ROWS, CHUNK, 60)
+    else:
+        proc = _start_writer(SWAPPING_WRITER, path, 60)
+    failures = []
+    try:
+        for _ in range(5):
+            try:
+                sketch = dasketch.sketch(str(path), 8, block_rows=CHUNK, client=cluster_client)
+            except (ValueError, FileNotFoundError) as exc:
+                failures.append(str(exc))
+                continue
+            assert writer == "swap" and _is_one_version(sketch, base)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert failures, "no job saw the writer"
+    for message in failures:
+        assert "\n" not in message, message
+        assert ("changed under the job" in message or "rewritten" in message
+                or "no zarr store" in message or "cannot be read" in message), message
+
+
+def test_all_zero_chunks_left_out_by_dask_to_zarr_read_as_zeros(tmp_path):
+    values = np.random.default_rng(0).standard_normal((4000, 6))
+    values[1000:3000] = 0.0  # two chunks that zarr does not write
+    path = tmp_path / "masked.zarr"
+    da.from_array(values, chunks=(1000, 6)).to_zarr(str(path))
+    stored = sorted(p.name for p in (path / "c").iterdir())
+    assert stored == ["0", "3"]  # zarr's write_empty_chunks=False left them out
+    sketch = dasketch.sketch(str(path), 4, block_rows=500)
+    reference = dasketch.sketch(values, 4, block_rows=500)
+    np.testing.assert_allclose(sketch.B.T @ sketch.B, reference.B.T @ reference.B,
+                               rtol=1e-12, atol=1e-12)
+    zeros = tmp_path / "zeros.zarr"
+    da.zeros((3000, 5), chunks=(1000, 5)).to_zarr(str(zeros))
+    empty = dasketch.sketch(str(zeros), 3)
+    assert empty.n_rows == 3000 and empty.error_bound == 0 and not empty.B.any()
+    with pytest.raises(ValueError, match="lacks 2 of 4 chunks"):
+        dasketch.sketch(str(path), 4, missing_chunks="raise")
+
+
+def test_a_chunk_deleted_after_opening_is_an_error_not_the_fill_value(tmp_path):
+    path = tmp_path / "X.zarr"
+    write_synthetic(path, 3000, 4, chunk_rows=1000)
+    X = open_zarr_array(path)
+    (path / "c" / "1" / "0").unlink()
+    with pytest.raises(ValueError, match="changed under the job"):
+        X.sum().compute()
+    zarr_array = zarr.open_array(str(path), mode="r+")
+    Y = open_zarr_array(path)
+    zarr_array[0:10] = 1.0  # rewrites chunk c/0/0 after the opening
+    with pytest.raises(ValueError, match="changed under the job|rewritten"):
+        Y.sum().compute()
