@@ -98,7 +98,9 @@ PEER_HANG_S = 30  # a plain distributed.Client that has not failed by then is co
 
 def storage_cases(tmp):
     """Stores a process cluster cannot read correctly: ``name -> (input, what the
-    error must name)``."""
+    error must name, keyword arguments of the sketch)``. Absent chunks are the
+    fill value in zarr, so the deleted and never-written stores are read with
+    ``missing_chunks="raise"``, as for a store known to be complete."""
     import uuid
 
     import zarr
@@ -106,14 +108,15 @@ def storage_cases(tmp):
     cases = {}
     url = f"memory://bench-{uuid.uuid4().hex}/X.zarr"
     write_synthetic(url, 4096, 16, chunk_rows=512)
-    cases["memory:// store"] = (url, "memory://")
+    cases["memory:// store"] = (url, "memory://", {})
     deleted = tmp / "deleted.zarr"
     write_synthetic(deleted, 4096, 16, chunk_rows=512)
     (deleted / "c" / "3" / "0").unlink()
-    cases["deleted chunk file"] = (str(deleted), "c/3/0")
+    strict = {"missing_chunks": "raise"}
+    cases["deleted chunk file"] = (str(deleted), "c/3/0", strict)
     unwritten = tmp / "unwritten.zarr"
     zarr.create_array(str(unwritten), shape=(4096, 16), chunks=(512, 16), dtype="float64")
-    cases["never-written store"] = (str(unwritten), "lacks 8 of 8")
+    cases["never-written store"] = (str(unwritten), "lacks 8 of 8", strict)
     return cases
 
 
@@ -123,10 +126,10 @@ def storage_faults(tmp, client):
     import dask.array as da
 
     rows = []
-    for fault, (url, needle) in storage_cases(tmp).items():
+    for fault, (url, needle, options) in storage_cases(tmp).items():
         started = time.monotonic()
         try:
-            dasketch.sketch(url, 8, client=client)
+            dasketch.sketch(url, 8, client=client, **options)
             outcome, message = "result", None
         except Exception as exc:  # noqa: BLE001 - recorded
             outcome, message = "error", f"{type(exc).__name__}: {exc}"

@@ -14,9 +14,9 @@ turn each into an error naming the store and the reason:
   before any block is read: they open the store there and take the fingerprint
   again; a difference (another filesystem, a store rewritten or replaced since
   it was opened) is an error.
-- :func:`check_chunk_files` runs in every read task, on a local store, before
-  and after the read: one ``stat`` of each chunk file of the rows read, which
-  must match the fingerprint. A chunk that was stored and then disappeared, or
+- :func:`check_chunk_files` runs in every read task, on a local store, after
+  the read: one ``stat`` of each chunk file of the rows read, which must match
+  the fingerprint (so a change at any moment since the opening shows). A chunk that was stored and then disappeared, or
   that was rewritten while the job ran, is an error.
 
 Absent chunks follow zarr: zarr 3 does not write chunks that hold only the
