@@ -3,62 +3,93 @@
 from __future__ import annotations
 
 import numbers
+
 import numpy as np
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.decomposition._base import _BasePCA
 from sklearn.utils import check_array
-from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.extmath import svd_flip
+from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from dasketch._blocks import RowBlocks, as_row_blocks, compute
+from dasketch._pca_variance import (
+    candidate_axes, fraction_components, measured_variances, mle_components)
 from dasketch.kernels.frequent_directions import METHODS
 from dasketch.sketching import sketch
 from dasketch.utils.blockwise import affine_rows, gaussian_log_likelihood
-from dasketch.utils.validation import validate_input
-
-# Default number of components when n_components is None (capped by n_features).
-DEFAULT_COMPONENTS = 10
+from dasketch.utils.validation import is_out_of_core, validate_input
 
 
-class SketchPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class SketchPCA(_BasePCA):
     """Principal component analysis from a centred Robust Frequent Directions sketch.
 
     One pass over the data (block sketches merged in a tree, see
     :func:`dasketch.sketch`) gives ``B`` with ``B^T B + alpha I`` within
     ``error_bound`` of the centred Gram ``A_c^T A_c`` in spectral norm (Luo et al.,
-    JMLR 2019, Algorithms 1-2 and Theorem 2). The principal axes are the top right
-    singular vectors of ``B`` (signs fixed as :func:`sklearn.utils.extmath.svd_flip`
-    does); the eigenvalue estimates ``s_i^2 + alpha`` are within ``error_bound``
-    of the exact ones (Weyl's inequality).
+    JMLR 2019, Algorithms 1-2 and Theorem 2). The right singular vectors of ``B``
+    (signs fixed as :func:`sklearn.utils.extmath.svd_flip` does) are candidate
+    axes; a second blocked pass measures the variance of the data along each
+    of them, and the components are the candidates of largest measured variance,
+    in decreasing order. Every reported variance is thus the data's own, and the
+    variance the components capture never exceeds the best possible for their
+    number (they are orthonormal: Ky Fan's maximum principle).
 
     Parameters
     ----------
-    n_components : int, optional
-        Number of components to keep; default ``min(10, n_features)``. At most
-        ``n_features``.
+    n_components : int, float in (0, 1), "mle" or None
+        Number of components to keep, at most ``min(n_samples, n_features)``;
+        None (default) keeps ``min(n_samples, n_features)`` as
+        :class:`sklearn.decomposition.PCA` does. A float keeps the smallest
+        number whose measured explained variance ratio exceeds it (all sketch
+        directions, with a warning, when they never do); "mle" picks it by
+        Minka's rule from the measured variances (see
+        :func:`dasketch._pca_variance.mle_components`; needs ``n_samples >=
+        n_features``).
     sketch_size : int, optional
         ``l``, more than ``n_components``; default ``max(2 k, k + 10)`` for
-        ``k = n_components``, capped at ``n_features + 1`` (a sketch of that
-        size is exact), so the defaults work on data of any size.
+        ``k = n_components`` (``min(n_samples, n_features)`` unless an int),
+        capped at ``min(n_samples, n_features) + 1``: a sketch of that size is
+        exact for the deterministic updates (the centred data have rank below
+        it), so the defaults work on data of any size.
     method : {"rfd", "fd"}
-    split_every, block_rows
-        See :func:`dasketch.sketch`.
+    whiten : bool
+        Scale the projections to unit variance: :meth:`transform` divides by
+        ``sqrt(explained_variance_)`` and :meth:`inverse_transform` multiplies
+        back, as in scikit-learn.
+    split_every, block_rows, random_state
+        See :func:`dasketch.sketch`; ``random_state`` seeds its randomized update
+        (sparse input much wider than the sketch), so equal seeds give equal fits.
 
     Attributes
     ----------
-    components_ : ndarray of shape (n_components, n_features)
-        In the dtype of ``X`` (float32 stays float32; the sketch accumulates in
-        float64). Rows beyond the rank of the sketch are zero.
-    singular_values_ : ndarray of shape (n_components,)
-        Estimated singular values of the centred data, ``sqrt(s_i^2 + alpha)``.
-    explained_variance_ : ndarray of shape (n_components,)
-        ``singular_values_ ** 2 / (n_samples - 1)``.
-    explained_variance_ratio_ : ndarray of shape (n_components,)
-        Relative to the exact total variance (tracked during the pass).
+    components_ : ndarray of shape (n_components_, n_features)
+        Orthonormal rows, in the dtype of ``X`` (float32 stays float32; the sketch
+        accumulates in float64). Where the sketch holds fewer directions than
+        ``n_components_`` (data of lower rank), it is completed by directions
+        orthogonal to the sketch.
+    explained_variance_ : ndarray of shape (n_components_,)
+        Variance of the data along each component, ``||X_c v_i||^2 / (n - 1)``,
+        measured in one blocked pass (dense, sparse, Dask and zarr ``X``),
+        decreasing.
+    explained_variance_ratio_ : ndarray of shape (n_components_,)
+        ``explained_variance_`` over the exact total variance (tracked during the
+        sketch pass).
+    singular_values_ : ndarray of shape (n_components_,)
+        ``sqrt((n - 1) explained_variance_)``: the norms ``||X_c v_i||``.
+    sketch_eigenvalues_ : ndarray of shape (n_components_,)
+        The sketch's estimates ``(s_i^2 + alpha) / (n - 1)`` of the ``i``-th
+        largest eigenvalue of the covariance ``A_c^T A_c / (n - 1)`` (``s_i`` the
+        singular values of ``B``, zero beyond its rank). They estimate the
+        spectrum, not the variance along ``components_[i]``.
+    eigenvalue_bound_ : float
+        ``error_bound / (n - 1)``: every exact covariance eigenvalue
+        ``lambda_i`` lies in ``sketch_eigenvalues_[i] +- eigenvalue_bound_``
+        (Weyl's inequality), certified or with the probability of
+        ``sketch_.guarantee``.
     noise_variance_ : float
-        Mean variance outside the components (exact total variance minus
-        ``explained_variance_``, over the remaining ``n_features - n_components``
-        directions), as in the probabilistic PCA of :meth:`score`.
+        As in :class:`sklearn.decomposition.PCA`: the exact total variance minus
+        ``explained_variance_``, over ``min(n_samples, n_features) -
+        n_components_`` (0 when that is 0), for the probabilistic PCA of
+        :meth:`score`.
     mean_ : ndarray of shape (n_features,)
     n_components_ : int
     n_features_in_ : int
@@ -76,74 +107,109 @@ class SketchPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     >>> pca = SketchPCA(n_components=2, sketch_size=10).fit(X)
     >>> pca.transform(X).shape, pca.get_feature_names_out().tolist()
     ((500, 2), ['sketchpca0', 'sketchpca1'])
+    >>> measured = np.var((X - X.mean(0)) @ pca.components_.T, axis=0, ddof=1)
+    >>> bool(np.allclose(pca.explained_variance_, measured, rtol=1e-12))
+    True
     """
 
     _parameter_constraints = {
-        "n_components": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "n_components": [Interval(numbers.Integral, 1, None, closed="left"),
+                         Interval(RealNotInt, 0, 1, closed="neither"),
+                         StrOptions({"mle"}), None],
         "sketch_size": [Interval(numbers.Integral, 2, None, closed="left"), None],
         "method": [StrOptions(set(METHODS))],
+        "whiten": ["boolean"],
         "split_every": [Interval(numbers.Integral, 2, None, closed="left"), None],
         "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "random_state": ["random_state"],
     }
 
-    def __init__(self, n_components=None, sketch_size=None, *, method="rfd", split_every=None,
-                 block_rows=None):
+    def __init__(self, n_components=None, sketch_size=None, *, method="rfd", whiten=False,
+                 split_every=None, block_rows=None, random_state=None):
         self.n_components = n_components
         self.sketch_size = sketch_size
         self.method = method
+        self.whiten = whiten
         self.split_every = split_every
         self.block_rows = block_rows
+        self.random_state = random_state
 
-    def _sizes(self, n_features):
-        """``(n_components, sketch_size)`` by the rule in the class docstring."""
-        k = min(DEFAULT_COMPONENTS, n_features) if self.n_components is None \
-            else self.n_components
-        if k > n_features:
-            raise ValueError(f"n_components ({k}) must not exceed the number of features "
-                             f"of X ({n_features})")
+    def _sizes(self, n_samples, n_features):
+        """``(k, sketch_size)`` by the rule in the class docstring; ``k`` is the
+        requested number of components, or the most there can be."""
+        most = min(n_samples, n_features)
+        k = self.n_components if isinstance(self.n_components, numbers.Integral) else most
+        if k > most:
+            raise ValueError(f"n_components ({k}) must not exceed min(n_samples, n_features) "
+                             f"= {most} of X")
+        if self.n_components == "mle" and n_samples < n_features:
+            raise ValueError("n_components='mle' needs n_samples >= n_features, got X of "
+                             f"shape ({n_samples}, {n_features})")
         if self.sketch_size is None:
-            return k, min(max(2 * k, k + 10), n_features + 1)
-        if self.sketch_size <= k:
+            return k, max(min(max(2 * k, k + 10), most + 1), 2)
+        if isinstance(self.n_components, numbers.Integral) and self.sketch_size <= k:
             raise ValueError(f"sketch_size must exceed n_components ({k}), got "
                              f"{self.sketch_size}")
         return k, self.sketch_size
 
     def fit(self, X, y=None):
         """Sketch the centred rows of ``X`` (numpy, pandas, scipy.sparse, Dask,
-        ``zarr.Array`` or zarr path/URL) and extract the principal axes."""
+        ``zarr.Array`` or zarr path/URL), then measure the variance along the
+        sketch's directions in one more pass and keep the components."""
         self._validate_params()
         X = validate_input(self, X, reset=True, accept_sparse="csr")
         blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
-        k, sketch_size = self._sizes(blocks.n_features)
+        n, d = blocks.shape
+        k, sketch_size = self._sizes(n, d)
         sk = sketch(blocks, sketch_size, method=self.method, center=True,
-                    split_every=self.split_every)
-        s, Vt = sk.singular_values(), sk.components()
-        rank = min(k, s.size)
-        eigenvalues = np.zeros(k)
-        eigenvalues[:rank] = s[:rank] ** 2
-        eigenvalues += sk.alpha
-        axes = np.zeros((k, sk.n_features))
-        axes[:rank] = svd_flip(None, np.array(Vt[:rank]), u_based_decision=False)[1]
-        dtype = blocks.dtype if blocks.dtype in (np.float32, np.float64) else np.float64
-        dof = max(sk.n_rows - 1, 1)
+                    split_every=self.split_every, random_state=self.random_state)
+        mean = np.asarray(sk.mean, dtype=np.float64)
+        counted = self.n_components is None or isinstance(self.n_components, numbers.Integral)
+        axes = candidate_axes(sk, k if counted else 1)
+        variances = measured_variances(blocks, axes, mean, split_every=self.split_every)
+        order = np.argsort(-variances, kind="stable")
+        axes, variances = axes[order], variances[order]
+        dof = max(n - 1, 1)
         total = sk.frobenius_sq / dof
+        ratios = variances / total if total > 0 else np.zeros_like(variances)
+        if self.n_components == "mle":
+            k = mle_components(variances, total, n, d)
+        elif not counted:
+            k = fraction_components(ratios, self.n_components)
+        k = min(k, axes.shape[0])
+        eigenvalues = np.zeros(k)
+        s = sk.singular_values()[:k]
+        eigenvalues[:s.size] = s ** 2
+        dtype = blocks.dtype if blocks.dtype in (np.float32, np.float64) else np.float64
         self.sketch_ = sk
-        self.components_ = axes.astype(dtype)
-        self.singular_values_ = np.sqrt(eigenvalues).astype(dtype)
-        self.explained_variance_ = (eigenvalues / dof).astype(dtype)
-        self.explained_variance_ratio_ = (self.explained_variance_ / total if total > 0
-                                          else np.zeros(k, dtype=dtype))
-        remaining = sk.n_features - k
-        self.noise_variance_ = (max(total - float(np.sum(eigenvalues / dof)), 0.0) / remaining
-                                if remaining > 0 else 0.0)
-        self.mean_ = np.asarray(sk.mean).astype(dtype)
+        self.components_ = axes[:k].astype(dtype)
+        self.explained_variance_ = variances[:k].astype(dtype)
+        self.explained_variance_ratio_ = ratios[:k].astype(dtype)
+        self.singular_values_ = np.sqrt(variances[:k] * dof).astype(dtype)
+        self.sketch_eigenvalues_ = (eigenvalues + sk.alpha) / dof
+        self.eigenvalue_bound_ = float(sk.error_bound) / dof
+        remaining = min(n, d) - k
+        residual = total - float(np.sum(variances[:k]))
+        # a residual within the rounding error of the subtraction is no noise
+        residual = residual if residual > 4 * d * np.finfo(np.float64).eps * total else 0.0
+        self.noise_variance_ = residual / remaining if remaining > 0 else 0.0
+        self.mean_ = mean.astype(dtype)
         self.n_components_ = k
-        self._n_features_out = k
-        self.n_samples_ = sk.n_rows
+        self.n_samples_ = n
         return self
 
+    def _projection(self):
+        """``(matrix, scale)`` of the transform: components scaled for ``whiten``
+        (variances clipped below at the dtype's eps, as scikit-learn does)."""
+        scale = np.ones(self.n_components_)
+        if self.whiten:
+            scale = np.maximum(np.sqrt(self.explained_variance_.astype(np.float64)),
+                               np.finfo(self.components_.dtype).eps)
+        return self.components_.T.astype(np.float64) / scale, scale
+
     def transform(self, X):
-        """Project ``X`` on the principal axes.
+        """Project ``X`` on the principal axes (divided by
+        ``sqrt(explained_variance_)`` when ``whiten``).
 
         ``X`` is validated exactly as in ``fit``; out-of-core ``X`` (Dask,
         ``zarr.Array``, zarr path or URL) gives a lazy Dask array whose blocks
@@ -152,37 +218,83 @@ class SketchPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """
         check_is_fitted(self, "components_")
         X = validate_input(self, X, reset=False, accept_sparse="csr")
-        projection = self.components_.T
-        offset = -(self.mean_ @ projection)
+        projection = self._projection()[0]
+        offset = -(self.mean_.astype(np.float64) @ projection)
         if not isinstance(X, RowBlocks):
             return (np.asarray(X @ projection) + offset).astype(self.components_.dtype,
                                                                copy=False)
         return affine_rows(X, projection, offset, self.components_.dtype)
 
     def inverse_transform(self, X):
-        """Map projections ``X`` (n, n_components) back to the input space."""
+        """Map projections ``X`` (n, n_components) back to the input space
+        (undoing ``whiten``); lazy for out-of-core ``X``, as :meth:`transform`."""
         check_is_fitted(self, "components_")
-        X = check_array(X, dtype=(np.float64, np.float32))
-        if X.shape[1] != self.n_components_:
-            raise ValueError(f"X has {X.shape[1]} columns, but {type(self).__name__} has "
+        if is_out_of_core(X):
+            X = as_row_blocks(X, block_rows=self.block_rows, name="X")
+            width = X.n_features
+        else:
+            X = check_array(X, dtype=(np.float64, np.float32))
+            width = X.shape[1]
+        if width != self.n_components_:
+            raise ValueError(f"X has {width} columns, but {type(self).__name__} has "
                              f"{self.n_components_} components")
-        return X @ self.components_ + self.mean_
+        matrix = (self.components_.astype(np.float64).T * self._projection()[1]).T
+        if isinstance(X, RowBlocks):
+            return affine_rows(X, matrix, self.mean_, self.components_.dtype)
+        return (X @ matrix + self.mean_).astype(self.components_.dtype, copy=False)
 
-    def get_covariance(self):
-        """Covariance of the probabilistic PCA model (Tipping and Bishop, 1999):
-        ``components_^T diag(explained_variance_ - noise) components_ + noise I``."""
+    def _singular(self):
+        """Whether the probabilistic PCA covariance is singular: no noise, and fewer
+        components than features or a component of (numerically) zero variance."""
+        variances = np.asarray(self.explained_variance_, dtype=np.float64)
+        if self.noise_variance_ > 0:
+            return False
+        eps = np.finfo(self.components_.dtype).eps
+        return self.n_components_ < self.n_features_in_ or \
+            variances.min() <= self.n_features_in_ * eps * variances.max()
+
+    def get_precision(self):
+        """Precision of the probabilistic PCA model (Tipping and Bishop, 1999), the
+        inverse of :meth:`get_covariance` as scikit-learn's PCA defines it (with
+        ``whiten``, its covariance scales the components by
+        ``sqrt(explained_variance_)``). With the orthonormal components ``V`` and
+        ``e`` the variances in excess of the noise ``s2``, ``C = V^T diag(e) V +
+        s2 I`` and ``C^{-1} = I / s2 - V^T diag(e / (s2 (s2 + e))) V``, which stays
+        finite when a component has no excess variance.
+
+        Raises
+        ------
+        numpy.linalg.LinAlgError
+            When the covariance is singular (``noise_variance_ == 0`` with fewer
+            components than features, or a component without variance).
+        """
         check_is_fitted(self, "components_")
-        excess = np.maximum(self.explained_variance_ - self.noise_variance_, 0.0)
-        covariance = (self.components_.T * excess) @ self.components_
-        covariance[np.diag_indices_from(covariance)] += self.noise_variance_
-        return covariance
+        if self._singular():
+            raise np.linalg.LinAlgError(
+                f"the model's covariance is singular (noise_variance_ = 0 with "
+                f"{self.n_components_} components for {self.n_features_in_} features, or "
+                "a component without variance): it has no precision; fit fewer components "
+                "than min(n_samples, n_features) for a proper model")
+        axes = self.components_.astype(np.float64)
+        variances = self.explained_variance_.astype(np.float64)
+        noise = float(self.noise_variance_)
+        excess = np.maximum(variances - noise, 0.0)
+        if self.whiten:
+            excess *= variances
+        if noise == 0:
+            return ((axes.T / excess) @ axes).astype(self.components_.dtype)
+        precision = -(axes.T * (excess / (noise * (noise + excess)))) @ axes
+        precision[np.diag_indices_from(precision)] += 1.0 / noise
+        return precision.astype(self.components_.dtype)
 
     def score_samples(self, X):
         """Log-likelihood of each sample under the probabilistic PCA model (as
-        :meth:`sklearn.decomposition.PCA.score_samples`); lazy for out-of-core X."""
+        :meth:`sklearn.decomposition.PCA.score_samples`); lazy for out-of-core X.
+        A singular model (see :meth:`get_precision`) gives ``-inf`` for every
+        sample, as scikit-learn's PCA does."""
         check_is_fitted(self, "components_")
         X = validate_input(self, X, reset=False, accept_sparse="csr")
-        precision = np.linalg.pinv(self.get_covariance().astype(np.float64), hermitian=True)
+        precision = None if self._singular() else self.get_precision().astype(np.float64)
         return gaussian_log_likelihood(X, self.mean_.astype(np.float64), precision)
 
     def score(self, X, y=None):

@@ -12,7 +12,8 @@ from functools import partial
 import numpy as np
 import scipy.sparse
 
-from dasketch._blocks import RowBlocks, map_rows
+from dasketch._blocks import RowBlocks, map_rows, tree_sum
+from dasketch.kernels.shrink import check_finite_rows as check_finite_input
 
 
 def check_finite_rows(out, start, stop):
@@ -45,19 +46,54 @@ def affine_rows(blocks, matrix, offset, dtype):
     return map_rows(blocks, func, matrix.shape[1], dtype=dtype)
 
 
+def _squared_norms_block(block, start, stop, axes_t, shift):
+    projected = np.asarray(block @ axes_t, dtype=np.float64)
+    projected -= shift
+    return np.einsum("ij,ij->j", projected, projected)
+
+
+def squared_norms_along(blocks, axes, shift, *, split_every=None):
+    """Delayed ``||X v_j - shift_j||^2`` for the rows ``v_j`` of ``axes`` over
+    :class:`~dasketch._blocks.RowBlocks`: with ``shift = axes @ mean`` the squared
+    norms of the centred data along the axes, ``||X_c v||^2``, without centring
+    (or densifying) a block.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch._blocks import as_row_blocks, compute
+    >>> X = np.array([[1.0, 0.0], [3.0, 2.0], [5.0, 4.0]])
+    >>> axes = np.eye(2)
+    >>> compute(squared_norms_along(as_row_blocks(X, block_rows=2), axes, X.mean(0)))[0]
+    array([8., 8.])
+    """
+    axes_t = np.ascontiguousarray(np.asarray(axes, dtype=np.float64).T)
+    func = partial(_squared_norms_block, axes_t=axes_t,
+                   shift=np.asarray(shift, dtype=np.float64))
+    return tree_sum(blocks, func, split_every=split_every, keeps_block=False)
+
+
 def _gaussian_log_likelihood_block(block, start, stop, mean, precision, constant):
+    check_finite_input(block, start)  # names the rows of X, never the result
+    if precision is None:
+        return np.full((stop - start, 1), -np.inf)
     dense = block.toarray() if scipy.sparse.issparse(block) else np.asarray(block)
     centred = dense - mean
     out = -0.5 * np.einsum("ij,ij->i", centred @ precision, centred) + constant
-    return check_finite_rows(out.reshape(-1, 1), start, stop)
+    return out.reshape(-1, 1)
 
 
 def gaussian_log_likelihood(X, mean, precision):
     """Log-density of each row of ``X`` under ``N(mean, precision^{-1})``: an
-    ndarray for in-memory ``X``, a lazy Dask array for RowBlocks."""
+    ndarray for in-memory ``X``, a lazy Dask array for RowBlocks (whose blocks
+    raise on NaN or Inf when computed). ``precision=None`` stands for a singular
+    covariance: every row gets ``-inf``, as a degenerate Gaussian puts no density
+    off a set of measure zero."""
     d = mean.shape[0]
-    sign, logdet = np.linalg.slogdet(precision)
-    constant = -0.5 * (d * np.log(2.0 * np.pi) - (logdet if sign > 0 else -np.inf))
+    constant = 0.0
+    if precision is not None:
+        sign, logdet = np.linalg.slogdet(precision)
+        constant = -0.5 * (d * np.log(2.0 * np.pi) - (logdet if sign > 0 else -np.inf))
     func = partial(_gaussian_log_likelihood_block, mean=mean, precision=precision,
                    constant=constant)
     if isinstance(X, RowBlocks):

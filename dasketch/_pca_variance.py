@@ -1,0 +1,70 @@
+"""What :class:`dasketch.SketchPCA` derives from a sketch and one pass over ``X``:
+candidate axes, their measured variances and the number of components kept."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from sklearn.decomposition._pca import _assess_dimension
+from sklearn.utils.extmath import svd_flip
+
+from dasketch._blocks import compute
+from dasketch.utils.blockwise import squared_norms_along
+
+
+def candidate_axes(sketch, n_wanted, seed=0):
+    """Orthonormal rows: the right singular vectors of the sketch (signs as
+    :func:`sklearn.utils.extmath.svd_flip`), completed with directions orthogonal
+    to them (seeded Gaussian, projected out twice, QR) up to ``n_wanted`` rows
+    when the sketch holds fewer (data of lower rank)."""
+    axes = svd_flip(None, sketch.components(), u_based_decision=False)[1]
+    missing = min(n_wanted, sketch.n_features) - axes.shape[0]
+    if missing <= 0:
+        return axes
+    extra = np.random.default_rng(seed).standard_normal((sketch.n_features, missing))
+    for _ in range(2):
+        extra -= axes.T @ (axes @ extra)
+    extra = np.linalg.qr(extra)[0].T
+    return np.vstack([axes, svd_flip(None, extra, u_based_decision=False)[1]])
+
+
+def measured_variances(blocks, axes, mean, *, split_every=None):
+    """``||X_c v||^2 / (n - 1)`` for every row ``v`` of ``axes``, ``X_c`` the
+    column-centred ``X``, in one blocked pass (never densifying sparse blocks)."""
+    sums = squared_norms_along(blocks, axes, mean @ axes.T, split_every=split_every)
+    (sums,) = compute(sums)
+    return np.asarray(sums, dtype=np.float64) / max(blocks.n_rows - 1, 1)
+
+
+def fraction_components(ratios, fraction):
+    """The smallest ``k`` whose cumulated ratios exceed ``fraction``, as
+    :class:`sklearn.decomposition.PCA` counts (``side="right"``); all of them,
+    with a warning naming the shortfall, when they never do."""
+    cumulated = np.cumsum(ratios)
+    k = int(np.searchsorted(cumulated, fraction, side="right")) + 1
+    if k > ratios.size:
+        reached = float(cumulated[-1]) if ratios.size else 0.0
+        warnings.warn(f"the {ratios.size} directions of the sketch explain {reached:.4g} of "
+                      f"the variance, less than n_components={fraction}; all of them are "
+                      "kept. Increase sketch_size to reach the fraction.", UserWarning,
+                      stacklevel=3)
+        k = ratios.size
+    return max(k, 1)
+
+
+def mle_components(variances, total, n_samples, n_features):
+    """Minka's choice of dimension (``n_components="mle"``) as
+    :class:`sklearn.decomposition.PCA` makes it, from the measured variances of the
+    sketch's directions; the unmeasured ``n_features - r`` eigenvalues are taken
+    equal to their mean (exact total minus the measured ones), and ranks up to
+    ``r`` are assessed (Minka, NIPS 2000). With an exact sketch holding all
+    ``n_features`` directions this is scikit-learn's spectrum and answer."""
+    r = min(variances.size, n_features)
+    spectrum = np.empty(n_features)
+    spectrum[:r] = variances[:r]
+    if r < n_features:
+        spectrum[r:] = max(total - float(np.sum(variances[:r])), 0.0) / (n_features - r)
+    ranks = range(1, min(r, n_features - 1) + 1)
+    likelihood = [_assess_dimension(spectrum, rank, n_samples) for rank in ranks]
+    return int(np.argmax(likelihood)) + 1 if likelihood else 1
