@@ -90,3 +90,162 @@ def test_feature_names_set_output_and_float32(data):
     exact = PCA(n_components=2).fit(data)
     np.testing.assert_allclose(np.abs(out.to_numpy()), np.abs(exact.transform(data)),
                                rtol=1e-2, atol=1e-2)
+
+
+def _measured_variance(X, pca):
+    """Variance of the data along each component, from the dense centred data."""
+    dense = X.toarray() if hasattr(X, "toarray") else np.asarray(X, dtype=np.float64)
+    return np.var((dense - dense.mean(0)) @ pca.components_.T.astype(np.float64), axis=0,
+                  ddof=1)
+
+
+def test_explained_variance_is_the_data_variance_dense_sparse_zarr(tmp_path):
+    import scipy.sparse
+    import zarr
+
+    from tests.helpers import sparse_decaying
+
+    rng = np.random.default_rng(3)
+    dense = rng.standard_normal((900, 40)) * 0.9 ** np.arange(40) + 2.0
+    store = str(tmp_path / "X.zarr")
+    zarr.create_array(store, data=dense, chunks=(128, 40))
+    sparse = sparse_decaying(900, 600, 8, seed=3)  # 600 >= 32 l: the randomized update
+    for X, label in [(dense, "dense"), (store, "zarr"), (sparse, "sparse"),
+                     (da.from_array(dense, chunks=200), "dask")]:
+        pca = SketchPCA(n_components=4, sketch_size=8, block_rows=150, random_state=0).fit(X)
+        reference = _measured_variance(sparse if label == "sparse" else dense, pca)
+        np.testing.assert_allclose(pca.explained_variance_, reference, rtol=1e-10,
+                                   err_msg=label)
+        np.testing.assert_allclose(pca.singular_values_ ** 2 / 899, reference, rtol=1e-10)
+        assert np.all(np.diff(pca.explained_variance_) <= 0), label
+        np.testing.assert_allclose(pca.components_ @ pca.components_.T, np.eye(4), atol=1e-12)
+    assert scipy.sparse.issparse(sparse)
+
+
+def test_explained_variance_ratio_never_exceeds_the_optimum_on_a_flat_spectrum():
+    # flat spectrum, small sketch: the sketch's eigenvalue estimates sum to more
+    # than the best 5-dimensional subspace explains; the reported ratios do not
+    X = np.random.default_rng(4).standard_normal((1000, 400))
+    pca = SketchPCA(n_components=5, sketch_size=10, block_rows=50).fit(X)
+    eigenvalues = np.linalg.svd(X - X.mean(0), compute_uv=False) ** 2 / 999
+    optimum = eigenvalues[:5].sum() / eigenvalues.sum()
+    assert pca.sketch_eigenvalues_.sum() / eigenvalues.sum() > 1.2 * optimum
+    assert pca.explained_variance_ratio_.sum() <= optimum * (1 + 1e-12)
+    np.testing.assert_allclose(pca.explained_variance_, _measured_variance(X, pca), rtol=1e-10)
+    assert np.all(np.diff(pca.explained_variance_) <= 0)
+    # Weyl: the exact eigenvalues lie in the sketch's certified intervals
+    gap = np.abs(eigenvalues[:5] - pca.sketch_eigenvalues_)
+    assert np.all(gap <= pca.eigenvalue_bound_ * (1 + 1e-9))
+    total = eigenvalues.sum()
+    assert pca.noise_variance_ == pytest.approx((total - pca.explained_variance_.sum()) / 395,
+                                                rel=1e-10)
+
+
+@pytest.mark.parametrize("whiten", [False, True])
+def test_exact_sketch_equals_scikit_learn_pca(whiten):
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((400, 12)) * np.linspace(4, 0.5, 12) + 1.0
+    pca = SketchPCA(n_components=5, sketch_size=13, whiten=whiten).fit(X)
+    exact = PCA(n_components=5, whiten=whiten).fit(X)
+    for name in ("explained_variance_", "explained_variance_ratio_", "singular_values_",
+                 "noise_variance_", "mean_"):
+        np.testing.assert_allclose(getattr(pca, name), getattr(exact, name), rtol=1e-10,
+                                   err_msg=name)
+    signs = np.sign(np.sum(pca.components_ * exact.components_, axis=1))
+    np.testing.assert_allclose(pca.components_ * signs[:, None], exact.components_, atol=1e-10)
+    Z = pca.transform(X)
+    np.testing.assert_allclose(Z * signs, exact.transform(X), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(pca.inverse_transform(Z), exact.inverse_transform(exact.transform(X)),
+                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(pca.get_precision(), exact.get_precision(), rtol=1e-10,
+                               atol=1e-10)
+    np.testing.assert_allclose(pca.get_covariance(), exact.get_covariance(), rtol=1e-10,
+                               atol=1e-10)
+    assert pca.score(X) == pytest.approx(exact.score(X), rel=1e-10)
+    lazy = pca.inverse_transform(da.from_array(Z, chunks=100))
+    assert isinstance(lazy, da.Array)
+    np.testing.assert_allclose(lazy.compute(), pca.inverse_transform(Z), rtol=1e-12)
+
+
+@pytest.mark.parametrize("n_components", [None, 0.8, "mle"])
+def test_n_components_as_scikit_learn(n_components):
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((300, 3)) @ rng.standard_normal((3, 10)) * 3
+    X += 0.3 * rng.standard_normal((300, 10))
+    pca = SketchPCA(n_components=n_components).fit(X)
+    exact = PCA(n_components=n_components).fit(X)
+    assert pca.n_components_ == exact.n_components_
+    np.testing.assert_allclose(pca.explained_variance_, exact.explained_variance_, rtol=1e-10)
+
+
+def test_default_n_components_on_few_rows_is_min_of_the_shape():
+    X = np.random.default_rng(8).standard_normal((5, 20))
+    pca = SketchPCA().fit(X)
+    exact = PCA().fit(X)
+    assert pca.n_components_ == exact.n_components_ == 5
+    # orthonormal components, the fifth orthogonal to the data's 4-dimensional span
+    np.testing.assert_allclose(pca.components_ @ pca.components_.T, np.eye(5), atol=1e-12)
+    np.testing.assert_allclose(pca.explained_variance_, exact.explained_variance_, rtol=1e-10,
+                               atol=1e-12)
+    assert pca.noise_variance_ == exact.noise_variance_ == 0.0
+
+
+def test_constant_data_get_orthonormal_components_without_variance():
+    # the sketch of constant rows is empty: the components complete an orthonormal basis
+    pca = SketchPCA(n_components=2).fit(np.ones((50, 4)) * [1.0, 2.0, 3.0, 4.0])
+    assert pca.n_components_ == 2 and pca.sketch_.B.shape[0] == 0
+    np.testing.assert_allclose(pca.components_ @ pca.components_.T, np.eye(2), atol=1e-12)
+    assert np.all(pca.explained_variance_ <= 1e-28) and pca.noise_variance_ == 0.0
+    np.testing.assert_array_equal(pca.explained_variance_ratio_, 0.0)
+
+
+def test_mle_from_a_partial_spectrum_pads_the_unmeasured_tail_with_its_mean():
+    from sklearn.decomposition._pca import _infer_dimension
+
+    from dasketch._pca_variance import mle_components
+
+    # three strong directions in isotropic noise: six measured eigenvalues and
+    # the tail's mean give the full spectrum's answer
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((400, 3)) @ rng.standard_normal((3, 20)) * 2
+    X += rng.standard_normal((400, 20))
+    spectrum = np.linalg.svd(X - X.mean(0), compute_uv=False) ** 2 / 399
+    expected = _infer_dimension(spectrum, 400)
+    assert mle_components(spectrum[:6], spectrum.sum(), 400, 20) == expected == 3
+
+
+def test_singular_model_scores_minus_inf_as_scikit_learn():
+    # 5 components for 5 rows of 20 features: no noise, a singular covariance.
+    # scikit-learn inverts it anyway (with a LinAlgWarning) and gets -inf here,
+    # but +269 for rows drawn with seed 9: rounding decides; dasketch says -inf,
+    # the log-density of a degenerate Gaussian off its (measure-zero) support
+    X = np.random.default_rng(0).standard_normal((5, 20))
+    pca = SketchPCA().fit(X)
+    with pytest.warns(Warning, match="ill-conditioned"):
+        expected = PCA().fit(X).score(X)
+    assert pca.noise_variance_ == 0.0
+    assert pca.score(X) == expected == -np.inf
+    assert np.all(pca.score_samples(da.from_array(X, chunks=(2, 20))).compute() == -np.inf)
+    with pytest.raises(np.linalg.LinAlgError, match="singular"):
+        pca.get_precision()
+    bad = X.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN or Inf in rows 3 "):
+        pca.score_samples(da.from_array(bad, chunks=(2, 20))).compute()
+    # fewer components than rows: noise, a proper model, scikit-learn's numbers
+    partial = SketchPCA(n_components=3).fit(X)
+    exact = PCA(n_components=3).fit(X)
+    assert partial.noise_variance_ == pytest.approx(exact.noise_variance_, rel=1e-10)
+    np.testing.assert_allclose(partial.score_samples(X), exact.score_samples(X), rtol=1e-10)
+
+
+def test_same_random_state_same_fit_on_sparse_input():
+    from tests.helpers import sparse_decaying
+
+    X = sparse_decaying(800, 1000, 6, seed=1)  # 1000 >= 32 l: the randomized update
+    fits = [SketchPCA(n_components=3, sketch_size=8, random_state=seed).fit(X)
+            for seed in (0, 0, 1)]
+    assert fits[0].sketch_.guarantee != "certified"
+    for name in ("components_", "explained_variance_", "sketch_eigenvalues_"):
+        np.testing.assert_array_equal(getattr(fits[0], name), getattr(fits[1], name))
+    assert not np.array_equal(fits[0].sketch_eigenvalues_, fits[2].sketch_eigenvalues_)
