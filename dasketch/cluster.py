@@ -14,6 +14,8 @@ import socket
 import time
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
+# The embedded cluster's dashboard: a free port, reachable from this machine only.
+LOOPBACK_DASHBOARD = "127.0.0.1:0"
 DEFAULT_TIMEOUT = "8s"
 # Protocols whose address is host:port, checked with a plain TCP connection first
 # (distributed itself retries a refused connection until its timeout).
@@ -32,12 +34,32 @@ def default_cluster_size(memory_limit=None):
             "memory_limit": "auto" if memory_limit is None else memory_limit}
 
 
+# Memory a worker process needs to start and run small tasks (an interpreter with
+# NumPy, Dask and distributed loaded holds about 150 MiB): more workers than the
+# machine's available memory holds at this size is refused before any starts.
+MIN_WORKER_BYTES = 256 * 2 ** 20
+
+
 def _check_count(value, name):
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     return int(value)
+
+
+def check_worker_count(n_workers):
+    """``n_workers`` of an embedded cluster, if this machine can start them:
+    ``ValueError`` naming the most it can (available memory over
+    :data:`MIN_WORKER_BYTES` per worker) otherwise."""
+    import psutil
+
+    most = max(int(psutil.virtual_memory().available // MIN_WORKER_BYTES), 1)
+    if n_workers > most:
+        raise ValueError(f"n_workers={n_workers} worker processes cannot run on this machine: "
+                         f"its available memory holds at most {most} (each needs about "
+                         f"{MIN_WORKER_BYTES // 2 ** 20} MiB); use a cluster for more")
+    return n_workers
 
 
 def check_memory_limit(memory_limit):
@@ -199,7 +221,8 @@ def connect(address, *, timeout=DEFAULT_TIMEOUT, **client_kwargs):
 
 
 def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_worker=None,
-               timeout=DEFAULT_TIMEOUT, dashboard_address=":0", set_as_default=True,
+               timeout=DEFAULT_TIMEOUT, dashboard_address=LOOPBACK_DASHBOARD,
+               set_as_default=True,
                **cluster_kwargs):
     """A ``distributed.Client``: connected to a scheduler, or on an embedded cluster.
 
@@ -223,7 +246,11 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
     timeout : str or float
         How long to wait for a scheduler (default 8 s) before raising ``OSError``.
     dashboard_address : str or None
-        Dashboard of the embedded cluster (``":0"``: a free port; None: off).
+        Dashboard of the embedded cluster: ``"127.0.0.1:0"`` (default), a free
+        port on this machine only; an address such as ``":8787"`` listens on
+        every interface, as asked. None: no dashboard (the scheduler's HTTP
+        endpoints then listen on a free loopback port). The scheduler and the
+        workers of the embedded cluster listen on 127.0.0.1 only.
     set_as_default : bool
         Make the client Dask's default scheduler, as ``distributed.Client``
         does: estimators (which hold no client) and ``dask.compute`` then run on
@@ -240,8 +267,8 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
     ------
     ValueError
         Before anything starts: a malformed address, sizes that are not
-        integers >= 1, an unreadable memory limit or timeout, or sizes given
-        with an address.
+        integers >= 1, more workers than this machine's memory can start, an
+        unreadable memory limit or timeout, or sizes given with an address.
     OSError
         Within ``timeout``, naming the address, when no Dask scheduler answers
         there.
@@ -268,9 +295,13 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
 
     sizing = default_cluster_size(memory_limit)
     if n_workers is not None:
-        sizing["n_workers"] = n_workers
+        sizing["n_workers"] = check_worker_count(n_workers)
     if threads_per_worker is not None:
         sizing["threads_per_worker"] = threads_per_worker
     # Without an address the client starts a LocalCluster that it owns and closes.
+    if dashboard_address is None:  # LocalCluster would serve HTTP on port 8787
+        cluster_kwargs["scheduler_kwargs"] = {
+            **cluster_kwargs.get("scheduler_kwargs", {}),
+            "dashboard": False, "dashboard_address": LOOPBACK_DASHBOARD}
     return Client(processes=True, dashboard_address=dashboard_address,
                   set_as_default=set_as_default, **sizing, **cluster_kwargs)

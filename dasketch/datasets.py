@@ -15,8 +15,8 @@ import numpy as np
 
 from dasketch.io import open_zarr_array, sparse_store_info
 from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
-from dasketch.outputs import (CSR_FORMAT, DENSE_FORMAT, check_output, held_signals,
-                              write_atomically)
+from dasketch.outputs import (CSR_FORMAT, DENSE_FORMAT, check_disk_space, check_output,
+                              held_signals, write_atomically)
 
 
 def write_in_chunks(write_chunk, starts, *, threads=None, progress=None):
@@ -78,6 +78,8 @@ def write_sparse_synthetic(path, n_rows, n_features, *, density=1e-3, chunk_rows
     if not 0 < density <= 1:
         raise ValueError(f"density must be in (0, 1], got {density}")
     check_output(path, overwrite)
+    check_disk_space(path, n_rows * n_features * density * (8 + np.dtype(dtype).itemsize)
+                     + 8 * (n_rows + 1))
     seed = resolve_seed(random_state)
     column_scale = (1.0 + np.arange(n_features)) ** -0.5
     chunk_rows = int(min(chunk_rows, n_rows))
@@ -223,6 +225,7 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
                          f"spectrum would take {basis_bytes / 2 ** 30:.1f} GiB in memory; pass "
                          f"rank <= {MAX_BASIS_BYTES // (8 * n_features)}")
     check_output(path, overwrite)
+    check_disk_space(path, n_rows * n_features * np.dtype(dtype).itemsize)
     seed = resolve_seed(random_state)
     basis, _ = np.linalg.qr(gaussian_rows(seed, 0, 0, n_features, rank))
     scales = decay ** np.arange(rank) if power is None else (1.0 + np.arange(rank)) ** -power

@@ -132,6 +132,22 @@ def check_output(path, overwrite, *, inputs=(), name="path", flag="overwrite=Tru
             "another path")
 
 
+def check_disk_space(path, n_bytes, *, name="path"):
+    """Refuse to write ``n_bytes`` at the local ``path`` when the filesystem that
+    would hold it has less free space (``OSError`` naming both sizes), before
+    anything is written. Remote outputs are not checked."""
+    if not is_local_path(path):
+        return
+    parent = os.path.dirname(os.path.abspath(local_path(os.fspath(path))))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    free = shutil.disk_usage(parent).free
+    if n_bytes > free:
+        raise OSError(f"{name}: {os.fspath(path)!r} would take about {n_bytes / 2 ** 30:,.1f} "
+                      f"GiB, more than the {free / 2 ** 30:,.1f} GiB free on its filesystem; "
+                      "write fewer rows or features, or elsewhere")
+
+
 class _HeldSignals:
     """SIGINT and SIGTERM held while a ``with`` block runs in the main thread,
     then delivered as :class:`KeyboardInterrupt` once it has ended."""

@@ -8,6 +8,7 @@ import sys
 
 import dask
 
+from dasketch._blocks.cluster_wait import gather_watched
 from dasketch._blocks.tasks import one_blas_thread_while_computing
 
 
@@ -39,7 +40,10 @@ def compute(*objs, client=None, progress=False):
     on a cluster, Dask's ``ProgressBar`` with the local schedulers. Task keys
     are named after their kernels, so a failed task is named readably in
     worker logs; its exception is re-raised here unchanged. Inputs persisted on a
-    ``distributed`` cluster are computed by the client that holds them.
+    ``distributed`` cluster are computed by the client that holds them. On a
+    cluster, a scheduler left without workers for longer than the worker
+    timeout ends the computation with ``TimeoutError``
+    (:mod:`dasketch._blocks.cluster_wait`).
     """
     if client is None:
         client = client_holding(objs)
@@ -49,17 +53,30 @@ def compute(*objs, client=None, progress=False):
         return _compute(objs, client, progress)
 
 
+def _active_client():
+    """The ``distributed.Client`` that ``dask.compute`` would use now, or None
+    (a local scheduler chosen by ``dask.config``, or no client)."""
+    scheduler = dask.base.get_scheduler()
+    owner = getattr(scheduler, "__self__", None)
+    try:
+        from distributed import Client
+    except ImportError:
+        return None
+    return owner if isinstance(owner, Client) else None
+
+
 def _compute(objs, client, progress):
-    if not progress:
-        if client is not None:
-            return dask.compute(*objs, scheduler=client)
-        return dask.compute(*objs)
-    client = client if client is not None else default_client()
+    client = client if client is not None else _active_client()
     if client is None:
+        if not progress:
+            return dask.compute(*objs)
         from dask.diagnostics import ProgressBar
 
         with ProgressBar(out=sys.stderr):
             return dask.compute(*objs)
+    futures = client.compute(list(objs))
+    if not progress:
+        return tuple(gather_watched(client, futures))
     from distributed import progress as show_progress
 
     try:
@@ -68,12 +85,11 @@ def _compute(objs, client, progress):
         notebook = None  # a widget in a notebook, a text bar in a terminal
     except ImportError:
         notebook = False
-    futures = client.compute(list(objs))
     # The text bar writes to stdout; progress belongs on stderr, so that the
     # results a command prints stay clean when stdout is redirected.
     with client.as_current(), contextlib.redirect_stdout(sys.stderr):
         show_progress(futures, notebook=notebook)
-    return tuple(client.gather(futures))
+    return tuple(gather_watched(client, futures))
 
 
 def persist(*arrays, client=None):
