@@ -147,9 +147,12 @@ class SketchPCA(_BasePCA):
                              f"shape ({n_samples}, {n_features})")
         if self.sketch_size is None:
             return k, max(min(max(2 * k, k + 10), most + 1), 2)
-        if isinstance(self.n_components, numbers.Integral) and self.sketch_size <= k:
-            raise ValueError(f"sketch_size must exceed n_components ({k}), got "
-                             f"{self.sketch_size}")
+        counted = isinstance(self.n_components, numbers.Integral)
+        if (counted or self.n_components is None) and self.sketch_size <= k:
+            kept = f"n_components ({k})" if counted else \
+                f"the min(n_samples, n_features) = {k} components of n_components=None"
+            raise ValueError(f"sketch_size must exceed {kept}, got {self.sketch_size}; pass "
+                             "a smaller n_components or a larger sketch_size")
         return k, self.sketch_size
 
     def fit(self, X, y=None):

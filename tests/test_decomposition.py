@@ -47,10 +47,24 @@ def test_transform_lazy_for_dask_and_matches_numpy(data):
     (dict(n_components=0), "n_components"),
     (dict(n_components=4, sketch_size=4), "sketch_size"),
     (dict(n_components=31), "n_components"),
+    (dict(sketch_size=20), "sketch_size must exceed the min.* = 30 components"),
+    (dict(n_components="mle", sketch_size=10), None),
 ])
 def test_bad_parameters(data, params, match):
+    if match is None:  # 'mle' needs n_samples >= n_features
+        data = data[:20]
+        match = "n_samples >= n_features"
     with pytest.raises(ValueError, match=match):
         SketchPCA(**params).fit(data)
+
+
+def test_fraction_beyond_the_sketch_warns_with_the_fraction_reached():
+    X = np.random.default_rng(10).standard_normal((500, 40))
+    with pytest.warns(UserWarning, match=r"the 5 directions of the sketch explain 0\.1.* less "
+                      r"than n_components=0\.9.*Increase sketch_size"):
+        pca = SketchPCA(n_components=0.9, sketch_size=6).fit(X)
+    assert pca.n_components_ == 5
+    assert pca.explained_variance_ratio_.sum() < 0.2
 
 
 def test_transform_checks_width(data):
