@@ -18,6 +18,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 
+from dasketch._blocks.anndata_blocks import anndata_row_blocks
 from dasketch._blocks.scheduler import client_holding
 from dasketch.io import (
     REUSED_READ_BYTES, checked_sparse_store, csr_rows, is_local_path, is_sparse_store,
@@ -163,6 +164,15 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     """
     if isinstance(X, RowBlocks):
         return X
+    if type(X).__module__.split(".")[0] == "xarray":  # a DataArray: its data, lazy stays lazy
+        X = X.data
+    stored = anndata_row_blocks(  # an AnnData matrix in a zarr store or an HDF5 (.h5ad) file
+        X, component=component, storage_options=storage_options, missing_chunks=missing_chunks,
+        name=name, rows=lambda nnz, n_rows, n_features, sparse: _sparse_block_rows(
+            block_rows, nnz, n_rows, n_features, default_rows) if sparse else _block_rows(
+            block_rows, (n_rows, n_features), default_rows))
+    if stored is not None:
+        return RowBlocks(**stored)
     reader = None
     if isinstance(X, (str, os.PathLike)) and _is_zip_store(X):
         X = _open_zip_array(X, component, name)

@@ -1,0 +1,195 @@
+"""Empirical orthogonal functions (EOFs, principal components) of xarray data.
+
+A field such as sea-surface temperature on ``(time, lat, lon)`` becomes a matrix
+whose rows are the samples (``sample_dim``) and whose columns are the grid
+points (the other dimensions, stacked). Grid points that are NaN at every
+sample (a land mask) are dropped before the analysis and come back as NaN in the
+patterns; grid points may be weighted (area weights, e.g. ``sqrt(cos(lat))``).
+The EOFs are then the principal axes of :class:`dasketch.SketchPCA` fitted to
+the weighted, masked, centred matrix, and every number comes with the sketch's
+certified bound. xarray is imported only when these functions run (install
+``dasketch[xarray]``).
+
+A Dask-backed DataArray stays lazy: the data are read in blocks by one pass
+that counts NaN per grid point, then by the sketch's passes; the scores come
+back as a lazy Dask array.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dasketch._blocks import compute
+from dasketch.decomposition import SketchPCA
+
+
+def _xarray():
+    try:
+        import xarray
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("dasketch.xarray needs xarray: pip install 'dasketch[xarray]'"
+                          ) from exc
+    return xarray
+
+
+def _data_array(data, variable):
+    xr = _xarray()
+    if isinstance(data, xr.Dataset):
+        names = list(data.data_vars)
+        if variable is None and len(names) == 1:
+            variable = names[0]
+        if variable not in data.data_vars:
+            raise ValueError(f"variable must name one of the Dataset's variables {names}, "
+                             f"got {variable!r}")
+        return data[variable]
+    if not isinstance(data, xr.DataArray):
+        raise TypeError("data must be an xarray.DataArray or Dataset, got "
+                        f"{type(data).__name__}")
+    if variable is not None:
+        raise ValueError("variable applies only when data is an xarray.Dataset")
+    return data
+
+
+def _feature_weights(weights, template, feature_dims):
+    """Weights broadcast by name to the feature dimensions, as a flat ndarray."""
+    xr = _xarray()
+    if not isinstance(weights, xr.DataArray):
+        raise TypeError("weights must be an xarray.DataArray over some of the dimensions "
+                        f"{feature_dims} (broadcast by name), got {type(weights).__name__}")
+    extra = [dim for dim in weights.dims if dim not in feature_dims]
+    if extra:
+        raise ValueError(f"weights has dimensions {extra} that are not feature dimensions "
+                         f"of data {feature_dims}")
+    try:
+        weights, _ = xr.align(weights, template, join="exact")
+    except ValueError as exc:
+        raise ValueError(f"weights' coordinates differ from data's: {exc}") from None
+    flat = np.asarray(weights.broadcast_like(template).transpose(*feature_dims).values,
+                      dtype=np.float64).ravel()
+    if not np.all(np.isfinite(flat)) or np.any(flat < 0):
+        raise ValueError("weights must be finite and non-negative")
+    return flat
+
+
+def _valid_features(matrix, data, sample_dim, feature_dims):
+    """Indices of the columns without NaN; columns NaN at every sample are the
+    mask; a column NaN at some samples only is an error naming it."""
+    counts = np.isnan(matrix).sum(axis=0)
+    if not isinstance(counts, np.ndarray):
+        (counts,) = compute(counts)
+    n = matrix.shape[0]
+    partial = np.flatnonzero((counts > 0) & (counts < n))
+    if partial.size:
+        where = np.unravel_index(partial[0], [data.sizes[d] for d in feature_dims])
+        first = {d: data[d].values[i].item() if d in data.coords else int(i)
+                 for d, i in zip(feature_dims, where)}
+        raise ValueError(f"data has {partial.size} grid points that are NaN at some but not "
+                         f"all {sample_dim} samples (first: {first}); fill them (e.g. "
+                         "data.fillna(...)) or mask them at every sample")
+    valid = np.flatnonzero(counts == 0)
+    if valid.size == 0:
+        raise ValueError("data is NaN everywhere: no grid point to analyse")
+    return valid
+
+
+def eofs(data, sample_dim, n_modes=10, *, variable=None, weights=None, sketch_size=None,
+         method="rfd", random_state=0, block_rows=None, split_every=None):
+    """EOFs (principal components) of an xarray field, from a certified sketch.
+
+    Parameters
+    ----------
+    data : xarray.DataArray or xarray.Dataset
+        Numbers on ``sample_dim`` and any feature dimensions (numpy- or
+        Dask-backed; Dask stays lazy). Grid points NaN at every sample are
+        masked; NaN at some samples only is a ValueError.
+    sample_dim : str
+        The dimension whose entries are the samples (rows), e.g. ``"time"``.
+    n_modes : int
+        Number of EOFs.
+    variable : str, optional
+        The variable of a Dataset (needed when it has several).
+    weights : xarray.DataArray, optional
+        Non-negative weights of the grid points, over some of the feature
+        dimensions and broadcast by name (e.g. ``np.sqrt(np.cos(np.deg2rad(
+        data.lat)))``); the analysis is of the weighted data, and coordinates
+        must match ``data``'s exactly.
+    sketch_size, method, random_state, block_rows, split_every
+        Of :class:`dasketch.SketchPCA`.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``components`` (mode, *feature dims): the EOFs, orthonormal over the
+        unmasked grid points in the weighted space, NaN on the mask;
+        ``scores`` (sample_dim, mode): the projections of the weighted,
+        centred data on them (lazy for Dask input), of variance
+        ``explained_variance``; ``explained_variance`` and
+        ``explained_variance_ratio`` (mode), measured on the data;
+        ``sketch_eigenvalues`` (mode) and ``eigenvalue_bound``: every exact
+        eigenvalue of the weighted covariance lies within
+        ``sketch_eigenvalues +- eigenvalue_bound`` (``attrs["guarantee"]``
+        says whether certified or with a probability); ``mean`` (feature
+        dims). Modes are numbered from 1. Coordinates of ``data`` on the
+        feature (sample) dimensions are kept on ``components`` (``scores``).
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> from dasketch.xarray import eofs
+    >>> rng = np.random.default_rng(0)
+    >>> field = xr.DataArray(rng.standard_normal((50, 3, 4)), dims=("time", "lat", "lon"),
+    ...                      coords={"lat": [-30.0, 0.0, 30.0]})
+    >>> field[:, 0, 0] = np.nan  # a land point
+    >>> result = eofs(field, "time", 2, weights=np.sqrt(np.cos(np.deg2rad(field.lat))))
+    >>> result.components.dims, result.scores.dims
+    (('mode', 'lat', 'lon'), ('time', 'mode'))
+    >>> bool(result.components.isel(lat=0, lon=0).isnull().all())
+    True
+    """
+    xr = _xarray()
+    data = _data_array(data, variable)
+    if sample_dim not in data.dims:
+        raise ValueError(f"sample_dim must be one of data's dimensions {data.dims}, got "
+                         f"{sample_dim!r}")
+    feature_dims = tuple(d for d in data.dims if d != sample_dim)
+    data = data.transpose(sample_dim, *feature_dims)
+    shape = tuple(data.sizes[d] for d in feature_dims)
+    matrix = data.data.reshape(data.sizes[sample_dim], int(np.prod(shape)))
+    valid = _valid_features(matrix, data, sample_dim, feature_dims)
+    if valid.size < matrix.shape[1]:
+        matrix = matrix[:, valid]
+    if weights is not None:
+        template = data.isel({sample_dim: 0}, drop=True)
+        flat = _feature_weights(weights, template, feature_dims)[valid]
+        dtype = matrix.dtype if matrix.dtype.kind == "f" else np.float64
+        matrix = matrix * flat.astype(dtype)
+    pca = SketchPCA(n_modes, sketch_size, method=method, random_state=random_state,
+                    block_rows=block_rows, split_every=split_every).fit(matrix)
+    scores = pca.transform(matrix)
+    modes = np.arange(1, pca.n_components_ + 1)
+
+    def unmasked(rows, fill=np.nan):
+        full = np.full((rows.shape[0], int(np.prod(shape))), fill, dtype=rows.dtype)
+        full[:, valid] = rows
+        return full.reshape((rows.shape[0],) + shape)
+
+    def coords(dims):
+        return {name: coord for name, coord in data.coords.items()
+                if coord.dims and set(coord.dims) <= set(dims)}
+
+    feature_coords = coords(feature_dims)
+    return xr.Dataset(
+        {"components": xr.DataArray(unmasked(pca.components_), dims=("mode",) + feature_dims,
+                                    coords={"mode": modes, **feature_coords}),
+         "scores": xr.DataArray(scores, dims=(sample_dim, "mode"),
+                                coords={"mode": modes, **coords((sample_dim,))}),
+         "explained_variance": ("mode", pca.explained_variance_),
+         "explained_variance_ratio": ("mode", pca.explained_variance_ratio_),
+         "sketch_eigenvalues": ("mode", pca.sketch_eigenvalues_),
+         "eigenvalue_bound": ((), pca.eigenvalue_bound_),
+         "mean": xr.DataArray(unmasked(pca.mean_[None])[0], dims=feature_dims,
+                              coords=feature_coords)},
+        coords={"mode": modes},
+        attrs={"sample_dim": sample_dim, "guarantee": pca.sketch_.guarantee,
+               "sketch_size": int(pca.sketch_.sketch_size), "method": method,
+               "n_samples": int(pca.n_samples_), "weighted": int(weights is not None)})
