@@ -9,9 +9,9 @@ from functools import partial
 import numpy as np
 
 from dasketch._blocks import (
-    as_row_blocks, compute, default_block_rows, map_reduce, sparse_embed_streams, tree_sum)
+    add, as_row_blocks, compute, default_block_rows, map_reduce, sparse_embed_streams)
 from dasketch._blocks.scheduler import default_client
-from dasketch._blocks.tasks import DEFAULT_SPLIT_EVERY, check_split_every, task
+from dasketch._blocks.tasks import check_split_every, task
 from dasketch.kernels.embeddings import gaussian_rows, resolve_seed
 from dasketch.kernels.frequent_directions import (
     Sketch, check_sketch_parameters, merge_sketches, sketch_rows)
@@ -139,10 +139,12 @@ def default_working_size(sketch_size, n_features, *, update="auto", split_every=
 
 
 def default_split_every(working_size, n_features):
-    """Fan-in of the merge tree: 8, reduced (down to 2) so that the working sketches
-    of one merge stay within :data:`MERGE_VALUES` when rows are very wide."""
+    """Fan-in of the merge tree: that of :func:`~dasketch._blocks.check_split_every`
+    (``dask.config`` ``split_every``, else 8), reduced (down to 2) so that the
+    working sketches of one merge stay within :data:`MERGE_VALUES` when rows are
+    very wide."""
     fits = MERGE_VALUES // max(int(working_size) * int(n_features), 1)
-    return int(max(2, min(DEFAULT_SPLIT_EVERY, fits)))
+    return int(max(2, min(check_split_every(None), fits)))
 
 
 def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_every=None,
@@ -344,8 +346,8 @@ def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=No
         client if client is not None else default_client(), int(n_vectors),
         blocks.n_features, check_split_every(split_every), read_bytes=blocks.read_bytes,
         lower_fan_in=split_every is None)
-    gram = tree_sum(blocks, partial(_gram_block, seed=seed, n_vectors=int(n_vectors)),
-                    split_every=fan_in, keeps_block=False)
+    gram = map_reduce(blocks, partial(_gram_block, seed=seed, n_vectors=int(n_vectors)),
+                      add, split_every=fan_in, keeps_block=False)
     (gram_omega,) = compute(gram, client=client)
     omega = gaussian_rows(seed, 1, 0, sketch.n_features, int(n_vectors))
     return error_from_products(sketch, omega, gram_omega)

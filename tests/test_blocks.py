@@ -253,3 +253,96 @@ def test_block_tasks_run_with_one_blas_thread_and_leave_the_caller_as_it_was():
             (inside,) = compute(task(lambda: _blas_thread_counts())())
         assert max(inside) == 1
         assert _blas_thread_counts() == before
+
+
+# ------------------------------------------------ the bridge's primitives
+def _task_names(collection):
+    return {dask.utils.key_split(k) for k in dict(collection.__dask_graph__())}
+
+
+def test_split_every_defaults_to_dask_config_and_arguments_win():
+    from dasketch._blocks import add, check_split_every, compute, map_reduce
+    from dasketch.sketching import default_split_every
+
+    blocks = as_row_blocks(np.arange(54.0).reshape(27, 2), block_rows=1)
+
+    def summed(**kwargs):
+        total = map_reduce(blocks, lambda b, start, stop: b.sum(axis=0), add, **kwargs)
+        n_adds = sum(name == "add" for name in map(
+            dask.utils.key_split, dict(total.__dask_graph__())))
+        return n_adds, compute(total)[0]
+
+    expected = np.arange(54.0).reshape(27, 2).sum(axis=0)
+    assert summed()[0] == 4 + 1  # fan-in 8: 27 -> 4 -> 1
+    with dask.config.set(split_every=3):
+        assert check_split_every(None) == 3 and default_split_every(10, 10) == 3
+        n_adds, total = summed()
+        assert n_adds == 9 + 3 + 1 and np.array_equal(total, expected)
+        assert summed(split_every=8)[0] == 5 and check_split_every(27) == 27
+    with dask.config.set(split_every={0: 4}):
+        assert check_split_every(None) == 4
+    with dask.config.set(split_every=1), pytest.raises(ValueError, match="dask.config"):
+        check_split_every(None)
+
+
+def test_in_memory_block_keys_follow_the_data():
+    from dasketch._blocks import rmatvec
+
+    X = np.random.default_rng(0).standard_normal((50, 50))
+
+    def keys(A, rows=20):
+        return [b.key for b in as_row_blocks(A, block_rows=rows).blocks]
+
+    assert keys(X) == keys(X.copy())  # the same data: the same keys, work is shared
+    v = np.ones(50)
+    assert rmatvec(as_row_blocks(X, block_rows=20), v).key == rmatvec(
+        as_row_blocks(X.copy(), block_rows=20), v).key
+    changed = X.copy()
+    changed[49, 49] += 1e-12
+    # A square matrix and its transpose share one buffer in memory order.
+    for other in (changed, X.T, np.asfortranarray(X), X.astype(np.float32)):
+        assert not set(keys(X)) & set(keys(other))
+    assert not set(keys(X)) & set(keys(X, rows=25))
+    S = scipy.sparse.random(50, 40, density=0.1, format="csr", random_state=0)
+    wider = scipy.sparse.csr_matrix((S.data, S.indices, S.indptr), shape=(50, 41))
+    assert keys(S) == keys(S.copy()) and not set(keys(S)) & set(keys(wider))
+
+
+def test_every_pass_reads_zarr_rows_in_its_tasks(tmp_path, cluster_client):
+    from dasketch._blocks import (
+        add, append_ones_column, compute, gather_rows, map_reduce, map_rows, matvec,
+        random_projection, rmatvec, sparse_embed_streams)
+
+    data = np.random.default_rng(1).standard_normal((300, 7))
+    path = str(tmp_path / "a.zarr")
+    zarr.create_array(path, data=data, chunks=(45, 7))
+    y = np.arange(300.0)
+    specs = [(0, 20, "osnap", 4), (1, 16, "countsketch", 1)]
+
+    def passes(blocks):
+        return {
+            "X R": random_projection(blocks, 5, seed=3),
+            "X w": matvec(blocks, np.arange(blocks.n_features, dtype=float)),
+            "X^T v": rmatvec(blocks, y),
+            "S [X y]": sparse_embed_streams(blocks, specs, 4, extra=(y,)),
+            "rows": map_rows(blocks, lambda b, start, stop, v: b[:, 0] * v, y),
+            "sum": map_reduce(blocks, lambda b, start, stop: b.sum(axis=0), add),
+        }
+
+    drawn = np.array([0, 36, 37, 150, 299])
+    for design in (data, np.hstack([data, np.ones((300, 1))])):
+        in_memory = as_row_blocks(design, block_rows=37)
+        expected = dict(zip(passes(in_memory), compute(*passes(in_memory).values())))
+        on_store = as_row_blocks(path, block_rows=37)
+        if design.shape[1] == 8:
+            on_store = append_ones_column(on_store)
+        lazy = passes(on_store)
+        for name, result in lazy.items():  # one task per block, reading its rows
+            assert "read_chunk" not in _task_names(result), name
+        for client in (None, cluster_client):
+            results = compute(*lazy.values(), client=client)
+            for name, result in zip(lazy, results):
+                np.testing.assert_allclose(result, expected[name], rtol=1e-12, atol=1e-12,
+                                           err_msg=name)
+            np.testing.assert_array_equal(gather_rows(on_store, drawn, client=client),
+                                          design[drawn])

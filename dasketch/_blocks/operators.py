@@ -1,33 +1,21 @@
 """Blocked operators: ``X R`` for a Gaussian ``R``, ``X w``, ``X^T v``, sparse
-embeddings ``S X`` and row gathering, each one pass over the row blocks."""
+embeddings ``S X`` and row gathering, each one pass over the row blocks through
+:func:`~dasketch._blocks.mapping.map_rows` or
+:func:`~dasketch._blocks.mapping.map_reduce` (tasks read zarr rows themselves).
+Their block functions live in :mod:`dasketch._blocks.block_functions`."""
 
 from __future__ import annotations
 
 from functools import partial
 
-import dask
-import dask.array as da
 import numpy as np
-import scipy.sparse
 
+from dasketch._blocks.block_functions import (
+    add, embed_block, gather_block, matvec_block, project_block,
+    rmatvec_block)
+from dasketch._blocks.mapping import block_tasks, map_reduce, map_rows
 from dasketch._blocks.row_blocks import as_row_aligned
 from dasketch._blocks.scheduler import compute
-from dasketch._blocks.tasks import map_rows, task, tree_reduce, add
-from dasketch.kernels.embeddings import TILE, gaussian_rows, sparse_embedding_block
-
-def _project_block(block, start, stop, *, seed, stream, n_components):
-    """``block @ R / sqrt(m)`` with ``R`` (d x m) regenerated tile by tile over the
-    feature index, so that at most one tile of ``R`` is in memory at a time."""
-
-    if scipy.sparse.issparse(block):
-        block = scipy.sparse.csc_matrix(block)
-    n_features = block.shape[1]
-    out = np.zeros((block.shape[0], n_components))
-    for lo in range(0, n_features, TILE):
-        hi = min(lo + TILE, n_features)
-        out += block[:, lo:hi] @ gaussian_rows(seed, stream, lo, hi, n_components)
-    out /= np.sqrt(n_components)
-    return out
 
 
 def random_projection(blocks, n_components, seed, *, stream=0):
@@ -49,17 +37,9 @@ def random_projection(blocks, n_components, seed, *, stream=0):
     >>> bool(np.allclose(P.compute(), X @ R / np.sqrt(5)))
     True
     """
-    func = partial(_project_block, seed=int(seed), stream=int(stream),
+    func = partial(project_block, seed=int(seed), stream=int(stream),
                    n_components=int(n_components))
-    return map_rows(blocks, func, int(n_components), dtype=np.float64)
-
-
-def _matvec_block(block, start, stop, w):
-    out = np.asarray(block @ w, dtype=np.float64).reshape(stop - start, -1)
-    if not np.all(np.isfinite(out)):  # NaN or Inf in X always reaches X w
-        raise ValueError(f"X contains NaN or Inf in rows [{start}, {stop}) (or X w "
-                         "overflows); only finite values are accepted")
-    return out
+    return map_rows(blocks, func, n_columns=int(n_components), keeps_block=False)
 
 
 def matvec(blocks, w):
@@ -77,18 +57,8 @@ def matvec(blocks, w):
     array([ 3., 12., 21., 30.])
     """
     w = np.asarray(w, dtype=np.float64)
-    k = 1 if w.ndim == 1 else w.shape[1]
-    mapped = task(_matvec_block)
-    shared = dask.delayed(w, pure=True)  # one key, not one copy per task
-    pieces = [da.from_delayed(mapped(block, start, stop, shared), shape=(stop - start, k),
-                              dtype=np.float64)
-              for block, (start, stop) in zip(blocks.blocks, blocks.ranges())]
-    return da.concatenate(pieces, axis=0)
-
-
-def _rmatvec_block(block, v):
-    out = block.T @ np.asarray(v, dtype=np.float64)
-    return np.asarray(out, dtype=np.float64)
+    return map_rows(blocks, matvec_block, n_columns=1 if w.ndim == 1 else w.shape[1],
+                    shared={"w": w}, keeps_block=False)
 
 
 def rmatvec(blocks, v, *, split_every=None):
@@ -103,26 +73,8 @@ def rmatvec(blocks, v, *, split_every=None):
     >>> rmatvec(as_row_blocks(X, block_rows=3), np.ones(4)).compute()
     array([18., 22., 26.])
     """
-    pieces = as_row_aligned(v, blocks).to_delayed(optimize_graph=True).ravel()
-    mapped = task(_rmatvec_block)
-    parts = [mapped(block, piece) for block, piece in zip(blocks.blocks, pieces)]
-    return tree_reduce(parts, add, split_every)
-
-
-def _embed_block(block, start, stop, *pieces, seed, specs):
-    """``[S_1 X_blk; S_2 X_blk; ...]`` (float64, dense) for the embeddings ``specs``
-    (tuples ``(stream, sketch_size, embedding, nnz_per_column)``); extra row-aligned
-    ``pieces`` (vectors or matrices) are appended to the block as columns."""
-
-    columns = [np.asarray(p, dtype=np.float64).reshape(stop - start, -1) for p in pieces]
-    out = []
-    for stream, size, embedding, k in specs:
-        S = sparse_embedding_block(seed, stream, start, stop, size, embedding=embedding,
-                                   nnz_per_column=k)
-        SX = S @ block
-        SX = SX.toarray() if scipy.sparse.issparse(SX) else np.asarray(SX)
-        out.append(np.hstack([SX.astype(np.float64, copy=False)] + [S @ c for c in columns]))
-    return np.vstack(out)
+    return map_reduce(blocks, rmatvec_block, add, as_row_aligned(v, blocks),
+                      split_every=split_every, keeps_block=False)
 
 
 def sparse_embed_streams(blocks, specs, seed, *, extra=(), split_every=None):
@@ -137,41 +89,28 @@ def sparse_embed_streams(blocks, specs, seed, *, extra=(), split_every=None):
     depend on the chunking of ``X`` nor on the scheduler.
     """
     specs = tuple((int(st), int(s), str(kd), int(k)) for st, s, kd, k in specs)
-    func = partial(_embed_block, seed=int(seed), specs=specs)
-    mapped = task(func)
-    if extra:
-        aligned = [as_row_aligned(e, blocks, name="extra") for e in extra]
-        columns = list(zip(*(a.to_delayed(optimize_graph=True).ravel() for a in aligned)))
-    else:
-        columns = [()] * len(blocks.blocks)
-    parts = [mapped(block, start, stop, *cols)
-             for block, (start, stop), cols in zip(blocks.blocks, blocks.ranges(), columns)]
-    return tree_reduce(parts, add, split_every)
-
-
-def _gather_block(block, start, stop, rows):
-    out = block[np.asarray(rows) - start]
-    out = out.toarray() if scipy.sparse.issparse(out) else np.asarray(out)
-    return out.astype(np.float64, copy=False)
+    aligned = [as_row_aligned(e, blocks, name="extra") for e in extra]
+    return map_reduce(blocks, partial(embed_block, seed=int(seed), specs=specs), add,
+                      *aligned, split_every=split_every, keeps_block=False)
 
 
 def gather_rows(blocks, rows, *, client=None):
     """Rows ``rows`` (sorted global indices) of the blocked matrix, as float64 ndarray.
 
-    Each block returns only the rows drawn in its range, in one pass over the
-    blocks in order: no random access to the storage.
+    Each block with drawn rows returns only those, in one pass over the blocks
+    in order (no random access to the storage); a block without drawn rows is
+    not read.
     """
     rows = np.asarray(rows, dtype=np.int64)
     if rows.size and (np.any(np.diff(rows) < 0) or rows[0] < 0
                       or rows[-1] >= blocks.n_rows):
         raise ValueError("rows must be sorted indices in [0, n_rows)")
     cuts = np.searchsorted(rows, np.asarray(blocks.offsets))
-    mapped = task(_gather_block)
-    parts = [mapped(block, start, stop, rows[lo:hi])
-             for block, (start, stop), lo, hi in zip(blocks.blocks, blocks.ranges(),
-                                                     cuts[:-1], cuts[1:]) if hi > lo]
-    if not parts:
+    drawn = [(rows[lo:hi],) for lo, hi in zip(cuts[:-1], cuts[1:])]
+    which = [i for i, (piece,) in enumerate(drawn) if piece.size]
+    if not which:
         return np.zeros((0, blocks.n_features))
+    parts = block_tasks(blocks, gather_block, drawn, keeps_block=False, which=which)
     return np.concatenate(compute(*parts, client=client), axis=0)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numbers
 import os
-import uuid
 import warnings
 from dataclasses import dataclass
 
@@ -19,6 +18,7 @@ import numpy as np
 import scipy.sparse
 
 from dasketch._blocks.anndata_blocks import anndata_row_blocks
+from dasketch._blocks.block_functions import append_ones
 from dasketch._blocks.scheduler import client_holding
 from dasketch.io import (
     REUSED_READ_BYTES, checked_sparse_store, csr_rows, is_local_path, is_sparse_store,
@@ -66,6 +66,10 @@ class RowBlocks:
         itself (:func:`dasketch.io.read_rows`) instead of depending on the
         block's read task; None for other inputs, and for blocks of more than
         :data:`~dasketch.io.REUSED_READ_BYTES`.
+    transform : tuple of callables
+        Applied in order to the rows a task reads through ``reader`` (e.g. the
+        intercept column of :func:`append_ones_column`); ``blocks`` already
+        include them.
     """
 
     blocks: tuple
@@ -75,6 +79,7 @@ class RowBlocks:
     sparse: bool
     read_bytes: int = 0
     reader: tuple | None = None
+    transform: tuple = ()
 
     @property
     def n_rows(self):
@@ -271,12 +276,16 @@ def _sparse_row_blocks(X, block_rows, name, default_rows=None):
 
 def _in_memory_row_blocks(X, rows, dtype, sparse, read_bytes):
     """Blocks of ``rows`` rows of an in-memory matrix (ndarray or CSR), each a
-    graph literal under a key named here: numpy blocks are views, and neither is
-    the matrix copied (``dask.array.from_array`` copies its whole input: 0.16 s
-    and 512 MiB more for 8,192 x 8,192) nor its data hashed to name the keys."""
+    graph literal under a key named here: numpy blocks are views, and the matrix
+    is not copied (``dask.array.from_array`` copies its whole input: 0.16 s and
+    512 MiB more for 8,192 x 8,192). The keys are named after the matrix's
+    content, so that the same data gives the same keys (and identical work is
+    shared) and different data different keys: ``dask.base.tokenize`` hashes
+    the buffer in memory order with the shape and dtype, which a square matrix
+    and its transpose share, so the strides enter the token too."""
     n_rows = X.shape[0]
     offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
-    token = uuid.uuid4().hex
+    token = dask.base.tokenize(X, getattr(X, "strides", None), rows)
     blocks = tuple(dask.delayed(X[start:stop], name=f"rows-{start}-{token}")
                    for start, stop in zip(offsets[:-1], offsets[1:]))
     return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, sparse, int(read_bytes))
@@ -304,17 +313,11 @@ def _sparse_store_blocks(path, block_rows, component, storage_options, missing_c
                      _csr_block_bytes(nnz, n_rows, rows))
 
 
-def _append_ones(block):
-    ones = np.ones((block.shape[0], 1), dtype=block.dtype)
-    if scipy.sparse.issparse(block):
-        return scipy.sparse.hstack([block, ones], format="csr")
-    return np.hstack([block, ones])
-
-
 def append_ones_column(X):
     """``[X 1]``: a column of ones appended (an intercept) to an in-memory matrix
     (ndarray or scipy.sparse, kept in its kind and dtype) or, lazily, to every
-    block of :class:`RowBlocks`.
+    block of :class:`RowBlocks` (tasks that read their rows themselves append
+    it after reading).
 
     Examples
     --------
@@ -325,10 +328,11 @@ def append_ones_column(X):
     ((3, 3), array([[0., 0., 1.]]))
     """
     if not isinstance(X, RowBlocks):
-        return _append_ones(X)
-    append = dask.delayed(_append_ones, pure=True)
+        return append_ones(X)
+    append = dask.delayed(append_ones, pure=True)
     return RowBlocks(tuple(append(block) for block in X.blocks), X.offsets,
-                     X.n_features + 1, X.dtype, X.sparse, X.read_bytes)
+                     X.n_features + 1, X.dtype, X.sparse, X.read_bytes, X.reader,
+                     X.transform + (append_ones,))
 
 
 def as_row_aligned(v, blocks, name="v"):

@@ -1,4 +1,4 @@
-"""Block tasks and deterministic tree reductions over them."""
+"""Block tasks (one BLAS thread each) and deterministic tree reductions over them."""
 
 from __future__ import annotations
 
@@ -8,13 +8,18 @@ import sys
 import threading
 
 import dask
-import dask.array as da
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from dasketch.io import borrowed_rows, read_rows
+from dasketch._blocks.block_functions import add
 
+__all__ = ["DEFAULT_SPLIT_EVERY", "SPLIT_EVERY_KEY", "add", "check_split_every",
+           "one_blas_thread_while_computing", "task", "tree_reduce"]
+
+# Fan-in of tree reductions when neither the caller nor dask.config sets one.
 DEFAULT_SPLIT_EVERY = 8
+# The Dask configuration key of the fan-in, as dask.array reductions read it.
+SPLIT_EVERY_KEY = "split_every"
 
 
 class _OneBlasThread:
@@ -92,12 +97,32 @@ def task(func):
 
 
 def check_split_every(split_every):
+    """The fan-in of tree reductions: ``split_every`` when given, else the Dask
+    configuration value ``split_every`` (the key ``dask.array`` reductions read;
+    for a per-axis dict, its entry for axis 0), else :data:`DEFAULT_SPLIT_EVERY`.
+
+    Examples
+    --------
+    >>> import dask
+    >>> from dasketch._blocks import check_split_every
+    >>> check_split_every(None), check_split_every(4)
+    (8, 4)
+    >>> with dask.config.set(split_every=16):
+    ...     check_split_every(None), check_split_every(4)
+    (16, 4)
+    """
+    name = "split_every"
     if split_every is None:
-        return DEFAULT_SPLIT_EVERY
+        split_every = dask.config.get(SPLIT_EVERY_KEY, None)
+        if isinstance(split_every, dict):
+            split_every = split_every.get(0)
+        if split_every is None:
+            return DEFAULT_SPLIT_EVERY
+        name = f"dask.config {SPLIT_EVERY_KEY!r}"
     if isinstance(split_every, (bool, np.bool_)) or not isinstance(
         split_every, numbers.Integral
     ) or split_every < 2:
-        raise ValueError(f"split_every must be an integer >= 2, got {split_every!r}")
+        raise ValueError(f"{name} must be an integer >= 2, got {split_every!r}")
     return int(split_every)
 
 
@@ -116,122 +141,3 @@ def tree_reduce(parts, combine, split_every=None):
         parts = [combine(*parts[i:i + split_every]) if len(parts[i:i + split_every]) > 1
                  else parts[i] for i in range(0, len(parts), split_every)]
     return parts[0]
-
-
-class _ReadThenApply:
-    """``func(rows, start, stop)`` of the rows ``[start, stop)`` a task reads from a
-    checked zarr array itself (:func:`dasketch.io.read_rows`).
-
-    One task per block instead of a read task and a compute task: a worker holds
-    no read block waiting for its compute task, and the scheduler never handles
-    the rows. Sketching 1M x 256 zarr rows on two worker processes took 1.29x the
-    time of ``X.sum()`` this way and 1.35x with read tasks, and 1.19x with the
-    reads into reused buffers as well (medians of 7 interleaved rounds).
-    """
-
-    def __init__(self, func, check_files, name, reuse):
-        self.func, self.check_files, self.name, self.reuse = func, check_files, name, reuse
-        self.__name__ = dask.utils.funcname(func)
-
-    def __call__(self, array, start, stop):
-        if not self.reuse:
-            return self.func(read_rows(array, start, stop, self.check_files, self.name),
-                             start, stop)
-        with borrowed_rows(array, start, stop, self.check_files, self.name) as rows:
-            return self.func(rows, start, stop)
-
-    def __dask_tokenize__(self):
-        return (type(self).__name__, dask.base.tokenize(self.func), self.check_files,
-                self.name, self.reuse)
-
-
-def map_reduce(blocks, func, combine, *, split_every=None, keeps_block=True):
-    """Apply ``func(block, start, stop)`` to every block and tree-combine the results.
-
-    Blocks of a dense zarr store (``blocks.reader``) are read by the tasks that
-    apply ``func``; with ``keeps_block=False`` (``func``'s result holds no
-    reference to its block) into buffers each worker process reuses
-    (:func:`dasketch.io.borrowed_rows`). Returns a Delayed; compute it with
-    :func:`compute`.
-    """
-    if blocks.reader is not None:
-        checked, check_files, name = blocks.reader
-        mapped = task(_ReadThenApply(func, check_files, name, not keeps_block))
-        parts = [mapped(checked, start, stop) for start, stop in blocks.ranges()]
-    else:
-        mapped = task(func)
-        parts = [mapped(block, start, stop)
-                 for block, (start, stop) in zip(blocks.blocks, blocks.ranges())]
-    return tree_reduce(parts, combine, split_every)
-
-
-def map_rows(blocks, func, n_columns, dtype=np.float64):
-    """Lazy ``n x n_columns`` Dask array whose rows ``[start, stop)`` are
-    ``func(block, start, stop)``."""
-    mapped = task(func)
-    pieces = [da.from_delayed(mapped(block, start, stop), shape=(stop - start, n_columns),
-                              dtype=dtype)
-              for block, (start, stop) in zip(blocks.blocks, blocks.ranges())]
-    return da.concatenate(pieces, axis=0)
-
-
-def add(*terms):
-    total = terms[0].copy()
-    for term in terms[1:]:
-        total += term
-    return total
-
-
-def tree_sum(blocks, func, *, split_every=None, keeps_block=True):
-    """Delayed sum over blocks of ``func(block, start, stop)`` (arrays of one shape);
-    ``keeps_block`` as in :func:`map_reduce`."""
-    return map_reduce(blocks, func, add, split_every=split_every, keeps_block=keeps_block)
-
-
-def _row_pieces(arrays):
-    """Delayed row chunks of Dask arrays with equal row chunks, zipped."""
-    rows = arrays[0].chunks[0]
-    for a in arrays:
-        if a.chunks[0] != rows or any(len(c) > 1 for c in a.chunks[1:]):
-            raise ValueError("arrays must share their row chunks and have one chunk "
-                             "along every other axis")
-    return list(zip(*(a.to_delayed(optimize_graph=True).ravel() for a in arrays)))
-
-
-def tree_sum_rows(arrays, func, *, split_every=None):
-    """Delayed sum over row chunks of ``func(*chunks)`` for Dask arrays with equal
-    row chunks (e.g. a projection ``X R``, labels and margins), tree-reduced.
-
-    Examples
-    --------
-    >>> import numpy as np, dask.array as da
-    >>> from dasketch._blocks import tree_sum_rows
-    >>> a = da.from_array(np.arange(6.0).reshape(3, 2), chunks=(2, 2))
-    >>> b = da.from_array(np.ones(3), chunks=2)
-    >>> tree_sum_rows((a, b), lambda x, y: x.T @ y).compute()
-    array([6., 9.])
-    """
-    mapped = task(func)
-    return tree_reduce([mapped(*pieces) for pieces in _row_pieces(arrays)], add, split_every)
-
-
-def map_row_chunks(arrays, func, n_columns=None, dtype=np.float64):
-    """Lazy Dask array of ``func(*chunks)`` over the row chunks of Dask arrays with
-    equal row chunks: 1-D when ``n_columns`` is None, else ``(n, n_columns)``.
-
-    Examples
-    --------
-    >>> import numpy as np, dask.array as da
-    >>> from dasketch._blocks import map_row_chunks
-    >>> a = da.from_array(np.arange(6.0).reshape(3, 2), chunks=(2, 2))
-    >>> map_row_chunks((a,), lambda x: x.sum(axis=1)).compute()
-    array([1., 5., 9.])
-    """
-    mapped = task(func)
-    pieces = []
-    for chunks, rows in zip(_row_pieces(arrays), arrays[0].chunks[0]):
-        shape = (rows,) if n_columns is None else (rows, int(n_columns))
-        pieces.append(da.from_delayed(mapped(*chunks), shape=shape, dtype=dtype))
-    return da.concatenate(pieces, axis=0)
-
-

@@ -19,6 +19,7 @@ import scipy.linalg
 from sklearn.utils import check_scalar
 
 from dasketch._blocks import as_row_blocks, compute, map_rows, sparse_embed_streams
+from dasketch._blocks.block_functions import leverage_block
 from dasketch.kernels.embeddings import EMBEDDINGS, resolve_seed
 from dasketch.utils.validation import as_target_vector
 
@@ -209,19 +210,6 @@ def metric_singular_values(precond, P):
     return scipy.linalg.svdvals(M)
 
 
-def _leverage_block(block, start, stop, M, p, exact):
-    Z = np.asarray(block @ M, dtype=np.float64)
-    if p == 2:
-        out = np.einsum("ij,ij->i", Z, Z)
-        if not exact:
-            out /= M.shape[1]
-    elif exact:
-        out = np.abs(Z).sum(axis=1)
-    else:
-        out = np.median(np.abs(Z), axis=1)
-    return out.reshape(-1, 1)
-
-
 def leverage_scores(A, precond, *, p=2, n_projections=None, exact=False, client=None,
                     block_rows=None):
     """Row weights ``lambda_i ~ ||U_i||_p^p`` of ``U = A R^{-1}``, in one blocked pass.
@@ -270,7 +258,8 @@ def leverage_scores(A, precond, *, p=2, n_projections=None, exact=False, client=
         rng = np.random.default_rng([precond.seed, STREAM_LEVERAGE])
         G = rng.standard_normal((d, r)) if p == 2 else rng.standard_cauchy((d, r))
         M = scipy.linalg.solve_triangular(precond.R, G)
-    lazy = map_rows(blocks, partial(_leverage_block, M=M, p=p, exact=bool(exact)), 1)
+    lazy = map_rows(blocks, partial(leverage_block, p=p, exact=bool(exact)), n_columns=1,
+                    shared={"M": M}, keeps_block=False)
     (values,) = compute(lazy, client=client)
     return np.asarray(values).ravel()
 

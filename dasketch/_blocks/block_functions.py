@@ -1,0 +1,102 @@
+"""The functions that block tasks run on workers.
+
+A worker unpickles a task's function by reference, importing its module: the
+functions mapped over blocks therefore live here, in a module that imports only
+numpy, scipy and :mod:`dasketch.kernels` (never scikit-learn, about 110 MiB per
+worker process, nor the estimators). Every function takes the block (an ndarray
+or CSR matrix of rows ``[start, stop)``) first, then ``start, stop``, then the
+block's pieces of row-aligned arrays, as :func:`dasketch._blocks.map_rows` and
+:func:`dasketch._blocks.map_reduce` call it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse
+
+from dasketch.kernels.embeddings import TILE, gaussian_rows, sparse_embedding_block
+
+
+def add(*terms):
+    """The sum of arrays of one shape (a new array)."""
+    total = terms[0].copy()
+    for term in terms[1:]:
+        total += term
+    return total
+
+
+def append_ones(block):
+    """``[block 1]``, in the block's kind (ndarray or CSR) and dtype."""
+    ones = np.ones((block.shape[0], 1), dtype=block.dtype)
+    if scipy.sparse.issparse(block):
+        return scipy.sparse.hstack([block, ones], format="csr")
+    return np.hstack([block, ones])
+
+
+def project_block(block, start, stop, *, seed, stream, n_components):
+    """``block @ R / sqrt(m)`` with ``R`` (d x m) regenerated tile by tile over the
+    feature index, so that at most one tile of ``R`` is in memory at a time."""
+    if scipy.sparse.issparse(block):
+        block = scipy.sparse.csc_matrix(block)
+    n_features = block.shape[1]
+    out = np.zeros((block.shape[0], n_components))
+    for lo in range(0, n_features, TILE):
+        hi = min(lo + TILE, n_features)
+        out += block[:, lo:hi] @ gaussian_rows(seed, stream, lo, hi, n_components)
+    out /= np.sqrt(n_components)
+    return out
+
+
+def matvec_block(block, start, stop, *, w):
+    """``block @ w`` as float64 ``(rows, k)``; a ``ValueError`` naming the rows when
+    it is not finite (NaN or Inf in ``X`` always reaches ``X w``)."""
+    out = np.asarray(block @ w, dtype=np.float64).reshape(stop - start, -1)
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"X contains NaN or Inf in rows [{start}, {stop}) (or X w "
+                         "overflows); only finite values are accepted")
+    return out
+
+
+def rmatvec_block(block, start, stop, v):
+    """``block^T v`` in float64 for the block's piece ``v`` of a row-aligned array."""
+    return np.asarray(block.T @ np.asarray(v, dtype=np.float64), dtype=np.float64)
+
+
+def embed_block(block, start, stop, *pieces, seed, specs):
+    """``[S_1 X_blk; S_2 X_blk; ...]`` (float64, dense) for the embeddings ``specs``
+    (tuples ``(stream, sketch_size, embedding, nnz_per_column)``); extra row-aligned
+    ``pieces`` (vectors or matrices) are appended to the block as columns."""
+    columns = [np.asarray(p, dtype=np.float64).reshape(stop - start, -1) for p in pieces]
+    out = []
+    for stream, size, embedding, k in specs:
+        S = sparse_embedding_block(seed, stream, start, stop, size, embedding=embedding,
+                                   nnz_per_column=k)
+        SX = S @ block
+        SX = SX.toarray() if scipy.sparse.issparse(SX) else np.asarray(SX)
+        out.append(np.hstack([SX.astype(np.float64, copy=False)] + [S @ c for c in columns]))
+    return np.vstack(out)
+
+
+def gather_block(block, start, stop, rows):
+    """Rows ``rows`` (global indices inside ``[start, stop)``) of the block, as a
+    float64 ndarray (a copy: integer indexing never returns a view)."""
+    out = block[np.asarray(rows) - start]
+    out = out.toarray() if scipy.sparse.issparse(out) else np.asarray(out)
+    return out.astype(np.float64, copy=False)
+
+
+def leverage_block(block, start, stop, *, M, p, exact):
+    """Leverage estimates of the block's rows from ``Z = block @ M`` (``M = R^{-1} G``,
+    Yang, Chow, Re, Mahoney, JMLR 2018, Algorithm 1 step 2): ``||Z_i||_2^2`` (over
+    ``r`` when estimated) for p = 2, ``||Z_i||_1`` exactly or the median of
+    ``|Z_i|`` (Cauchy ``G``) for p = 1; shape ``(rows, 1)``."""
+    Z = np.asarray(block @ M, dtype=np.float64)
+    if p == 2:
+        out = np.einsum("ij,ij->i", Z, Z)
+        if not exact:
+            out /= M.shape[1]
+    elif exact:
+        out = np.abs(Z).sum(axis=1)
+    else:
+        out = np.median(np.abs(Z), axis=1)
+    return out.reshape(-1, 1)
