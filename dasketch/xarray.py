@@ -20,20 +20,12 @@ from __future__ import annotations
 import numpy as np
 
 from dasketch._blocks import compute
+from dasketch._optional import import_optional
 from dasketch.decomposition import SketchPCA
 
 
-def _xarray():
-    try:
-        import xarray
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("dasketch.xarray needs xarray: pip install 'dasketch[xarray]'"
-                          ) from exc
-    return xarray
-
-
 def _data_array(data, variable):
-    xr = _xarray()
+    xr = import_optional("xarray", "xarray")
     if isinstance(data, xr.Dataset):
         names = list(data.data_vars)
         if variable is None and len(names) == 1:
@@ -52,7 +44,7 @@ def _data_array(data, variable):
 
 def _feature_weights(weights, template, feature_dims):
     """Weights broadcast by name to the feature dimensions, as a flat ndarray."""
-    xr = _xarray()
+    xr = import_optional("xarray", "xarray")
     if not isinstance(weights, xr.DataArray):
         raise TypeError("weights must be an xarray.DataArray over some of the dimensions "
                         f"{feature_dims} (broadcast by name), got {type(weights).__name__}")
@@ -146,7 +138,7 @@ def eofs(data, sample_dim, n_modes=10, *, variable=None, weights=None, sketch_si
     >>> bool(result.components.isel(lat=0, lon=0).isnull().all())
     True
     """
-    xr = _xarray()
+    xr = import_optional("xarray", "xarray")
     data = _data_array(data, variable)
     if sample_dim not in data.dims:
         raise ValueError(f"sample_dim must be one of data's dimensions {data.dims}, got "
