@@ -37,6 +37,30 @@ def measured_variances(blocks, axes, mean, *, split_every=None):
     return np.asarray(sums, dtype=np.float64) / max(blocks.n_rows - 1, 1)
 
 
+def sketch_variances(sketch, n_axes):
+    """The sketch's estimates ``(s_i^2 + alpha) / (n - 1)`` of the variance along
+    its first ``n_axes`` candidate axes (``s_i`` the singular values of ``B``, zero
+    for the completing directions). For a unit ``v``, ``v^T (B^T B + alpha I) v``
+    is within ``error_bound`` of ``||X_c v||^2`` (the certificate bounds the
+    spectral norm of the difference), so each estimate is within
+    ``error_bound / (n - 1)`` of the data's variance along its axis, and, by
+    Weyl's inequality, of the ``i``-th covariance eigenvalue."""
+    estimates = np.zeros(n_axes)
+    s = sketch.singular_values()[:n_axes]
+    estimates[:s.size] = s ** 2
+    return (estimates + sketch.alpha) / max(sketch.n_rows - 1, 1)
+
+
+def noise_variance(total, variances, remaining, n_features):
+    """Probabilistic PCA's noise variance as :class:`sklearn.decomposition.PCA`
+    defines it: the total variance not explained by ``variances``, over the
+    ``remaining`` dimensions (0 when none remain). A residual within the rounding
+    error of the subtraction is no noise."""
+    residual = total - float(np.sum(variances))
+    residual = residual if residual > 4 * n_features * np.finfo(np.float64).eps * total else 0.0
+    return residual / remaining if remaining > 0 else 0.0
+
+
 def fraction_components(ratios, fraction):
     """The smallest ``k`` whose cumulated ratios exceed ``fraction``, as
     :class:`sklearn.decomposition.PCA` counts (``side="right"``); all of them,

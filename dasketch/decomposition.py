@@ -12,7 +12,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from dasketch._blocks import RowBlocks, as_row_blocks, compute
 from dasketch._pca_variance import (
-    candidate_axes, fraction_components, measured_variances, mle_components)
+    candidate_axes, fraction_components, measured_variances, mle_components, noise_variance,
+    sketch_variances)
 from dasketch.kernels.frequent_directions import METHODS
 from dasketch.sketching import sketch
 from dasketch.utils.blockwise import affine_rows, gaussian_log_likelihood
@@ -36,7 +37,8 @@ class SketchPCA(_BasePCA):
     Parameters
     ----------
     n_components : int, float in (0, 1), "mle" or None
-        Number of components to keep, at most ``min(n_samples, n_features)``;
+        Number of components to keep, at most ``min(n_samples, n_features)``
+        (0 keeps none: probabilistic PCA's isotropic model);
         None (default) keeps ``min(n_samples, n_features)`` as
         :class:`sklearn.decomposition.PCA` does. A float keeps the smallest
         number whose measured explained variance ratio exceeds it (all sketch
@@ -44,12 +46,15 @@ class SketchPCA(_BasePCA):
         Minka's rule from the measured variances (see
         :func:`dasketch._pca_variance.mle_components`; needs ``n_samples >=
         n_features``).
-    sketch_size : int, optional
+    sketch_size : int, "exact" or None
         ``l``, more than ``n_components``; default ``max(2 k, k + 10)`` for
         ``k = n_components`` (``min(n_samples, n_features)`` unless an int),
-        capped at ``min(n_samples, n_features) + 1``: a sketch of that size is
-        exact for the deterministic updates (the centred data have rank below
-        it), so the defaults work on data of any size.
+        capped at ``min(n_samples, n_features) + 1`` (``n_features + 1`` in
+        :meth:`partial_fit`): a sketch of that size is exact for the
+        deterministic updates (the centred data have rank below it), so the
+        defaults work on data of any size. ``"exact"`` is ``n_features + 1``
+        whatever the rows: ``error_bound`` is 0 and the results are exact PCA's
+        up to rounding, at ``O(n d^2)`` time and ``d^2`` memory.
     method : {"rfd", "fd"}
     whiten : bool
         Scale the projections to unit variance: :meth:`transform` divides by
@@ -68,8 +73,16 @@ class SketchPCA(_BasePCA):
         orthogonal to the sketch.
     explained_variance_ : ndarray of shape (n_components_,)
         Variance of the data along each component, ``||X_c v_i||^2 / (n - 1)``,
-        measured in one blocked pass (dense, sparse, Dask and zarr ``X``),
-        decreasing.
+        decreasing. After :meth:`fit` it is measured in one blocked pass (dense,
+        sparse, Dask and zarr ``X``). After :meth:`partial_fit` the earlier
+        batches are gone, so it is the sketch's estimate, equal to
+        ``sketch_eigenvalues_`` and within ``eigenvalue_bound_`` of the data's
+        variance along each component (exact when the sketch is:
+        ``sketch_size="exact"``); ``variance_source_`` says which.
+    variance_source_ : {"data", "sketch"}
+        Where ``explained_variance_`` (and the ratios, singular values and noise
+        variance derived from it) comes from: measured on the data by
+        :meth:`fit`, or estimated from the sketch by :meth:`partial_fit`.
     explained_variance_ratio_ : ndarray of shape (n_components_,)
         ``explained_variance_`` over the exact total variance (tracked during the
         sketch pass).
@@ -95,7 +108,8 @@ class SketchPCA(_BasePCA):
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         For a pandas DataFrame ``X``.
-    n_samples_ : int
+    n_samples_, n_samples_seen_ : int
+        Rows summarised by the sketch (all batches of :meth:`partial_fit`).
     sketch_ : dasketch.Sketch
         The centred sketch, with its certified ``error_bound``.
 
@@ -113,10 +127,11 @@ class SketchPCA(_BasePCA):
     """
 
     _parameter_constraints = {
-        "n_components": [Interval(numbers.Integral, 1, None, closed="left"),
+        "n_components": [Interval(numbers.Integral, 0, None, closed="left"),
                          Interval(RealNotInt, 0, 1, closed="neither"),
                          StrOptions({"mle"}), None],
-        "sketch_size": [Interval(numbers.Integral, 2, None, closed="left"), None],
+        "sketch_size": [Interval(numbers.Integral, 2, None, closed="left"),
+                        StrOptions({"exact"}), None],
         "method": [StrOptions(set(METHODS))],
         "whiten": ["boolean"],
         "split_every": [Interval(numbers.Integral, 2, None, closed="left"), None],
@@ -134,19 +149,25 @@ class SketchPCA(_BasePCA):
         self.block_rows = block_rows
         self.random_state = random_state
 
-    def _sizes(self, n_samples, n_features):
+    def _sizes(self, n_samples, n_features, streaming=False):
         """``(k, sketch_size)`` by the rule in the class docstring; ``k`` is the
-        requested number of components, or the most there can be."""
+        requested number of components, or the most there can be. ``streaming``
+        (the first :meth:`partial_fit`) caps the default size by ``n_features``
+        only, as more rows may come."""
         most = min(n_samples, n_features)
         k = self.n_components if isinstance(self.n_components, numbers.Integral) else most
         if k > most:
-            raise ValueError(f"n_components ({k}) must not exceed min(n_samples, n_features) "
-                             f"= {most} of X")
+            first = " in the first partial_fit call" if streaming else ""
+            raise ValueError(f"n_components={k} must be less or equal to min(n_samples, "
+                             f"n_features) = {most} of X{first}")
         if self.n_components == "mle" and n_samples < n_features:
-            raise ValueError("n_components='mle' needs n_samples >= n_features, got X of "
-                             f"shape ({n_samples}, {n_features})")
+            raise ValueError("n_components='mle' is only supported if n_samples >= "
+                             f"n_features, got X of shape ({n_samples}, {n_features})")
+        if self.sketch_size == "exact":
+            return k, n_features + 1
         if self.sketch_size is None:
-            return k, max(min(max(2 * k, k + 10), most + 1), 2)
+            cap = n_features if streaming else most
+            return k, max(min(max(2 * k, k + 10), cap + 1), 2)
         counted = isinstance(self.n_components, numbers.Integral)
         if (counted or self.n_components is None) and self.sketch_size <= k:
             kept = f"n_components ({k})" if counted else \
@@ -155,6 +176,26 @@ class SketchPCA(_BasePCA):
                              "a smaller n_components or a larger sketch_size")
         return k, self.sketch_size
 
+    def _continued_sizes(self, n_samples):
+        """``(k, sketch_size)`` of a :meth:`partial_fit` after the first: those of
+        the fitted sketch, which the parameters must not contradict."""
+        size, d = self.sketch_.sketch_size, self.n_features_in_
+        requested = {None: size, "exact": d + 1}.get(self.sketch_size, self.sketch_size)
+        for name, now, fitted in [("sketch_size", requested, size),
+                                  ("method", self.method, self.sketch_.method)]:
+            if now != fitted:
+                raise ValueError(f"{name} changed from {fitted!r} to {now!r} between calls "
+                                 "to partial_fit; call fit to start a new sketch")
+        k = self.n_components
+        if k is None:
+            k = self.n_components_
+        elif isinstance(k, numbers.Integral) and k != self.n_components_:
+            raise ValueError(f"n_components changed from {self.n_components_} to {k} between "
+                             "calls to partial_fit; call fit to start a new sketch")
+        elif not isinstance(k, numbers.Integral):
+            k = min(self.sketch_.n_rows + n_samples, d)
+        return k, size
+
     def fit(self, X, y=None):
         """Sketch the centred rows of ``X`` (numpy, pandas, scipy.sparse, Dask,
         ``zarr.Array`` or zarr path/URL), then measure the variance along the
@@ -162,16 +203,62 @@ class SketchPCA(_BasePCA):
         self._validate_params()
         X = validate_input(self, X, reset=True, accept_sparse="csr")
         blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
+        k, sketch_size = self._sizes(*blocks.shape)
+        return self._read_out(self._sketch(blocks, sketch_size), k, blocks, blocks.dtype)
+
+    def partial_fit(self, X, y=None):
+        """Merge the centred sketch of the rows of ``X`` into the fitted one.
+
+        The first call (or one after :meth:`fit`) fixes the sketch size: the
+        default caps it at ``n_features + 1`` rather than by the rows of the first
+        batch, and ``n_components=None`` keeps ``min(n_samples, n_features)`` of
+        that batch, as :class:`sklearn.decomposition.IncrementalPCA` does. Later
+        calls merge with the parallel-variance row (Ghashami et al. 2016, Section
+        3; DESIGN section 2), so any batching of the same rows gives a sketch with
+        the same certified guarantee against the exact centred Gram of every row
+        seen. The components and ``explained_variance_`` then come from the sketch
+        (``variance_source_ == "sketch"``): earlier batches cannot be read again.
+
+        Raises
+        ------
+        ValueError
+            When ``n_components`` (an int), ``sketch_size`` or ``method`` changed
+            since the first call, or the first batch has fewer rows than
+            ``n_components``.
+        """
+        self._validate_params()
+        first = not hasattr(self, "sketch_")
+        X = validate_input(self, X, reset=first, accept_sparse="csr")
+        blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
         n, d = blocks.shape
-        k, sketch_size = self._sizes(n, d)
-        sk = sketch(blocks, sketch_size, method=self.method, center=True,
-                    split_every=self.split_every, random_state=self.random_state)
+        if first:
+            k, sketch_size = self._sizes(n, d, streaming=True)
+        else:
+            k, sketch_size = self._continued_sizes(n)
+        merged = self._sketch(blocks, sketch_size)
+        if not first:
+            merged = self.sketch_.merge(merged)
+        return self._read_out(merged, k, None, blocks.dtype)
+
+    def _sketch(self, blocks, sketch_size):
+        return sketch(blocks, sketch_size, method=self.method, center=True,
+                      split_every=self.split_every, random_state=self.random_state)
+
+    def _read_out(self, sk, k, blocks, dtype):
+        """Set the fitted attributes from the centred sketch ``sk``: the variances
+        along its directions are measured on ``blocks`` (or, when None, taken
+        from the sketch), then ``k`` (or the rule of ``n_components``) of them are
+        kept."""
+        n, d = sk.n_rows, sk.n_features
         mean = np.asarray(sk.mean, dtype=np.float64)
         counted = self.n_components is None or isinstance(self.n_components, numbers.Integral)
         axes = candidate_axes(sk, k if counted else 1)
-        variances = measured_variances(blocks, axes, mean, split_every=self.split_every)
-        order = np.argsort(-variances, kind="stable")
-        axes, variances = axes[order], variances[order]
+        if blocks is not None:
+            variances = measured_variances(blocks, axes, mean, split_every=self.split_every)
+            order = np.argsort(-variances, kind="stable")
+            axes, variances = axes[order], variances[order]
+        else:
+            variances = sketch_variances(sk, axes.shape[0])
         dof = max(n - 1, 1)
         total = sk.frobenius_sq / dof
         ratios = variances / total if total > 0 else np.zeros_like(variances)
@@ -180,25 +267,19 @@ class SketchPCA(_BasePCA):
         elif not counted:
             k = fraction_components(ratios, self.n_components)
         k = min(k, axes.shape[0])
-        eigenvalues = np.zeros(k)
-        s = sk.singular_values()[:k]
-        eigenvalues[:s.size] = s ** 2
-        dtype = blocks.dtype if blocks.dtype in (np.float32, np.float64) else np.float64
+        dtype = dtype if dtype in (np.float32, np.float64) else np.float64
         self.sketch_ = sk
+        self.variance_source_ = "data" if blocks is not None else "sketch"
         self.components_ = axes[:k].astype(dtype)
         self.explained_variance_ = variances[:k].astype(dtype)
         self.explained_variance_ratio_ = ratios[:k].astype(dtype)
         self.singular_values_ = np.sqrt(variances[:k] * dof).astype(dtype)
-        self.sketch_eigenvalues_ = (eigenvalues + sk.alpha) / dof
+        self.sketch_eigenvalues_ = sketch_variances(sk, k)
         self.eigenvalue_bound_ = float(sk.error_bound) / dof
-        remaining = min(n, d) - k
-        residual = total - float(np.sum(variances[:k]))
-        # a residual within the rounding error of the subtraction is no noise
-        residual = residual if residual > 4 * d * np.finfo(np.float64).eps * total else 0.0
-        self.noise_variance_ = residual / remaining if remaining > 0 else 0.0
+        self.noise_variance_ = noise_variance(total, variances[:k], min(n, d) - k, d)
         self.mean_ = mean.astype(dtype)
         self.n_components_ = k
-        self.n_samples_ = n
+        self.n_samples_ = self.n_samples_seen_ = n
         return self
 
     def _projection(self):

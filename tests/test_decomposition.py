@@ -44,7 +44,7 @@ def test_transform_lazy_for_dask_and_matches_numpy(data):
 
 
 @pytest.mark.parametrize("params,match", [
-    (dict(n_components=0), "n_components"),
+    (dict(n_components=-1), "n_components"),
     (dict(n_components=4, sketch_size=4), "sketch_size"),
     (dict(n_components=31), "n_components"),
     (dict(sketch_size=20), "sketch_size must exceed the min.* = 30 components"),
@@ -263,3 +263,99 @@ def test_same_random_state_same_fit_on_sparse_input():
     for name in ("components_", "explained_variance_", "sketch_eigenvalues_"):
         np.testing.assert_array_equal(getattr(fits[0], name), getattr(fits[1], name))
     assert not np.array_equal(fits[0].sketch_eigenvalues_, fits[2].sketch_eigenvalues_)
+
+
+def _batches(X, sizes):
+    """Consecutive row batches of the given sizes (the last takes the rest)."""
+    bounds = np.cumsum([0] + list(sizes) + [len(X)])
+    return [X[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+@pytest.mark.parametrize("sizes", [[150], [7, 1, 1, 90], [60] * 5])
+def test_partial_fit_any_batching_with_an_exact_sketch_equals_fit(sizes):
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((400, 9)) * np.linspace(5, 0.5, 9) + [10, -3, 0, 1, 2, 3, 4, 5, 6]
+    fit = SketchPCA(n_components=4, sketch_size="exact").fit(X)
+    streamed = SketchPCA(n_components=4, sketch_size="exact")
+    for batch in _batches(X, sizes):
+        streamed.partial_fit(batch)
+    assert (fit.variance_source_, streamed.variance_source_) == ("data", "sketch")
+    assert streamed.n_samples_seen_ == fit.n_samples_ == 400
+    assert streamed.sketch_.sketch_size == 10 and streamed.eigenvalue_bound_ == 0.0
+    exact = PCA(n_components=4).fit(X)
+    for name in ("components_", "explained_variance_", "explained_variance_ratio_",
+                 "singular_values_", "noise_variance_", "mean_"):
+        np.testing.assert_allclose(getattr(streamed, name), getattr(fit, name), rtol=1e-10,
+                                   atol=1e-12, err_msg=name)
+        np.testing.assert_allclose(getattr(streamed, name), getattr(exact, name), rtol=1e-9,
+                                   atol=1e-9, err_msg=name)
+    assert streamed.score(X) == pytest.approx(exact.score(X), rel=1e-10)
+
+
+def test_partial_fit_keeps_the_certified_bound_against_every_row_seen():
+    from tests.helpers import sparse_decaying
+
+    X = low_rank_plus_noise(600, 20, 5, noise=0.3, seed=12) + 4.0
+    centred = X - X.mean(0)
+    gram = centred.T @ centred
+    eigenvalues = np.linalg.eigvalsh(gram)[::-1] / 599
+    fit = SketchPCA(n_components=3, sketch_size=6).fit(X)
+    for sizes in ([3, 1, 2, 94, 200], [50] * 11):
+        streamed = SketchPCA(n_components=3, sketch_size=6)
+        for i, batch in enumerate(_batches(X, sizes)):
+            streamed.partial_fit(da.from_array(batch, chunks=40) if i % 2 else batch)
+        sk = streamed.sketch_
+        assert sk.guarantee == "certified" and sk.shrinkage > 0  # the sketch is not exact
+        np.testing.assert_allclose(sk.mean, X.mean(0), rtol=1e-12)
+        assert np.linalg.norm(gram - sk.covariance(), 2) <= sk.error_bound * (1 + 1e-9)
+        # the reported variances are the sketch's, within its bound of the data's
+        # variance along each component and of the covariance eigenvalues (Weyl)
+        np.testing.assert_array_equal(streamed.explained_variance_,
+                                      streamed.sketch_eigenvalues_)
+        bound = streamed.eigenvalue_bound_ * (1 + 1e-9)
+        assert np.all(np.abs(streamed.explained_variance_ - _measured_variance(X, streamed))
+                      <= bound)
+        assert np.all(np.abs(streamed.explained_variance_ - eigenvalues[:3]) <= bound)
+        # fit and partial_fit agree up to the two certified bounds
+        gap = np.abs(fit.sketch_eigenvalues_ - streamed.sketch_eigenvalues_)
+        assert np.all(gap <= bound + fit.eigenvalue_bound_ * (1 + 1e-9))
+    # sparse batches are sketched without densifying, with the same guarantee
+    S = sparse_decaying(300, 30, 6, seed=12)
+    streamed = SketchPCA(n_components=2, sketch_size=5).partial_fit(S[:120]).partial_fit(S[120:])
+    dense = S.toarray() - S.toarray().mean(0)
+    assert np.linalg.norm(dense.T @ dense - streamed.sketch_.covariance(), 2) <= \
+        streamed.sketch_.error_bound * (1 + 1e-9)
+
+
+def test_partial_fit_refuses_changed_parameters_and_a_short_first_batch():
+    X = np.random.default_rng(13).standard_normal((100, 8))
+    pca = SketchPCA(n_components=3).partial_fit(X[:50])
+    assert pca.sketch_.sketch_size == 9  # default capped by n_features + 1, not the rows
+    for params, match in [(dict(n_components=2), "n_components changed from 3 to 2"),
+                          (dict(sketch_size=5), "sketch_size changed from 9 to 5"),
+                          (dict(method="fd"), "method changed from 'rfd' to 'fd'")]:
+        with pytest.raises(ValueError, match=match):
+            clone_params = pca.get_params()
+            pca.set_params(**params).partial_fit(X[50:])
+        pca.set_params(**clone_params)
+    with pytest.raises(ValueError, match="X has 5 features, but SketchPCA is expecting 8"):
+        pca.partial_fit(X[:, :5])
+    assert pca.n_samples_seen_ == 50
+    with pytest.raises(ValueError, match="n_components=3 must be less or equal to "
+                                         r"min\(n_samples, n_features\) = 2 of X in the first"):
+        SketchPCA(n_components=3).partial_fit(X[:2])
+    # a fraction is re-chosen at every call; fit starts a new sketch
+    pca = SketchPCA(n_components=0.5, sketch_size="exact").partial_fit(X[:30])
+    pca.partial_fit(X[30:])
+    exact = PCA(n_components=0.5).fit(X)
+    assert pca.n_components_ == exact.n_components_
+    np.testing.assert_allclose(pca.explained_variance_, exact.explained_variance_, rtol=1e-10)
+    assert pca.fit(X[:40]).n_samples_seen_ == 40 and pca.variance_source_ == "data"
+
+
+def test_zero_components_is_the_isotropic_model_as_scikit_learn():
+    X = np.random.default_rng(14).standard_normal((200, 5)) * [3, 2, 1, 1, 1]
+    pca, exact = SketchPCA(n_components=0).fit(X), PCA(n_components=0).fit(X)
+    assert pca.components_.shape == (0, 5) and pca.transform(X).shape == (200, 0)
+    assert pca.noise_variance_ == pytest.approx(exact.noise_variance_, rel=1e-12)
+    assert pca.score(X) == pytest.approx(exact.score(X), rel=1e-12)

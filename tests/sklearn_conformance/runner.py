@@ -1,0 +1,96 @@
+"""Run one conformance suite in a subprocess and summarise it.
+
+A subprocess keeps the replaced scikit-learn names out of the calling
+interpreter. scikit-learn's own ``conftest.py`` (``global_random_seed``,
+``global_dtype`` and its skips) applies, as in its own test runs.
+
+``python -m tests.sklearn_conformance.runner [SUITE ...]`` prints the table of
+README.md's "scikit-learn conformance" section and every failure.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import sklearn
+
+from tests.sklearn_conformance.suites import SUITES
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class SuiteResult:
+    name: str
+    records: dict  # nodeid -> {"outcome", "reason", "reached"}
+    output: str
+
+    def count(self, outcome=None, reached=None):
+        return sum(1 for r in self.records.values()
+                   if (outcome is None or r["outcome"] == outcome)
+                   and (reached is None or r["reached"] == reached))
+
+    def failures(self):
+        return {node.split("::", 1)[-1]: r["reason"] for node, r in self.records.items()
+                if r["outcome"] == "failed"}
+
+    def reasons(self, outcome):
+        return Counter(r["reason"] for r in self.records.values() if r["outcome"] == outcome)
+
+    def row(self):
+        ours = {reason for _, kind, reason in SUITES[self.name].exceptions if kind == "skip"}
+        skipped = self.reasons("skipped")
+        by_us = sum(n for reason, n in skipped.items() if reason in ours)
+        return (f"| {SUITES[self.name].module.rsplit('.', 1)[-1]}.py | {len(self.records)} | "
+                f"{self.count(reached=True)} | {self.count('passed')} "
+                f"({self.count('passed', reached=True)}) | {self.count('failed')} | "
+                f"{self.count('xfailed')} | {by_us} | {sum(skipped.values()) - by_us} |")
+
+
+HEADER = ("| suite | tests | reaching dasketch | passed (reaching dasketch) | failed | "
+          "documented differences (xfail) | skipped: another solver's internals | "
+          "skipped by scikit-learn's conftest |\n|---|---|---|---|---|---|---|---|")
+
+
+def run_suite(name, *pytest_args, timeout=1800):
+    """Run suite ``name`` of :data:`SUITES` on the installed scikit-learn."""
+    test_file = importlib.util.find_spec(SUITES[name].module).origin
+    with tempfile.TemporaryDirectory() as tmp:
+        ini, report = Path(tmp, "pytest.ini"), Path(tmp, "report.json")
+        ini.write_text("[pytest]\n")  # not the repository's options (doctests, markers)
+        command = [sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir",
+                   str(Path(sklearn.__file__).parent), "-q", "-p", "no:cacheprovider",
+                   "-p", "tests.sklearn_conformance.plugin", "--conformance-suite", name,
+                   "--conformance-report", str(report), test_file, *pytest_args]
+        # one BLAS thread: the suites' matrices are small, and threads waiting
+        # on each other cost more than they save when the cores are shared
+        env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               **os.environ}
+        done = subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True,
+                              timeout=timeout, env=env)
+        if not report.exists():
+            raise RuntimeError(f"suite {name} did not run:\n{done.stdout}\n{done.stderr}")
+        return SuiteResult(name, json.loads(report.read_text()), done.stdout + done.stderr)
+
+
+def main(names):
+    results = [run_suite(name) for name in names or SUITES]
+    print(f"scikit-learn {sklearn.__version__}\n\n{HEADER}")
+    for result in results:
+        print(result.row())
+    for result in results:
+        for outcome in ("xfailed", "skipped"):
+            for reason, n in result.reasons(outcome).items():
+                print(f"{result.name}: {n} {outcome}: {reason}")
+        for test, reason in result.failures().items():
+            print(f"{result.name}: FAILED {test}: {reason}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
