@@ -222,7 +222,7 @@ def connect(address, *, timeout=DEFAULT_TIMEOUT, **client_kwargs):
 
 def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_worker=None,
                timeout=DEFAULT_TIMEOUT, dashboard_address=LOOPBACK_DASHBOARD,
-               set_as_default=True,
+               set_as_default=True, security=None,
                **cluster_kwargs):
     """A ``distributed.Client``: connected to a scheduler, or on an embedded cluster.
 
@@ -256,6 +256,10 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
         does: estimators (which hold no client) and ``dask.compute`` then run on
         it. With False, pass it as ``client=`` to functions or enter
         ``client.as_current()``.
+    security : distributed.security.Security, optional
+        TLS credentials of the client (CA, certificate, key) for a ``tls://``
+        scheduler; default: Dask's configuration (``distributed.comm.tls``).
+        Without an address, passed to the embedded ``LocalCluster``.
     **cluster_kwargs
         Passed to ``LocalCluster``.
 
@@ -290,7 +294,10 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
             raise ValueError("n_workers, threads_per_worker and memory_limit size an "
                              "embedded cluster; they cannot be used with a scheduler "
                              "address")
-        return connect(address, timeout=timeout, set_as_default=set_as_default)
+        return connect(address, timeout=timeout, set_as_default=set_as_default,
+                       security=security)
+    if security is not None:
+        cluster_kwargs["security"] = security
     from distributed import Client
 
     sizing = default_cluster_size(memory_limit)

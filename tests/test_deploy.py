@@ -12,6 +12,7 @@ run; the TLS set-up of ``deploy/README.md`` is run with a throwaway CA.
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import os
 import re
 import shlex
@@ -234,42 +235,149 @@ def test_daskcluster_for_the_operator():
 
 
 # ------------------------------------------------------------------ slurm
-def test_slurm_config_and_batch_script(tmp_path):
-    """dask-jobqueue renders a batch script from jobqueue.yaml; its worker line,
-    pointed at a loopback scheduler, joins and runs a sketch."""
+SLURM_CONFIG = DEPLOY / "slurm" / "jobqueue.yaml"
+
+
+def _slurm_launcher():
+    """``deploy/slurm/launch.py`` as a module (it is a script, not a package)."""
+    spec = importlib.util.spec_from_file_location("dasketch_slurm_launch",
+                                                  DEPLOY / "slurm" / "launch.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def slurm_launcher(tmp_path, monkeypatch):
+    """The launcher module; Dask's configuration (which it merges jobqueue.yaml
+    into) is restored afterwards, and dask-jobqueue's log directory goes to tmp."""
     pytest.importorskip("dask_jobqueue", reason="dask-jobqueue is not installed")
+    pytest.importorskip("cryptography")
+    import copy
+
+    import dask
+
+    saved = copy.deepcopy(dask.config.config)
+    monkeypatch.chdir(tmp_path)
+    try:
+        yield _slurm_launcher()
+    finally:
+        dask.config.config.clear()
+        dask.config.config.update(saved)
+
+
+def _listening(processes):
+    """``{(ip, port)}`` of the TCP sockets listening in ``processes`` (psutil)."""
+    import psutil
+
+    return {(c.laddr.ip, c.laddr.port) for proc in processes
+            for c in proc.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
+
+
+def _expand_in_batch_shell(line, env):
+    """The arguments of a batch-script line after bash's expansions, in ``env``."""
+    out = subprocess.run(["bash", "-c", "printf '%s\\n' " + line], capture_output=True,
+                         text=True, timeout=30, env=env, check=True)
+    return out.stdout.splitlines()
+
+
+def test_slurm_launcher_needs_a_named_interface(slurm_launcher, capsys):
+    """Without an interface the launcher refuses in one line saying how to name one,
+    before it starts anything; an interface this node lacks is refused too."""
+    assert _load("slurm/jobqueue.yaml")["jobqueue"]["slurm"]["interface"] is None
+    for argv, expected in (([], "--interface NAME"), (["--interface", "nosuch0"], "nosuch0")):
+        assert slurm_launcher.main(["--config", str(SLURM_CONFIG)] + argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert expected in err and "lo" in err and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.timeout(180)
+def test_slurm_recipe_serves_tls_on_its_interface_only(slurm_launcher, tmp_path):
+    """The recipe's cluster, on interface lo: a tls:// scheduler and a dashboard that
+    listen on 127.0.0.1 only; the batch script's worker line, run here, joins over
+    TLS and a client with the launcher's credentials runs a certified sketch; a
+    client in plain TCP or without a certificate is refused."""
+    import dask
+    import psutil
+
+    from cluster_procs import _kill_group
+
     config = _load("slurm/jobqueue.yaml")["jobqueue"]["slurm"]
     assert config["cores"] % config["processes"] == 0
-    out = subprocess.run([sys.executable, str(DEPLOY / "slurm" / "launch.py"),
-                          "--print-job-script"], capture_output=True, text=True,
-                         timeout=120, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    script = out.stdout
-    assert f"#SBATCH --cpus-per-task={config['cores']}" in script
-    assert "#SBATCH --mem=" in script and "#SBATCH -t " in script
-    for name in BLAS_VARIABLES:
-        assert f"export {name}=1" in script
-    (line,) = [ln for ln in script.splitlines() if "dask_worker" in ln]
-    args = shlex.split(line)
-    threads = int(_option(args, "--nthreads"))
-    assert threads * int(_option(args, "--nworkers")) == config["cores"]
-    per_process = parse_bytes(_option(args, "--memory-limit"))
-    assert per_process * config["processes"] <= parse_bytes(config["memory"]) * 1.001
+    this = psutil.Process()
+    before = _listening([this])
+    cluster = slurm_launcher.make_cluster(SLURM_CONFIG, interface="lo",
+                                          tls_dir=tmp_path / "tls")
+    worker = None
+    try:
+        address = cluster.scheduler_address
+        assert re.fullmatch(r"tls://127\.0\.0\.1:\d+", address), address
+        opened = _listening([this]) - before
+        assert len(opened) >= 2 and {ip for ip, _ in opened} == {"127.0.0.1"}, opened
+        assert cluster.dashboard_link.startswith("http://127.0.0.1:")
 
-    # Run that worker line here: one process, small memory, loopback scheduler.
-    with ProcessCluster(tmp_path / "logs", n_workers=0) as cluster:
-        args = [sys.executable if i == 0 else a for i, a in enumerate(args)]
-        args[args.index(next(a for a in args if a.startswith("tcp://")))] = cluster.address
+        script = cluster.job_script()
+        assert f"#SBATCH --cpus-per-task={config['cores']}" in script
+        assert "#SBATCH --mem=" in script and "#SBATCH -t " in script
+        for name in BLAS_VARIABLES:
+            assert f"export {name}=1" in script
+        (line,) = [ln for ln in script.splitlines() if "dask_worker" in ln]
+        # The batch shell runs the line; with TMPDIR unset --local-directory has a value.
+        env = {k: v for k, v in os.environ.items() if k != "TMPDIR"}
+        args = _expand_in_batch_shell(line, env)
+        assert _option(args, "--local-directory") == "/tmp"
+        assert _option(args, "--protocol") == "tls://" and _option(args, "--interface") == "lo"
+        assert _option(args, "--dashboard-address").startswith("127.0.0.1:")
+        for option in ("--tls-ca-file", "--tls-cert", "--tls-key"):
+            path = Path(_option(args, option))
+            assert path.parent == tmp_path / "tls" and path.stat().st_mode & 0o077 == 0
+        assert (tmp_path / "tls").stat().st_mode & 0o077 == 0
+        threads = int(_option(args, "--nthreads"))
+        assert threads * int(_option(args, "--nworkers")) == config["cores"]
+        per_process = parse_bytes(_option(args, "--memory-limit"))
+        assert per_process * config["processes"] <= parse_bytes(config["memory"]) * 1.001
+
+        # Run the worker line here: one process, small memory.
+        args = [sys.executable] + args[1:]
         for option, value in (("--nworkers", "1"), ("--nthreads", "1"),
-                              ("--memory-limit", "1GiB"),
-                              ("--local-directory", str(tmp_path)), ("--host", "127.0.0.1")):
-            if option in args:
-                args[args.index(option) + 1] = value
-            else:
-                args += [option, value]
-        cluster._popen("slurm-worker", args, {"OMP_NUM_THREADS": "1"})
-        with cluster.client(n_workers=1) as client:
+                              ("--memory-limit", "1GiB"), ("--local-directory", str(tmp_path))):
+            args[args.index(option) + 1] = value
+        worker = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  stdin=subprocess.DEVNULL, start_new_session=True,
+                                  env=dict(env, OMP_NUM_THREADS="1"))
+
+        paths = slurm_launcher.write_client_credentials(cluster.security, tmp_path / "client")
+        assert (tmp_path / "client").stat().st_mode & 0o077 == 0
+        assert all(Path(p).stat().st_mode & 0o077 == 0 for p in paths.values())
+        security = slurm_launcher.client_security(paths)
+        with dasketch.get_client(address, security=security, timeout="20s",
+                                 set_as_default=False) as client:
+            client.wait_for_workers(1, timeout=60)
+            workers = client.scheduler_info()["workers"]
+            assert workers and all(a.startswith("tls://127.0.0.1:") for a in workers)
             _sketch_and_check(client, 3000, 12, 6, seed=0)
+            # The worker and its nanny listen on loopback only, dashboards included.
+            tree = [psutil.Process(worker.pid)] + psutil.Process(worker.pid).children(True)
+            listening = _listening(tree)
+            assert len(listening) >= 3 and {ip for ip, _ in listening} == {"127.0.0.1"}
+        # The settings in client.env, as a shell that sources it passes them to Dask.
+        exports = dict(ln[len("export "):].split("=", 1)
+                       for ln in Path(paths["env"]).read_text().splitlines())
+        settings = {name[len("DASK_"):].lower().replace("__", ".").replace("_", "-"):
+                    yaml.safe_load(value) for name, value in exports.items()}
+        assert settings["distributed.comm.require-encryption"] is True
+        with dask.config.set(settings), \
+                dasketch.get_client(address, timeout="20s", set_as_default=False) as client:
+            assert client.submit(sum, [1, 2]).result() == 3
+        # Plain TCP, or TLS without the client's certificate: refused in bounded time.
+        for refused in (address.replace("tls://", "tcp://"), address):
+            with pytest.raises((OSError, TypeError, ValueError)):
+                with dasketch.get_client(refused, timeout="3s", set_as_default=False):
+                    pass
+    finally:
+        if worker is not None:
+            _kill_group(worker)
+        cluster.close()
 
 
 # ------------------------------------------------------------------ running it
