@@ -1,24 +1,44 @@
 """Reading saved sketches: every way a file can fail to be one becomes a
 ``ValueError`` saying which (another program's file, a data store, a truncated
-or corrupted archive, missing or mistyped metadata, a format version this
-dasketch does not read)."""
+or corrupted archive, missing, mistyped or inconsistent metadata, a format
+version this dasketch does not read).
+
+Format version 2 stores ``checksum``, the SHA-256 of the canonical metadata JSON
+and of the bytes of ``B`` and ``mean`` (:func:`payload_checksum`); version 1 files
+(no checksum) are still read, with every other check. Sizes are checked before
+anything is allocated: an ``.npz`` member's array header against the metadata
+(``B`` at most ``(sketch_size - 1) x n_features``) and against the bytes the member
+really holds; a zarr array's shape and chunk shape likewise. Never unpickles.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
 import numpy as np
 
 from dasketch.kernels.frequent_directions import Sketch
+from dasketch.kernels.sketch_checks import check_sketch_mass
 from dasketch.store_checks import first_line
 
-SKETCH_FORMAT_VERSION = 1
+SKETCH_FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 SKETCH_ARRAYS = ("B", "mean")
+# The metadata is a few hundred characters; anything far larger is not ours.
+MAX_METADATA_CHARS = 2 ** 16
+# An array may declare at most this many times the bytes its member holds
+# (save_sketch stores members uncompressed: a ratio of 1).
+MAX_EXPANSION = 10
 
 _REQUIRED_METADATA = {"method": str, "sketch_size": int, "alpha0": float, "shrinkage": float,
                       "n_rows": int, "n_features": int, "frobenius_sq": float,
                       "centered": bool}
+
+
+class _NotASketch(ValueError):
+    """What was read is not a sketch; the message says why."""
 
 
 def _is_kind(value, kind):
@@ -30,27 +50,97 @@ def _is_kind(value, kind):
     return isinstance(value, kind)
 
 
+def payload_checksum(meta, arrays):
+    """``"sha256:<hex>"`` of the metadata (without ``checksum``, keys sorted) and of
+    the little-endian float64 bytes of each array of :data:`SKETCH_ARRAYS` present."""
+    digest = hashlib.sha256()
+    canonical = {key: value for key, value in meta.items() if key != "checksum"}
+    digest.update(json.dumps(canonical, sort_keys=True, allow_nan=False).encode())
+    for name in SKETCH_ARRAYS:
+        if arrays.get(name) is not None:
+            values = np.ascontiguousarray(arrays[name], dtype="<f8")
+            digest.update(f"{name}{values.shape}".encode())
+            digest.update(values.tobytes())
+    return "sha256:" + digest.hexdigest()
+
+
+def _array_limits(meta, name):
+    """Largest shape the metadata allows for array ``name`` (None: no valid metadata)."""
+    l, d = meta.get("sketch_size"), meta.get("n_features")
+    if not (_is_kind(l, int) and _is_kind(d, int) and l >= 2 and d >= 0):
+        raise _NotASketch("metadata 'sketch_size' or 'n_features' is missing or not a "
+                          "positive integer")
+    return (l - 1, d) if name == "B" else (d,)
+
+
+def _check_declared(name, shape, dtype, meta):
+    """Refuse a declared array the metadata does not allow, before allocating it."""
+    limit = _array_limits(meta, name)
+    if dtype.kind != "f" or len(shape) != len(limit) or any(
+            n > m for n, m in zip(shape, limit)):
+        raise _NotASketch(f"array {name!r} declares {dtype} of shape {tuple(shape)}; the "
+                          f"metadata allows float of at most {limit}")
+
+
+def _npz_header(zf, member):
+    with zf.open(member) as fh:
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            return np.lib.format.read_array_header_1_0(fh)
+        return np.lib.format.read_array_header_2_0(fh)
+
+
+def _npz_member(zf, member, file_size):
+    """Header of ``member`` (shape, dtype) once its sizes are plausible."""
+    info = zf.getinfo(member)
+    shape, _, dtype = _npz_header(zf, member)
+    declared = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+    if info.compress_size > file_size or declared > MAX_EXPANSION * info.compress_size + 4096:
+        raise _NotASketch(f"member {member!r} declares {declared:,} bytes in "
+                          f"{info.compress_size:,} stored bytes (truncated or corrupted)")
+    return shape, dtype
+
+
 def read_npz_sketch(path):
+    """``(meta, arrays, problem)`` of a ``.npz`` sketch, arrays read only after their
+    declared sizes passed the checks of the module docstring."""
     import zipfile
 
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            if not isinstance(archive, np.lib.npyio.NpzFile):
-                return None, {}, "a .npy array, not a saved sketch"
-            if "metadata" not in archive:
+        with zipfile.ZipFile(path) as zf:
+            names = set(zf.namelist())
+            if "metadata.npy" not in names:
                 return None, {}, "a NumPy archive without dasketch metadata"
-            meta = json.loads(str(archive["metadata"]))
-            arrays = {name: archive[name] for name in SKETCH_ARRAYS if name in archive}
-    except ValueError as exc:
-        if "allow_pickle" in str(exc):  # NumPy's guess for bytes it cannot parse
-            return None, {}, "not a NumPy .npz archive"
-        return None, {}, f"unreadable ({first_line(exc)})"
-    except (zipfile.BadZipFile, EOFError, OSError, KeyError) as exc:
+            file_size = os.path.getsize(path)
+            shape, dtype = _npz_member(zf, "metadata.npy", file_size)
+            if dtype.kind != "U" or shape != () or dtype.itemsize > 4 * MAX_METADATA_CHARS:
+                return None, {}, "its metadata is not a short JSON string"
+            with zf.open("metadata.npy") as fh:
+                meta = json.loads(str(np.lib.format.read_array(fh, allow_pickle=False)))
+            if not _metadata_ok(meta):  # sketch_from_metadata says what is wrong
+                return meta, {}, None
+            arrays = {}
+            for name in SKETCH_ARRAYS:
+                if f"{name}.npy" in names:
+                    shape, dtype = _npz_member(zf, f"{name}.npy", file_size)
+                    _check_declared(name, shape, dtype, meta)
+                    with zf.open(f"{name}.npy") as fh:
+                        arrays[name] = np.lib.format.read_array(fh, allow_pickle=False)
+    except _NotASketch as exc:
+        return None, {}, str(exc)
+    except zipfile.BadZipFile as exc:
+        with open(path, "rb") as fh:
+            if fh.read(4) == b"PK\x03\x04":  # the start of a zip archive
+                return None, {}, f"a truncated or corrupted .npz archive ({first_line(exc)})"
+        return None, {}, "not a NumPy .npz archive"
+    except (ValueError, EOFError, OSError, KeyError, UnicodeDecodeError) as exc:
         return None, {}, f"a truncated or corrupted .npz archive ({first_line(exc)})"
     return meta, arrays, None
 
 
 def read_zarr_sketch(path):
+    """``(meta, arrays, problem)`` of a zarr sketch; each array's shape and chunk
+    shape are checked against the metadata before it is read."""
     import zarr
 
     try:
@@ -61,36 +151,60 @@ def read_zarr_sketch(path):
         return None, {}, ("a zarr array (a data store?), not a saved sketch; "
                           "`dasketch sketch` makes sketches from data stores")
     meta = dict(node.attrs)
+    if not _metadata_ok(meta):  # sketch_from_metadata says what is wrong
+        return meta, {}, None
     try:
-        arrays = {name: node[name][...] for name in SKETCH_ARRAYS if name in node}
+        arrays = {}
+        for name in SKETCH_ARRAYS:
+            if name in node:
+                array = node[name]
+                _check_declared(name, array.shape, array.dtype, meta)
+                _check_declared(name, array.shards or array.chunks, array.dtype, meta)
+                arrays[name] = array[...]
+    except _NotASketch as exc:
+        return None, {}, str(exc)
     except Exception as exc:  # noqa: BLE001
         return None, {}, f"a damaged sketch ({first_line(exc)})"
     return meta, arrays, None
 
 
-def sketch_from_metadata(meta, arrays, where):
-    """Validate what was read and build the Sketch; ``ValueError`` naming what
-    is wrong otherwise."""
-    def bad(what):
-        return ValueError(f"path: {where!r} is not a valid dasketch sketch: {what}")
-
+def _check_metadata(meta, bad, where):
     if not isinstance(meta, dict) or meta.get("format") != "dasketch.Sketch":
         raise bad("no dasketch metadata (written by another program?)")
-    if meta.get("format_version") != SKETCH_FORMAT_VERSION:
-        raise ValueError(f"path: {where!r} has sketch format version "
-                         f"{meta.get('format_version')!r}, which this dasketch does not "
-                         f"read (it reads version {SKETCH_FORMAT_VERSION}); "
-                         "re-create it with this version")
+    version = meta.get("format_version")
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        raise ValueError(f"path: {where!r} has sketch format version {version!r}, which "
+                         f"this dasketch does not read (it reads versions "
+                         f"{', '.join(map(str, READABLE_VERSIONS))}); re-create it with "
+                         "this version")
     for key, kind in _REQUIRED_METADATA.items():
-        value = meta.get(key)
-        ok = _is_kind(value, kind)
-        if key not in meta or not ok:
+        if key not in meta or not _is_kind(meta[key], kind):
             raise bad(f"metadata {key!r} is missing or not a {kind.__name__}")
     bound = meta.get("shrinkage_bound")
     if bound is not None and not _is_kind(bound, float):
         raise bad("metadata 'shrinkage_bound' is not a number")
     if not _is_kind(meta.get("failure_probability", 0.0), float):
         raise bad("metadata 'failure_probability' is not a number")
+
+
+def _metadata_ok(meta):
+    try:
+        _check_metadata(meta, ValueError, "")
+    except ValueError:
+        return False
+    return True
+
+
+def sketch_from_metadata(meta, arrays, where):
+    """Validate what was read and build the Sketch; ``ValueError`` naming what
+    is wrong otherwise. Every invariant of the kernel's
+    :func:`~dasketch.kernels.sketch_checks.check_sketch_fields` and
+    :func:`~dasketch.kernels.sketch_checks.check_sketch_mass` applies, and a
+    version-2 payload must match its checksum."""
+    def bad(what):
+        return ValueError(f"path: {where!r} is not a valid dasketch sketch: {what}")
+
+    _check_metadata(meta, bad, where)
     B = arrays.get("B")
     n_features = meta["n_features"]
     if (B is None or B.ndim != 2 or B.shape[1] != n_features
@@ -101,13 +215,19 @@ def sketch_from_metadata(meta, arrays, where):
     if meta["centered"] and (mean is None or mean.shape != (n_features,)):
         raise bad(f"array 'mean' of a centred sketch is missing or not of length "
                   f"{n_features}")
+    if meta["format_version"] >= 2 and meta.get("checksum") != payload_checksum(
+            meta, {"B": B, "mean": mean if meta["centered"] else None}):
+        raise ValueError(f"path: {where!r} is corrupted: its contents do not match the "
+                         "checksum stored in its metadata")
     try:
-        return Sketch(B=np.asarray(B, dtype=np.float64), shrinkage=meta["shrinkage"],
-                      n_rows=meta["n_rows"], sketch_size=meta["sketch_size"],
-                      method=meta["method"], alpha0=meta["alpha0"],
-                      mean=mean if meta["centered"] else None,
-                      frobenius_sq=meta["frobenius_sq"],
-                      shrinkage_bound=meta.get("shrinkage_bound"),
-                      failure_probability=meta.get("failure_probability", 0.0))
+        sketch = Sketch(B=np.asarray(B, dtype=np.float64), shrinkage=meta["shrinkage"],
+                        n_rows=meta["n_rows"], sketch_size=meta["sketch_size"],
+                        method=meta["method"], alpha0=meta["alpha0"],
+                        mean=np.asarray(mean, dtype=np.float64) if meta["centered"] else None,
+                        frobenius_sq=meta["frobenius_sq"],
+                        shrinkage_bound=meta.get("shrinkage_bound"),
+                        failure_probability=meta.get("failure_probability", 0.0))
+        check_sketch_mass(sketch)
     except (ValueError, TypeError) as exc:
         raise bad(first_line(exc)) from None
+    return sketch

@@ -17,8 +17,9 @@ import threading
 
 import numpy as np
 
-from dasketch._sketch_files import (SKETCH_FORMAT_VERSION, read_npz_sketch,
-                                    read_zarr_sketch, sketch_from_metadata)
+from dasketch._sketch_files import (SKETCH_FORMAT_VERSION, payload_checksum,
+                                    read_npz_sketch, read_zarr_sketch,
+                                    sketch_from_metadata)
 from dasketch.kernels.frequent_directions import Sketch
 from dasketch.outputs import CSR_FORMAT, write_atomically
 from dasketch.store_checks import (check_chunk_files, check_missing_chunks, checked_array,
@@ -339,7 +340,8 @@ def checked_sparse_store(path, *, component=None, storage_options=None,
 
 
 def _sketch_metadata(sketch):
-    return {
+    """The metadata of a saved sketch, ending with the checksum of its payload."""
+    meta = {
         "format": "dasketch.Sketch",
         "format_version": SKETCH_FORMAT_VERSION,
         "method": sketch.method,
@@ -354,6 +356,8 @@ def _sketch_metadata(sketch):
                             else float(sketch.shrinkage_bound)),
         "failure_probability": float(sketch.failure_probability),
     }
+    meta["checksum"] = payload_checksum(meta, {"B": sketch.B, "mean": sketch.mean})
+    return meta
 
 
 def save_sketch(sketch, path, *, overwrite=False):
@@ -361,14 +365,19 @@ def save_sketch(sketch, path, *, overwrite=False):
 
     The format is chosen by the suffix: ``.npz`` writes a NumPy archive, anything
     else a zarr group with arrays ``B`` (and ``mean`` for centred sketches) and
-    the metadata in its attributes. Both carry a format version. The file is
+    the metadata in its attributes. Both carry a format version (2) and a SHA-256
+    checksum of the payload (:mod:`dasketch._sketch_files`). The file is
     written to a temporary sibling and moved into place, so an interrupted save
-    never leaves a partial sketch.
+    never leaves a partial sketch. What is written is first checked as
+    :func:`load_sketch` checks it, so a saved sketch always reads back.
 
     Raises
     ------
     FileExistsError
         If ``path`` exists and ``overwrite`` is False.
+    ValueError
+        If the sketch could not be read back (its fields break an invariant of
+        the format); nothing is written then.
 
     Examples
     --------
@@ -391,11 +400,18 @@ def save_sketch(sketch, path, *, overwrite=False):
     arrays = {"B": sketch.B}
     if sketch.centered:
         arrays["mean"] = sketch.mean
+    try:  # the checks of load_sketch, on what is about to be written
+        sketch_from_metadata(json.loads(json.dumps(meta, allow_nan=False)), arrays,
+                             os.fspath(path))
+    except ValueError as exc:
+        raise ValueError(f"sketch: cannot be saved and read back ({first_line(exc)}); "
+                         "nothing was written") from None
 
     if str(path).endswith(".npz"):
         def write(target):
             with open(target, "wb") as fh:
-                np.savez(fh, metadata=np.array(json.dumps(meta)), **arrays)
+                np.savez(fh, metadata=np.array(json.dumps(meta, allow_nan=False)),
+                         **arrays)
     else:
         def write(target):
             import zarr
@@ -416,8 +432,11 @@ def load_sketch(path):
         If nothing exists at ``path``.
     ValueError
         If what is there is not a complete dasketch sketch (another file, a data
-        store, a truncated or corrupted file, missing metadata) or has a format
-        version this dasketch does not read; the message says which.
+        store, a truncated or corrupted file, missing metadata, fields that break
+        an invariant of the sketch, a payload that does not match its checksum)
+        or has a format version this dasketch does not read; the message says
+        which. Format versions 1 (no checksum) and 2 are read. Array sizes are
+        checked against the metadata before anything is allocated.
 
     Examples
     --------

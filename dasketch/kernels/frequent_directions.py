@@ -26,29 +26,9 @@ import scipy.sparse
 
 from dasketch.kernels.shrink import (
     NonFiniteError, check_finite_rows, rows_per_shrink, shrink, shrink_rows, to_float64)
-
-METHODS = ("fd", "rfd")
-
-
-def check_sketch_parameters(sketch_size, method, alpha0):
-    """Validate the parameters shared by every sketch constructor.
-
-    Raises
-    ------
-    TypeError, ValueError
-        Naming the offending argument and what was expected.
-    """
-    if isinstance(sketch_size, (bool, np.bool_)) or not isinstance(
-        sketch_size, (int, np.integer)
-    ):
-        raise TypeError(f"sketch_size must be an integer >= 2, got {sketch_size!r}")
-    if sketch_size < 2:
-        raise ValueError(f"sketch_size must be an integer >= 2, got {sketch_size}")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if not np.isscalar(alpha0) or not np.isfinite(alpha0) or alpha0 < 0:
-        raise ValueError(f"alpha0 must be a finite number >= 0, got {alpha0!r}")
-
+from dasketch.kernels.sketch_checks import (  # noqa: F401 - METHODS is re-exported
+    METHODS, check_sketch_fields, check_sketch_parameters, checked_mass, scaled_mean,
+    scaled_norm)
 
 @dataclass(frozen=True, eq=False)
 class Sketch:
@@ -119,6 +99,10 @@ class Sketch:
     shrinkage_bound: float | None = None
     failure_probability: float = 0.0
     _svd: list = field(default_factory=list, repr=False, compare=False)
+
+    def __post_init__(self):
+        # Every sketch, built, merged or loaded, meets the same invariants.
+        check_sketch_fields(self)
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -323,7 +307,7 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
         return result
     mean = None
     if center:
-        mean = np.asarray(rows.mean(axis=0), dtype=np.float64).ravel()
+        mean = scaled_mean(rows)
     nnz_per_row = rows.nnz / n_rows if sparse else None
     step = rows_per_shrink(n_rows, d, sketch_size, nnz_per_row=nnz_per_row,
                            update=update)
@@ -346,15 +330,31 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
                                           top_orthogonal=shrunk)
         except NonFiniteError:
             check_finite_rows(rows, row_offset)  # names the rows, then raises
-            raise ValueError(
-                f"X: squares of the values in rows [{row_offset}, {row_offset + n_rows}) "
-                "overflow float64; rescale the data") from None
+            frobenius_sq = np.inf
+            break
         frobenius_sq += chunk_norm
         shrinkage += delta
         # A shrink leaves orthogonal rows; a stack shorter than l is kept as is.
         shrunk = n_stack >= sketch_size
+    frobenius_sq = checked_mass(
+        frobenius_sq, lambda: scaled_norm(rows if mean is None else _centred(rows, mean)),
+        f"the block of rows [{row_offset}, {row_offset + n_rows})")
     return replace(result, B=B, shrinkage=shrinkage, n_rows=n_rows, mean=mean,
                    frobenius_sq=frobenius_sq, _svd=[])
+
+
+def _centred(rows, mean):
+    return (rows.toarray() if scipy.sparse.issparse(rows) else rows) - mean
+
+
+def _merged_norm(sketches, correction, centered):
+    """sqrt of the total ``frobenius_sq`` of ``sketches`` (and the centring rows),
+    each finite, without overflow."""
+    parts = [s.frobenius_sq for s in sketches]
+    top = max(parts)
+    total = sum(p / top for p in parts) if top > 0 else 0.0
+    norm = np.sqrt(top) * np.sqrt(total)
+    return float(np.hypot(norm, scaled_norm(correction))) if centered else float(norm)
 
 
 def check_mergeable(sketches):
@@ -405,11 +405,18 @@ def merge_sketches(sketches):
     if first.centered:
         counts = np.array([s.n_rows for s in nonempty], dtype=np.float64)
         means = np.stack([s.mean for s in nonempty])
-        mean = counts @ means / n_rows
+        mean = (counts / n_rows) @ means  # a convex combination: never overflows
         correction = np.sqrt(counts)[:, None] * (means - mean)
         frobenius_sq += float(np.einsum("ij,ij->", correction, correction))
         parts.append(correction)
-    B, delta = shrink_rows(parts, first.sketch_size)
+    where = f"the merge of {len(nonempty)} sketches of {n_rows} rows"
+    checked_mass(frobenius_sq, lambda: _merged_norm(nonempty, parts[-1], first.centered),
+                 where)
+    try:
+        B, delta = shrink_rows(parts, first.sketch_size)
+    except NonFiniteError:  # the parts are finite: their Gram overflows
+        raise ValueError(f"X: {where} has a Gram matrix beyond float64's range; rescale X"
+                         ) from None
     shrinkage = sum(s.shrinkage for s in nonempty) + delta
     bound = None
     if any(s.shrinkage_bound is not None for s in nonempty):

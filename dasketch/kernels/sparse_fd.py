@@ -45,6 +45,7 @@ import scipy.sparse
 
 from dasketch.kernels.frequent_directions import Sketch, check_sketch_parameters, sketch_rows
 from dasketch.kernels.shrink import check_finite_rows, shrink
+from dasketch.kernels.sketch_checks import checked_mass, scaled_mean, scaled_norm
 
 DEFAULT_FAILURE_PROBABILITY = 1e-6
 # Relative accuracy asked of the Lanczos estimate: the certified loss is the Ritz
@@ -282,7 +283,7 @@ def _sketch_active_columns(rows, sketch_size, method, alpha0, center, failure_pr
         return sketch_rows(rows, sketch_size, method=method, alpha0=alpha0, center=center,
                            row_offset=row_offset)
     check_finite_rows(rows, row_offset)
-    mean = np.asarray(rows.mean(axis=0), dtype=np.float64).ravel() if center else None
+    mean = scaled_mean(rows) if center else None
     operator = _CenteredRows(rows, mean)
     rng = np.random.default_rng([int(seed), int(row_offset)])
     B = randomized_shrink(operator, d, sketch_size, rng, power_iterations)
@@ -296,6 +297,8 @@ def _sketch_active_columns(rows, sketch_size, method, alpha0, center, failure_pr
     frobenius_sq = float(np.einsum("i,i->", values.ravel(), values.ravel()))
     if center:
         frobenius_sq = max(frobenius_sq - n_rows * float(mean @ mean), 0.0)
+    frobenius_sq = checked_mass(frobenius_sq, lambda: scaled_norm(values),
+                                f"the block of rows [{row_offset}, {row_offset + n_rows})")
     empty = Sketch.empty(d, sketch_size, method=method, alpha0=alpha0, center=center)
     return replace(empty, B=B, shrinkage=theta, n_rows=n_rows, mean=mean,
                    frobenius_sq=frobenius_sq, shrinkage_bound=theta / (1 - LANCZOS_TOLERANCE),

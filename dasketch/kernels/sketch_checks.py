@@ -1,0 +1,188 @@
+"""The invariants of a Frequent Directions sketch, and the overflow errors of its
+kernels.
+
+One rule for every way a :class:`~dasketch.kernels.frequent_directions.Sketch`
+comes to exist: built by the kernels, merged, or read from a file.
+:func:`check_sketch_fields` (O(d), run by the Sketch constructor) checks each
+field on its own and the cheap relations between them;
+:func:`check_sketch_mass` (O(l d), run when a sketch is saved or loaded) checks
+that ``B``, ``Delta`` and ``||A||_F^2`` can belong to one FD run.
+
+Mass balance of a certified sketch ([1]_ Thm. 3.1 proof): every shrink of a stack
+``C`` with ``delta = s_l^2`` removes ``min(s_i^2, delta) = delta`` from each of the
+``l`` largest squared singular values and every smaller one (each ``<= delta``)
+entirely, at most ``rank(C) <= d`` of them. Hence, summing over shrinks and merges
+(centring rows enter both sides),
+
+    ``||B||_F^2 + l Delta <= ||A||_F^2 <= ||B||_F^2 + d Delta``.
+
+A randomized sketch (``shrinkage_bound`` set) only knows ``Delta`` approximately;
+for it only ``||B||_F^2 <= ||A||_F^2`` is checked.
+
+References
+----------
+.. [1] M. Ghashami, E. Liberty, J. M. Phillips, D. P. Woodruff, "Frequent
+   Directions: simple and deterministic matrix sketching", SIAM J. Comput. 45(5),
+   2016.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import scipy.sparse
+
+METHODS = ("fd", "rfd")
+FLOAT_MAX = float(np.finfo(np.float64).max)
+# Relative slack of the mass balance: rounding of the Gram eigendecompositions
+# (about r eps ||C||_2^2 per shrink of r rows) stays orders of magnitude below it.
+MASS_RTOL = 1e-6
+
+
+def check_sketch_parameters(sketch_size, method, alpha0):
+    """Validate the parameters shared by every sketch constructor.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Naming the offending argument and what was expected.
+    """
+    if isinstance(sketch_size, (bool, np.bool_)) or not isinstance(
+        sketch_size, (int, np.integer)
+    ):
+        raise TypeError(f"sketch_size must be an integer >= 2, got {sketch_size!r}")
+    if sketch_size < 2:
+        raise ValueError(f"sketch_size must be an integer >= 2, got {sketch_size}")
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not _is_real(alpha0) or not np.isfinite(alpha0) or alpha0 < 0:
+        raise ValueError(f"alpha0 must be a finite number >= 0, got {alpha0!r}")
+
+
+def _is_real(value):
+    return isinstance(value, (numbers.Real, np.floating, np.integer)) and not isinstance(
+        value, (bool, np.bool_))
+
+
+def _nonnegative(name, value, hint=""):
+    if not _is_real(value) or not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}{hint}")
+
+
+def check_sketch_fields(sketch):
+    """Each field of ``sketch`` against the invariants of the design (section 2).
+
+    ``B`` a float matrix of at most ``sketch_size - 1`` rows (a shrink leaves
+    ``l - 1``; a stack of fewer than ``l`` rows is kept as is), ``sketch_size >= 2``,
+    a known method, finite ``alpha0, Delta, ||A||_F^2 >= 0``, ``n_rows >= 0``
+    (a sketch of no rows is empty), ``mean`` of length ``d``,
+    ``shrinkage_bound >= shrinkage`` and ``0 <= failure_probability < 1``, 0 exactly
+    when the sketch is certified (no ``shrinkage_bound``).
+
+    Raises
+    ------
+    TypeError, ValueError
+        Naming the field and what was expected.
+    """
+    s = sketch
+    check_sketch_parameters(s.sketch_size, s.method, s.alpha0)
+    B = s.B
+    if not isinstance(B, np.ndarray) or B.ndim != 2 or not np.issubdtype(B.dtype, np.floating):
+        raise TypeError(f"B must be a 2-D float ndarray, got {type(B).__name__} "
+                        f"{getattr(B, 'shape', '')}")
+    if B.shape[0] >= s.sketch_size:
+        raise ValueError(f"B has {B.shape[0]} rows; a sketch of size sketch_size="
+                         f"{s.sketch_size} holds at most {s.sketch_size - 1}")
+    if (isinstance(s.n_rows, (bool, np.bool_)) or not isinstance(s.n_rows, (int, np.integer))
+            or s.n_rows < 0):
+        raise ValueError(f"n_rows must be an integer >= 0, got {s.n_rows!r}")
+    _nonnegative("shrinkage", s.shrinkage)
+    _nonnegative("frobenius_sq", s.frobenius_sq,
+                 " (||X||_F^2 beyond float64's range? rescale X)")
+    if s.n_rows == 0 and (B.shape[0] or s.shrinkage or s.frobenius_sq):
+        raise ValueError("a sketch of n_rows=0 rows must be empty (no rows in B, "
+                         "shrinkage and frobenius_sq 0)")
+    if s.mean is not None and (not isinstance(s.mean, np.ndarray)
+                               or s.mean.shape != (B.shape[1],)):
+        raise ValueError(f"mean must be None or an array of shape ({B.shape[1]},), got "
+                         f"{getattr(s.mean, 'shape', s.mean)!r}")
+    p = s.failure_probability
+    if not _is_real(p) or not 0 <= p < 1:
+        raise ValueError(f"failure_probability must be a number in [0, 1) (0: certified), "
+                         f"got {p!r}")
+    if s.shrinkage_bound is None:
+        if p != 0:
+            raise ValueError(f"failure_probability={p!r} without a shrinkage_bound: a "
+                             "certified sketch has failure_probability 0")
+    else:
+        _nonnegative("shrinkage_bound", s.shrinkage_bound)
+        if p == 0 or s.shrinkage_bound < s.shrinkage:
+            raise ValueError("a randomized sketch needs 0 < failure_probability < 1 and "
+                             f"shrinkage_bound >= shrinkage, got {p!r} and "
+                             f"{s.shrinkage_bound!r} < {s.shrinkage!r}")
+
+
+def check_sketch_mass(sketch, rtol=MASS_RTOL):
+    """``B`` and ``mean`` finite, and the mass balance of the module docstring.
+
+    Raises
+    ------
+    ValueError
+        Naming the quantities that cannot belong to one sketch.
+    """
+    s = sketch
+    if not np.isfinite(s.B).all() or (s.mean is not None and not np.isfinite(s.mean).all()):
+        raise ValueError("B and mean must hold finite values only")
+    b = float(np.einsum("ij,ij->", s.B, s.B)) if s.B.size else 0.0
+    frob, delta = float(s.frobenius_sq), float(s.shrinkage)
+    slack = rtol * max(frob, b)
+    low = b + (s.sketch_size * delta if s.shrinkage_bound is None else 0.0)
+    high = b + s.n_features * delta if s.shrinkage_bound is None else math.inf
+    if not low - slack <= frob <= high + slack:
+        raise ValueError(
+            f"frobenius_sq={frob:.6g} does not fit ||B||_F^2={b:.6g}, shrinkage={delta:.6g}"
+            f" (a sketch has ||B||_F^2 + l*shrinkage <= frobenius_sq <= ||B||_F^2 + "
+            f"d*shrinkage with l={s.sketch_size}, d={s.n_features})")
+
+
+def scaled_norm(values):
+    """Frobenius norm of ``values`` without overflow or underflow of its squares
+    (scaled by the largest magnitude, as LAPACK's ``dnrm2``)."""
+    values = values.data if scipy.sparse.issparse(values) else np.asarray(values)
+    scale = float(np.max(np.abs(values))) if values.size else 0.0
+    if scale == 0 or not np.isfinite(scale):
+        return scale
+    return scale * float(np.linalg.norm((values / scale).ravel()))
+
+
+def overflow_error(norm, where):
+    """The ``ValueError`` for data whose squared norm, which a sketch holds, is
+    beyond float64: it names the norm and a rescaling that fixes it."""
+    divisor = 10.0 ** math.ceil(math.log10(norm)) if 0 < norm < math.inf else None
+    advice = f"e.g. divide it by {divisor:.0e}" if divisor else "e.g. divide it by its norm"
+    return ValueError(
+        f"X: {where} has Frobenius norm {norm:.3g}; its square, which a sketch holds, "
+        f"exceeds float64's largest value {FLOAT_MAX:.3g}, so no sketch of it can be "
+        f"represented; rescale X ({advice}) and scale the results back")
+
+
+def checked_mass(frobenius_sq, norm_of, where):
+    """``frobenius_sq`` if finite; else :func:`overflow_error` with ``norm_of()``."""
+    if np.isfinite(frobenius_sq):
+        return float(frobenius_sq)
+    raise overflow_error(norm_of(), where)
+
+
+def scaled_mean(rows):
+    """Column means of ``rows`` (ndarray or scipy.sparse), scaled by a power of two
+    when the plain sums overflow (finite data never gives an infinite mean)."""
+    mean = np.asarray(rows.mean(axis=0), dtype=np.float64).ravel()
+    if np.isfinite(mean).all():
+        return mean
+    values = rows.data if scipy.sparse.issparse(rows) else rows
+    if not np.isfinite(values).all():
+        return mean  # NaN or Inf in the data: reported by the caller
+    factor = 2.0 ** -math.frexp(float(np.max(np.abs(values))))[1]
+    return np.asarray((rows * factor).mean(axis=0), dtype=np.float64).ravel() / factor
