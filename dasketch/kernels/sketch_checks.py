@@ -78,6 +78,7 @@ def check_sketch_fields(sketch):
     ``l - 1``; a stack of fewer than ``l`` rows is kept as is), ``sketch_size >= 2``,
     a known method, finite ``alpha0, Delta, ||A||_F^2 >= 0``, ``n_rows >= 0``
     (a sketch of no rows is empty), ``mean`` of length ``d``,
+    no more rows in ``B`` than rows sketched (twice as many when centred),
     ``shrinkage_bound >= shrinkage`` and ``0 <= failure_probability < 1``, 0 exactly
     when the sketch is certified (no ``shrinkage_bound``).
 
@@ -104,6 +105,10 @@ def check_sketch_fields(sketch):
     if s.n_rows == 0 and (B.shape[0] or s.shrinkage or s.frobenius_sq):
         raise ValueError("a sketch of n_rows=0 rows must be empty (no rows in B, "
                          "shrinkage and frobenius_sq 0)")
+    # Centring adds one row per merged sketch: at most n_rows more in any tree.
+    if B.shape[0] > (s.n_rows if s.mean is None else 2 * s.n_rows):
+        raise ValueError(f"B has {B.shape[0]} rows, too many for a sketch of "
+                         f"n_rows={s.n_rows} rows")
     if s.mean is not None and (not isinstance(s.mean, np.ndarray)
                                or s.mean.shape != (B.shape[1],)):
         raise ValueError(f"mean must be None or an array of shape ({B.shape[1]},), got "
