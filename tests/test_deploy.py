@@ -26,6 +26,8 @@ import numpy as np
 import pytest
 import yaml
 from dask.utils import parse_bytes
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 import dasketch
 from cluster_procs import (COMPOSE_SCHEDULER, DEPLOY, REPO, ProcessCluster, compose_service,
@@ -156,14 +158,61 @@ def test_dockerfile_installs_the_repository():
     for src in sources:  # every COPY source exists relative to the build context
         assert (REPO / src).exists(), src
     assert {"pyproject.toml", "dasketch", "deploy/bin/dask-scheduler"} <= set(sources)
-    assert re.search(r"RUN pip install \.\s", text)
+    assert re.search(r"RUN pip install -c constraints.txt \.\s", text)
     for name in BLAS_VARIABLES:
         assert re.search(rf"{name}=1\b", text)
     assert re.search(r"^USER \w+", text, re.M)  # not root
     # The ignore file keeps what COPY needs.
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
-    for src in ("pyproject.toml", "dasketch/", "deploy/bin/"):
+    for src in ("pyproject.toml", "dasketch/", "deploy/bin/", "deploy/constraints.txt"):
         assert f"!{src}" in ignore
+
+
+def _constraints():
+    pins = {}
+    for line in (DEPLOY / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[canonicalize_name(name)] = version
+    return pins
+
+
+def test_images_and_packages_are_pinned():
+    """Image tags are the package version (no ``latest``), the base image names a
+    Python patch release, and every package the Dockerfile installs is pinned to
+    the versions tested here."""
+    import tomllib
+    from importlib import metadata
+
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    for path in DEPLOY.rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts:
+            assert not re.search(r"latest", path.read_text()), path
+    assert load_compose()["x-dasketch-image"]["image"].endswith(f":-dasketch:{version}}}")
+    values = _load("helm/values.yaml")
+    assert {values[part]["image"]["tag"] for part in ("scheduler", "worker", "jupyter")} == {
+        version}
+    pods = _load("kubernetes/daskcluster.yaml")["spec"]
+    assert {c["image"] for part in ("scheduler", "worker")
+            for c in pods[part]["spec"]["containers"]} == {f"dasketch:{version}"}
+    text = (DEPLOY / "Dockerfile").read_text()
+    assert f'org.opencontainers.image.version="{version}"' in text
+    assert re.search(r"^ARG PYTHON_VERSION=3\.\d+\.\d+$", text, re.M)
+
+    pins = _constraints()
+    (line,) = re.findall(r"^RUN pip install (.*)$", text, re.M)
+    args = shlex.split(line)
+    assert args[:2] == ["-c", "constraints.txt"]
+    packages = [a for a in args[2:] if a != "." and not a.startswith("$")]
+    assert packages and all(Requirement(p).name in pins for p in packages), packages
+    # dasketch's runtime requirements, pinned to versions that satisfy them; dask and
+    # distributed at the versions of this environment (clients must match).
+    for text in metadata.requires("dasketch"):
+        req = Requirement(text)
+        if req.marker is None:
+            assert req.specifier.contains(pins[canonicalize_name(req.name)]), req
+    for name in ("dask", "distributed", "numpy", "zarr"):
+        assert pins[name] == metadata.version(name)
 
 
 @pytest.mark.parametrize("name", ["dask-scheduler", "dask-worker"])
@@ -199,6 +248,58 @@ def test_helm_values_for_the_dask_chart():
     assert len(blas) == 1 and len(_env_list(worker["env"])) >= 3
     assert worker["threads_per_worker"] * int(blas.pop()) <= float(limits["cpu"])
     assert worker["replicas"] >= 1
+    # Jupyter: no default password (the chart's default hash is the password "dask");
+    # JupyterLab loads the chart's config file and reads the hash where jupyter_server
+    # looks, so --set jupyter.password=HASH works, and without it the token does.
+    jupyter = values["jupyter"]
+    assert jupyter["password"] in ("", None) and "dask" not in jupyter["passwordHint"]
+    assert "--config=/usr/local/etc/jupyter/jupyter_notebook_config.py" in jupyter["args"]
+    assert re.search(r"^c\.PasswordIdentityProvider\.hashed_password = c\.NotebookApp\.password$",
+                     jupyter["extraConfig"], re.M)
+
+
+# Labels of the dask/dask chart's pods (templates/dask-*-deployment.yaml), for the
+# release name of deploy/README.md; and the label of the user's client pods.
+CHART_LABELS = {"app": "dask", "release": "dasketch"}
+CLIENT_LABELS = {"dasketch/client": "dasketch"}
+
+
+def _peer_role(peer):
+    """``component`` of a NetworkPolicy peer of the release, ``"client"``, or an
+    assertion error for anything else (other namespaces, IP blocks, any pod)."""
+    assert set(peer) == {"podSelector"}, peer
+    labels = peer["podSelector"].get("matchLabels") or {}
+    assert set(peer["podSelector"]) == {"matchLabels"}, peer
+    if labels == CLIENT_LABELS:
+        return "client"
+    assert labels == dict(CHART_LABELS, component=labels.get("component")), labels
+    return labels["component"]
+
+
+def test_networkpolicy_admits_only_the_release_to_the_scheduler():
+    with open(DEPLOY / "kubernetes" / "networkpolicy.yaml") as fh:
+        docs = list(yaml.safe_load_all(fh))
+    policies = {}
+    for doc in docs:
+        assert doc["apiVersion"] == "networking.k8s.io/v1" and doc["kind"] == "NetworkPolicy"
+        selected = doc["spec"]["podSelector"]["matchLabels"]
+        assert selected == dict(CHART_LABELS, component=selected.get("component"))
+        assert "Ingress" in doc["spec"]["policyTypes"]
+        admitted = {}
+        for rule in doc["spec"].get("ingress") or []:
+            assert rule.get("from"), rule  # a rule without peers admits everyone
+            ports = [p["port"] for p in rule.get("ports") or [{"port": "any"}]]
+            for peer in rule["from"]:
+                for port in ports:
+                    admitted.setdefault(port, set()).add(_peer_role(peer))
+        policies[selected["component"]] = admitted
+    assert set(policies) == {"scheduler", "worker", "jupyter"}
+    values = _load("helm/values.yaml")
+    assert values["scheduler"]["servicePort"] == 8786
+    assert policies["scheduler"] == {8786: {"worker", "jupyter", "client"},
+                                     8787: {"jupyter", "client"}}
+    assert policies["worker"] == {"any": {"scheduler", "worker", "jupyter", "client"}}
+    assert policies["jupyter"] == {}
 
 
 def test_daskcluster_for_the_operator():
