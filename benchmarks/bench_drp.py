@@ -34,13 +34,12 @@ scheduler (the machine is shared; one core each keeps the comparison about the
 algorithms). Writes ``benchmarks/results/drp.json`` and ``drp.png`` (``drp_quick``
 with ``--quick``).
 
-Usage: ``python benchmarks/bench_drp.py [--quick] [--n N] [--d D] [--rank R]``
+Usage: ``python -m benchmarks.bench_drp [--quick] [--n N] [--d D] [--rank R]``
 """
 
-import argparse
-import json
 import os
 import platform
+import sys
 import tempfile
 import time
 import warnings
@@ -49,7 +48,6 @@ from pathlib import Path
 import dask
 import dask.array as da
 import matplotlib
-from dask.callbacks import Callback
 from threadpoolctl import threadpool_limits
 
 matplotlib.use("Agg")
@@ -61,26 +59,11 @@ from sklearn.linear_model import LogisticRegression, Ridge  # noqa: E402
 from dasketch import write_synthetic  # noqa: E402
 from dasketch.linear_model import dual_random_projection  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
+if __package__ in (None, ""):  # run as a file: python benchmarks/bench_drp.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import PassCounter, parser, write_results  # noqa: E402
+
 DECAY, NOISE = 0.95, 0.01
-
-
-class PassCounter(Callback):
-    """Counts passes over an ``n x d`` matrix: rows of full-width blocks produced,
-    per task family, divided by n (the largest family)."""
-
-    def __init__(self, n, d):
-        super().__init__()
-        self.n, self.d, self.rows = n, d, {}
-
-    def _posttask(self, key, result, dsk, state, id):
-        if isinstance(result, np.ndarray) and result.ndim == 2 and result.shape[1] == self.d:
-            name = str(key[0] if isinstance(key, tuple) else key).rsplit("-", 1)[0]
-            self.rows[name] = self.rows.get(name, 0) + result.shape[0]
-
-    @property
-    def passes(self):
-        return max(self.rows.values(), default=0) / self.n
 
 
 def relative_error(w, reference):
@@ -271,22 +254,18 @@ def plot(result, path):
     fig.savefig(path, dpi=120)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small smoke-test size")
-    parser.add_argument("--n", type=int, default=None)
-    parser.add_argument("--d", type=int, default=None)
-    parser.add_argument("--rank", type=int, default=20)
-    args = parser.parse_args()
-    n = args.n or (2000 if args.quick else 10000)
-    d = args.d or (8000 if args.quick else 40000)
-    name = "drp_quick" if args.quick else "drp"
+def main(argv=None):
+    options = parser(__doc__)
+    options.add_argument("--n", type=int, default=None)
+    options.add_argument("--d", type=int, default=None)
+    options.add_argument("--rank", type=int, default=None)
+    args = options.parse_args(argv)
+    n = args.n or (400 if args.quick else 10000)
+    d = args.d or (1600 if args.quick else 40000)
+    rank = args.rank or (5 if args.quick else 20)
     with threadpool_limits(limits=1), dask.config.set(scheduler="synchronous"):
-        result = run(n, d, args.rank, args.quick)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2))
-    plot(result, RESULTS / f"{name}.png")
-    print(f"wrote {RESULTS / (name + '.json')} and {name}.png")
+        result = run(n, d, rank, args.quick)
+    write_results("drp", result, plot, quick=args.quick)
 
 
 def run(n, d, rank, quick):
@@ -315,7 +294,7 @@ def run(n, d, rank, quick):
             part += logistic_rows(path, X, labels, alpha, rank, block_rows, from_zarr)
             rows += [dict(r, regime=regime, alpha=alpha) for r in part]
         del X, lazy
-        sweep_n, sweep_d = (1000, 4000) if quick else (2000, 8000)
+        sweep_n, sweep_d = (400, 1600) if quick else (2000, 8000)
         sweep = error_against_passes(sweep_n, sweep_d, rank, 0.5 * sweep_n,
                                      os.path.join(tmp, "sweep.zarr"), 8)
     ratios = {}

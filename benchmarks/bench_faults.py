@@ -23,13 +23,12 @@ returns and lines left on stderr; and ``n_workers=0``.
 
 Results: ``benchmarks/results/faults.json`` and ``faults.png`` (``faults_edges.*``
 with ``--edges``).
-Usage: ``python benchmarks/bench_faults.py [--quick] [--edges]``
+Usage: ``python -m benchmarks.bench_faults [--quick] [--edges]``
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import os
 import platform
 import socket
 import statistics
@@ -45,16 +44,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-
 import dasketch  # noqa: E402
-from cluster_procs import (Job, ProcessCluster, kill_mid_job, kill_process,  # noqa: E402
-                           kill_worker_and_nanny, progress, wait_until)
 from dasketch.datasets import write_synthetic  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
-ENV = {"DASK_WORKER_THREADS": "1"}  # 2 workers x 1 thread on a 2-core machine
+if __package__ in (None, ""):  # run as a file: python benchmarks/bench_faults.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import (machine_facts, parser, result_path,  # noqa: E402
+                                write_results)
+from benchmarks._process_cluster import (Job, ProcessCluster, kill_mid_job,  # noqa: E402
+                                         kill_process, kill_worker_and_nanny, progress,
+                                         wait_until)
+
+ENV = {}  # 2 workers x 1 thread on a 2-core machine (ProcessCluster's default)
 
 
 def sketch_job(client, path, block_rows):
@@ -217,20 +218,18 @@ def run_edges(tmp):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small smoke size")
-    parser.add_argument("--edges", action="store_true",
+    options = parser(__doc__)
+    options.add_argument("--edges", action="store_true",
                         help="only the storage and address faults")
-    args = parser.parse_args(argv)
+    args = options.parse_args(argv)
     if args.edges:
         with tempfile.TemporaryDirectory() as tmp:
             rows = run_edges(Path(tmp))
         meta = {"workers": 2, "threads_per_worker": 1,
-                "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores"}
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        with open(RESULTS / "faults_edges.json", "w") as fh:
-            json.dump({"meta": meta, "rows": rows}, fh, indent=2)
-        plot_edges(rows, RESULTS / "faults_edges.png")
+                "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                "facts": machine_facts()}
+        write_results("faults_edges", {"meta": meta, "rows": rows},
+                      lambda report, path: plot_edges(report["rows"], path), quick=args.quick)
         return rows
     n_blocks, block_rows, n_features = (48, 1024, 64) if args.quick else (240, 2048, 64)
     repeats = 2 if args.quick else 3
@@ -243,8 +242,8 @@ def main(argv=None):
         meta = {"n_rows": int(X.shape[0]), "n_features": n_features,
                 "store_bytes": int(X.nbytes), "block_rows": block_rows, "blocks": n_blocks,
                 "workers": 2, "threads_per_worker": 1, "sketch_size": 16,
-                "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores",
-                "quick": args.quick}
+                "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                "facts": machine_facts(), "quick": args.quick}
         cluster = ProcessCluster(tmp / "logs", n_workers=2, env=ENV)
         try:
             client = cluster.client(n_workers=2)
@@ -330,12 +329,10 @@ def main(argv=None):
                   f"{rows[-1]['error_names_row']}", flush=True)
         rows += run_edges(tmp)
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    suffix = "-quick" if args.quick else ""
-    with open(RESULTS / f"faults{suffix}.json", "w") as fh:
-        json.dump({"meta": meta, "rows": rows}, fh, indent=2)
-    plot(rows, RESULTS / f"faults{suffix}.png")
-    plot_edges(rows, RESULTS / f"faults_edges{suffix}.png")
+    report = {"meta": meta, "rows": rows}
+    write_results("faults", report, lambda report, path: plot(report["rows"], path),
+                  quick=args.quick)
+    plot_edges(rows, result_path("faults_edges", args.quick, ".png"))
     return rows
 
 

@@ -25,7 +25,7 @@ GitHub). Without it the reference columns are skipped with a message.
    ``alpha0 = 1``; it densifies the rows) and scikit-learn's ``SGDClassifier``.
 
 Writes ``benchmarks/results/online.json`` and ``online.png``.
-Usage: ``python benchmarks/bench_online.py [--quick]``
+Usage: ``python -m benchmarks.bench_online [--quick]``
 """
 
 import os
@@ -34,9 +34,8 @@ import os
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
                       "intra_op_parallelism_threads=1")
 
-import argparse  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -56,8 +55,13 @@ from dasketch import RFDSONClassifier  # noqa: E402
 from dasketch.datasets import imbalanced_sparse_classification  # noqa: E402
 from dasketch.kernels.online_newton import OnlineNewton  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+if __package__ in (None, ""):  # run as a file: python benchmarks/bench_online.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import (machine_facts, parser, result_path,  # noqa: E402
+                                shared_data, write_results)
+
+# a9a: DASKETCH_SHARED_DATA, or ../shared/data beside the repository (as the tests).
+DATA = shared_data() or Path("/nonexistent")
 CURVE_STEP = 500
 
 
@@ -268,13 +272,12 @@ def compare(label, X, y, X_test, y_test, configs, have_reference, reference_delt
     return rows
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small smoke run")
-    parser.add_argument("--sections", default="timing,a9a,imbalanced,synthetic",
+def main(argv=None):
+    options = parser(__doc__)
+    options.add_argument("--sections", default="timing,a9a,imbalanced,synthetic",
                         help="comma-separated subset to (re)run; the others are kept from "
                              "an existing results file")
-    args = parser.parse_args()
+    args = options.parse_args(argv)
     quick, sections = args.quick, set(args.sections.split(","))
     # The online error of each run is recorded; the per-chunk warnings are noise here.
     warnings.simplefilter("ignore", ConvergenceWarning)
@@ -282,12 +285,12 @@ def main():
     RFDSONClassifier(2).fit(np.eye(4), [0, 1, 0, 1])
     RFDSONClassifier(2).fit(scipy.sparse.csr_matrix(np.eye(4)), [0, 1, 0, 1])
     have_reference = reference_available()
-    previous = RESULTS / f"online{'_quick' if quick else ''}.json"
+    previous = result_path("online", quick)
     report = json.loads(previous.read_text()) if previous.exists() else {}
     if "reference_installed" not in report:  # results of an older version of this script
         report = {"imbalanced_sparse": report["imbalanced_sparse"]} if (
             "imbalanced_sparse" in report) else {}
-    report.update({"machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+    report.update({"machine": machine_facts(),
                    "quick": quick, "reference_installed": have_reference})
 
     # ------------------------------------------------------------- a9a
@@ -382,9 +385,10 @@ def synthetic_section(quick, have_reference):
 
 
 def write(report, quick):
-    RESULTS.mkdir(exist_ok=True)
-    suffix = "_quick" if quick else ""
-    (RESULTS / f"online{suffix}.json").write_text(json.dumps(report, indent=2))
+    write_results("online", report, plot, quick=quick)
+
+
+def plot(report, path):
     fig, axes = plt.subplots(2, 2, figsize=(13, 10))
     timing = report.get("time_per_example_a9a")
     if timing:
@@ -424,8 +428,8 @@ def write(report, quick):
     axes[1, 1].set_title("synthetic sparse data, 40 non-zeros per row")
     axes[1, 1].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(RESULTS / f"online{suffix}.png", dpi=110)
-    print(f"wrote {RESULTS / f'online{suffix}.json'} and .png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

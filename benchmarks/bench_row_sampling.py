@@ -16,25 +16,25 @@ in ``bench_sparse_wide.py``). Errors are ARPACK estimates (tol 1e-3) on the
 
 Results go to ``benchmarks/results/row_sampling.json`` and ``row_sampling.png``.
 
-Usage: ``python benchmarks/bench_row_sampling.py [--quick] [--seeds 3]``
+Usage: ``python -m benchmarks.bench_row_sampling [--quick] [--seeds 3]``
 """
 
-import argparse
-import json
 import os
 import platform
+import sys
 import time
+from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import scipy.sparse.linalg as sla
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import scipy.sparse.linalg as sla  # noqa: E402
-
-from bench_sparse_wide import (  # noqa: E402
-    RESULTS, gram_operator, hashed_text, sketch_keeping_blas_threads, sparse_synthetic,
-    spectral_error)
+if __package__ in (None, ""):  # run as a file: python benchmarks/bench_row_sampling.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import parser, write_results  # noqa: E402
+from benchmarks._sparse_cases import (gram_operator, hashed_text,  # noqa: E402
+                                      sketch_keeping_blas_threads, sparse_synthetic,
+                                      spectral_error)
 
 SAMPLE_FACTORS = (1, 4, 16)
 
@@ -103,21 +103,17 @@ def plot(report, path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small smoke run")
-    parser.add_argument("--seeds", type=int, default=3, help="samples drawn per size")
-    args = parser.parse_args(argv)
-    scale = 10 if args.quick else 1
+    options = parser(__doc__)
+    options.add_argument("--seeds", type=int, default=3, help="samples drawn per size")
+    args = options.parse_args(argv)
+    scale = 20 if args.quick else 1
     report = {"machine": f"{platform.node()} ({os.cpu_count()} cores)",
               "quick": args.quick, "cases": {}}
     X = sparse_synthetic(200_000 // scale, 100_000 // scale, 1e-3 * (1 if scale == 1 else 5))
     report["cases"]["sparse_synthetic"] = run_case("sparse_synthetic", X, 64, args.seeds)
     X = hashed_text(200_000 // scale, 2 ** 17)
     report["cases"]["text_hashed"] = run_case("text_hashed", X, 32, args.seeds)
-    RESULTS.mkdir(exist_ok=True)
-    stem = "row_sampling_quick" if args.quick else "row_sampling"
-    (RESULTS / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
-    plot(report, RESULTS / f"{stem}.png")
+    write_results("row_sampling", report, plot, quick=args.quick)
 
 
 if __name__ == "__main__":

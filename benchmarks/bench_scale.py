@@ -20,11 +20,10 @@ sketch's certified error bound beside a randomized estimate of its actual error
 
 Results: ``benchmarks/results/scale.json`` and ``scale.png`` (``scale_wide.png``
 for the wide cases).
-Usage: ``python benchmarks/bench_scale.py [--quick] [--sizes 1000000 2000000 ...]``
-or ``python benchmarks/bench_scale.py --wide [--quick]``, or ``--sparse-only``.
+Usage: ``python -m benchmarks.bench_scale [--quick] [--sizes 1000000 2000000 ...]``
+or ``python -m benchmarks.bench_scale --wide [--quick]``, or ``--sparse-only``.
 """
 
-import argparse
 import json
 import os
 import re
@@ -41,13 +40,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from distributed import Client, LocalCluster  # noqa: E402
 
 from dasketch._blocks import as_row_blocks, compute, tree_sum  # noqa: E402
 from dasketch.datasets import write_sparse_synthetic  # noqa: E402
 from dasketch.kernels.embeddings import gaussian_rows  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
+if __package__ in (None, ""):  # run as a file: python benchmarks/bench_scale.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import (local_cluster, machine_facts, parser,  # noqa: E402
+                                result_path)
 
 
 def _rss():
@@ -175,8 +176,7 @@ def run_sparse_only(args):
     out = Path(args.out).with_suffix(".json")
     report = json.loads(out.read_text()) if out.exists() else {}
     with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=args.tmp) as tmp, \
-            LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=args.memory_limit,
-                         dashboard_address=":0") as cluster, Client(cluster) as client:
+            local_cluster(memory_limit=args.memory_limit) as client:
         report["sparse"] = sparse_case(client, tmp, args.sparse_rows, args.sparse_features,
                                        1e-3, 64)
     print(json.dumps(report["sparse"]), flush=True)
@@ -193,8 +193,7 @@ def run_wide(args):
     report = json.loads(out.read_text()) if out.exists() else {}
     entries = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=args.tmp) as tmp, \
-            LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=args.memory_limit,
-                         dashboard_address=":0") as cluster, Client(cluster) as client:
+            local_cluster(memory_limit=args.memory_limit) as client:
         for case in args.dense_wide + args.sparse_wide:
             features, rows, *nnz = case
             entry = wide_case(client, tmp, features, rows, args.sketch_size, *nnz)
@@ -237,44 +236,44 @@ def plot_wide(entries, memory_limit, path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+",
+    options = parser(__doc__)
+    options.add_argument("--sizes", type=int, nargs="+",
                         default=[1_000_000, 2_000_000, 4_000_000, 8_000_000])
-    parser.add_argument("--features", type=int, default=256)
-    parser.add_argument("--sketch-size", type=int, default=32)
-    parser.add_argument("--sparse-rows", type=int, default=200_000)
-    parser.add_argument("--sparse-features", type=int, default=100_000)
-    parser.add_argument("--memory-limit", default="2GiB")
-    parser.add_argument("--tmp", default=None, help="where the stores are written")
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", default=str(RESULTS / "scale"))
-    parser.add_argument("--wide", action="store_true",
+    options.add_argument("--features", type=int, default=256)
+    options.add_argument("--sketch-size", type=int, default=32)
+    options.add_argument("--sparse-rows", type=int, default=200_000)
+    options.add_argument("--sparse-features", type=int, default=100_000)
+    options.add_argument("--memory-limit", default="2GiB")
+    options.add_argument("--tmp", default=None, help="where the stores are written")
+    options.add_argument("--out", default=None,
+                         help="path of the results without suffix (default "
+                              "results/scale, or scale_quick with --quick)")
+    options.add_argument("--wide", action="store_true",
                         help="run the wide cases (--dense-wide, --sparse-wide) only")
-    parser.add_argument("--dense-wide", type=_parse_case, nargs="*", metavar="D:ROWS",
+    options.add_argument("--dense-wide", type=_parse_case, nargs="*", metavar="D:ROWS",
                         default=[(100_000, 2048), (100_000, 4096), (1_000_000, 256),
                                  (1_000_000, 1024)])
-    parser.add_argument("--sparse-wide", type=_parse_case, nargs="*",
+    options.add_argument("--sparse-wide", type=_parse_case, nargs="*",
                         metavar="D:ROWS:NNZ_PER_ROW", default=[(10_000_000, 100_000, 100)])
-    parser.add_argument("--sparse-only", action="store_true",
+    options.add_argument("--sparse-only", action="store_true",
                         help="rerun the sparse case only (the JSON file's other entries "
                              "are kept)")
-    args = parser.parse_args(argv)
+    args = options.parse_args(argv)
+    args.out = args.out or str(result_path("scale", args.quick, ""))
     if args.sparse_only:
         return run_sparse_only(args)
     if args.wide:
         if args.quick:
             args.dense_wide, args.sparse_wide = [(20_000, 512)], [(200_000, 5_000, 20)]
-            args.out = str(Path(args.out).with_name(Path(args.out).name + "_quick"))
         return run_wide(args)
     if args.quick:
-        args.sizes, args.sparse_rows, args.sparse_features = [50_000, 100_000], 20_000, 20_000
+        args.sizes, args.sparse_rows, args.sparse_features = [20_000, 40_000], 5_000, 5_000
 
     report = {"features": args.features, "sketch_size": args.sketch_size,
               "workers": f"LocalCluster, 2 processes x 1 thread, {args.memory_limit} each",
-              "dense": []}
+              "machine": machine_facts(), "dense": []}
     with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=args.tmp) as tmp, \
-            LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=args.memory_limit,
-                         dashboard_address=":0") as cluster, Client(cluster) as client:
+            local_cluster(memory_limit=args.memory_limit) as client:
         for n in args.sizes:
             path = os.path.join(tmp, f"X{n}.zarr")
             subprocess.run([*dasketch_command(), "make-data", path, "--rows", str(n),

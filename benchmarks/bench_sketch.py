@@ -17,30 +17,29 @@ not timed). The methods run in ``--repeat`` interleaved rounds; times are median
 and ratios the medians of each round's ratio, as load on the machine drifts.
 Results go to ``benchmarks/results/sketch.json`` and ``sketch.png``.
 
-Usage: ``python benchmarks/bench_sketch.py [--quick] [--rows N] [--features D]``
+Usage: ``python -m benchmarks.bench_sketch [--quick] [--rows N] [--features D]``
 """
 
-import argparse
 import json
 import os
-import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import dask
 import dask.array as da
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from distributed import futures_of, wait
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from distributed import Client, LocalCluster, futures_of, wait  # noqa: E402
+import dasketch
+from dasketch._blocks import as_row_blocks, compute, tree_sum
 
-import dasketch  # noqa: E402
-from dasketch._blocks import as_row_blocks, compute, tree_sum  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "results"
+if __package__ in (None, ""):  # run as a file: python benchmarks/bench_sketch.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import (local_cluster, machine_facts, parser,  # noqa: E402
+                                side_by_side, write_results)
 
 
 def persisted(array):
@@ -59,22 +58,19 @@ def relative_error(gram, approx, top):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--features", type=int, default=256)
-    parser.add_argument("--sketch-size", type=int, default=32)
-    parser.add_argument("--chunk-rows", type=int, default=16384)
-    parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds")
-    parser.add_argument("--quick", action="store_true", help="small smoke run")
-    parser.add_argument("--out", default=str(RESULTS / "sketch"))
-    args = parser.parse_args(argv)
+    options = parser(__doc__)
+    options.add_argument("--rows", type=int, default=1_000_000)
+    options.add_argument("--features", type=int, default=256)
+    options.add_argument("--sketch-size", type=int, default=32)
+    options.add_argument("--chunk-rows", type=int, default=16384)
+    options.add_argument("--repeat", type=int, default=5, help="interleaved rounds")
+    args = options.parse_args(argv)
     if args.quick:
-        args.rows, args.repeat = 50_000, 1
+        args.rows, args.features, args.repeat = 20_000, 64, 1
     l = args.sketch_size
 
     with tempfile.TemporaryDirectory(prefix="bench-sketch-") as tmp, \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                         dashboard_address=":0") as cluster, Client(cluster) as client:
+            local_cluster(n_workers=2) as client:
         path = os.path.join(tmp, "X.zarr")
         start = time.perf_counter()
         # Power-law spectrum s_j = (j + 1)^(-1/2) on d/2 directions, plus a small noise floor.
@@ -107,15 +103,10 @@ def main(argv=None):
             "svd_compressed (k=l, 2 power iters)": svd_compressed,
             "dasketch.sketch (RFD)": lambda: dasketch.sketch(path, l, client=client),
         }
-        rounds = {name: [] for name in runs}
-        outputs = {}
-        for round_ in range(args.repeat):
-            for name, func in runs.items():
-                outputs[name] = None  # release the last result before the next run
-                start = time.perf_counter()
-                outputs[name] = func()
-                rounds[name].append(time.perf_counter() - start)
-                print(f"round {round_}: {name:40s} {rounds[name][-1]:8.2f} s", flush=True)
+        timings, outputs = side_by_side(runs, args.repeat)
+        rounds = {name: t["rounds"] for name, t in timings.items()}
+        for name, t in rounds.items():
+            print(f"{name:40s} " + " ".join(f"{s:8.2f}" for s in t) + " s", flush=True)
         times = {name: float(np.median(t)) for name, t in rounds.items()}
 
         gram = outputs["exact Gram X.T @ X"]
@@ -141,7 +132,7 @@ def main(argv=None):
     report = {
         "rows": args.rows, "features": args.features, "sketch_size": l,
         "chunk_rows": args.chunk_rows, "store_gib": args.rows * args.features * 8 / 2 ** 30,
-        "workers": "LocalCluster, 2 processes x 1 thread", "machine": platform.platform(),
+        "workers": "LocalCluster, 2 processes x 1 thread", "machine": machine_facts(),
         "cpu_count": os.cpu_count(), "write_seconds": write_time,
         "seconds": times, "seconds_per_round": rounds,
         "relative_spectral_error": errors,
@@ -164,10 +155,7 @@ def main(argv=None):
                   "sketch_error_over_best_possible": "<= 1.1",
                   "sketch_error_over_svd_compressed_error": "<= 0.55"},
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(report, indent=2))
-    plot(report, out.with_suffix(".png"))
+    write_results("sketch", report, plot, quick=args.quick)
     print(json.dumps(report["ratios"], indent=2))
     return report
 

@@ -28,105 +28,35 @@ record ``lambda_d``). For ``svd_compressed`` the approximation is ``V S^2 V^T``.
 ``numpy.linalg.norm(E, 2)``. Results go to ``benchmarks/results/sparse_wide.json``
 and ``sparse_wide.png``.
 
-Usage: ``python benchmarks/bench_sparse_wide.py [--quick] [--check] [--cases a,b]
+Usage: ``python -m benchmarks.bench_sparse_wide [--quick] [--check] [--cases a,b]
 [--wide-rows 8192 4096] [--error-threads N] [--merge earlier.json]``
 """
 
-import argparse
 import json
 import os
 import platform
-import site
+import sys
 import time
 from pathlib import Path
 
 import dask
 import dask.array as da
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import scipy.sparse
+import scipy.sparse.linalg as sla
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import scipy.sparse  # noqa: E402
-import scipy.sparse.linalg as sla  # noqa: E402
-from threadpoolctl import ThreadpoolController  # noqa: E402
+import dasketch
+import dasketch._blocks
+import dasketch.sketching
 
-import dasketch  # noqa: E402
-import dasketch._blocks  # noqa: E402
-import dasketch.sketching  # noqa: E402
-from dasketch.datasets import _sparse_rows  # noqa: E402
-from exact_errors import ExactDenseErrors, check_exact_errors  # noqa: E402
-from timing import best_time, cpu_seconds  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def sparse_synthetic(n, d, density, seed=0):
-    counts, cols, vals = _sparse_rows(seed, 0, n, d, density)
-    X = scipy.sparse.csr_matrix((vals * (1.0 + cols) ** -0.5, cols,
-                                 np.concatenate([[0], np.cumsum(counts)])), shape=(n, d))
-    X.sum_duplicates()
-    return X
-
-
-def hashed_text(n_lines, n_features):
-    """Source lines of installed packages, hashed (token counts)."""
-    from sklearn.feature_extraction.text import HashingVectorizer
-
-    lines = []
-    for root in site.getsitepackages():
-        for path in sorted(Path(root).rglob("*.py")):
-            try:
-                text = path.read_text(errors="ignore")
-            except OSError:
-                continue
-            lines.extend(line for line in text.splitlines() if line.strip())
-            if len(lines) >= n_lines:
-                break
-        if len(lines) >= n_lines:
-            break
-    vectorizer = HashingVectorizer(n_features=n_features, alternate_sign=False, norm=None)
-    X = vectorizer.transform(lines[:n_lines]).tocsr().astype(np.float64)
-    keep = np.diff(X.indptr) > 0
-    return X[keep]
-
-
-def wide_dense(n, d, seed=0):
-    rng = np.random.default_rng(seed)
-    return rng.standard_normal((n, d)) * (1.0 + np.arange(d)) ** -0.5
-
-
-def gram_operator(X, B=None, alpha=0.0):
-    d = X.shape[1]
-    XT = X.T.tocsr() if scipy.sparse.issparse(X) else X.T
-
-    def matvec(v):
-        out = XT @ (X @ v)
-        if B is not None:
-            out = out - B.T @ (B @ v) - alpha * v
-        return out
-    return sla.LinearOperator((d, d), matvec=matvec, dtype=np.float64)
-
-
-def spectral_error(X, B, alpha):
-    """ARPACK estimate (tol 1e-3) of ``||X^T X - B^T B - alpha I||_2``, for sparse X."""
-    op = gram_operator(X, B, alpha)
-    ends = [sla.eigsh(op, k=1, which=which, return_eigenvectors=False, tol=1e-3)[0]
-            for which in ("LA", "SA")]
-    return float(max(abs(e) for e in ends))
-
-
-# Earlier versions of dasketch could leave the process at one BLAS thread after a
-# sketch on the threaded scheduler, and earlier runs of this benchmark timed X @ G
-# at d = 32,768 that way. Each sketch here restores the counts of before it, so that
-# X @ G and the exact errors run with the BLAS threads of a fresh process whatever
-# the version.
-BLAS = ThreadpoolController()
-
-
-def sketch_keeping_blas_threads(X, l, **kwargs):
-    with BLAS.limit(limits=None), dask.config.set(scheduler="threads"):
-        return dasketch.sketch(X, l, **kwargs)
+if __package__ in (None, ""):  # run as a file: python benchmarks/bench_sparse_wide.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import best_time, cpu_seconds, parser, write_results  # noqa: E402
+from benchmarks._exact_errors import ExactDenseErrors, check_exact_errors  # noqa: E402
+from benchmarks._sparse_cases import (BLAS, gram_operator, hashed_text,  # noqa: E402
+                                      sketch_keeping_blas_threads, sparse_synthetic,
+                                      spectral_error, wide_dense)
 
 
 def time_dasketch(X, l, working_size=None, repeat=1):
@@ -245,22 +175,21 @@ def run_case(name, X, l, with_svd, working_sizes=(), blas_threads=1, check=False
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small smoke run")
-    parser.add_argument("--cases", default="sparse_synthetic,text_hashed,wide_dense")
-    parser.add_argument("--wide-rows", type=int, nargs=2, default=[8192, 4096],
+    options = parser(__doc__)
+    options.add_argument("--cases", default="sparse_synthetic,text_hashed,wide_dense")
+    options.add_argument("--wide-rows", type=int, nargs=2, default=[8192, 4096],
                         help="rows of the d = 8,192 and d = 32,768 dense cases")
-    parser.add_argument("--merge", help="earlier JSON whose other cases are kept")
-    parser.add_argument("--check", action="store_true",
+    options.add_argument("--merge", help="earlier JSON whose other cases are kept")
+    options.add_argument("--check", action="store_true",
                         help="compare the exact dense errors with numpy.linalg.norm(E, 2) on "
                              "small random cases and on dense cases up to d = 4,096 "
                              "(always on with --quick)")
-    parser.add_argument("--error-threads", type=int, default=0,
+    options.add_argument("--error-threads", type=int, default=0,
                         help="BLAS threads for the exact dense errors' QR and eigvalsh "
                              "(default 0, the BLAS default: at d = 8,192 two threads took "
                              "29 s where one took 60 s; use 1 when a core is busy "
                              "elsewhere: two threads then took 101 s)")
-    args = parser.parse_args(argv)
+    args = options.parse_args(argv)
     check = args.check or args.quick
     if check:
         worst = check_exact_errors()
@@ -293,10 +222,7 @@ def main(argv=None):
     report["goals"] = {"dasketch_over_projection": "<= 3",
                        "dasketch_error_over_best": "<= 1.5 (sparse)",
                        "svd_compressed_over_dasketch": ">= 2 (wide dense)"}
-    RESULTS.mkdir(exist_ok=True)
-    stem = "sparse_wide_quick" if args.quick else "sparse_wide"
-    (RESULTS / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
-    plot(report, RESULTS / f"{stem}.png")
+    write_results("sparse_wide", report, plot, quick=args.quick)
 
 
 METHODS = [("dasketch", "dasketch.sketch", "o", "C0"), ("projection", "X @ G", "s", "C1"),

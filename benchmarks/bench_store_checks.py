@@ -9,31 +9,26 @@ included in every repeat) and by ``dask.array.from_zarr`` (no checks), side by
 side in one process on the threaded scheduler, for stores of several chunk
 counts, and writes ``results/store_checks.json`` and ``.png``.
 
-Run: ``python benchmarks/bench_store_checks.py [--quick]``.
+Run: ``python -m benchmarks.bench_store_checks [--quick]``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import matplotlib
+import dask
+import dask.array as da
 
-matplotlib.use("Agg")
-import dask  # noqa: E402
-import dask.array as da  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
+from dasketch.datasets import write_synthetic
+from dasketch.io import open_zarr_array
 
-from dasketch.datasets import write_synthetic  # noqa: E402
-from dasketch.io import open_zarr_array  # noqa: E402
-from timing import best_time  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
+if __package__ in (None, ""):  # run as a file: python benchmarks/bench_store_checks.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import best_time, machine_facts, parser, write_results  # noqa: E402
 
 
 def measure(n_rows, n_features, chunk_rows, repeat, folder):
@@ -52,12 +47,12 @@ def measure(n_rows, n_features, chunk_rows, repeat, folder):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small stores, seconds")
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args(argv)
+    options = parser(__doc__, "small stores, seconds")
+    options.add_argument("--repeat", type=int, default=5)
+    args = options.parse_args(argv)
     if args.quick:
         cases = [(20_000, 32, 1_000), (20_000, 32, 200)]
+        args.repeat = min(args.repeat, 2)
     else:
         cases = [(400_000, 64, 8_000), (400_000, 64, 2_000), (400_000, 64, 500)]
     with tempfile.TemporaryDirectory() as folder:
@@ -66,23 +61,25 @@ def main(argv=None):
         print(f"{row['chunks']:5d} chunks, {row['bytes'] / 2 ** 20:6.0f} MiB: plain "
               f"{row['plain_s']:.3f} s, checked {row['checked_s']:.3f} s "
               f"({row['ratio']:.3f}x), opening {row['opening_s'] * 1e3:.1f} ms")
-    if args.quick:
-        return rows
-    result = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                          "load_average": os.getloadavg()},
-              "repeat": args.repeat, "cases": rows}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "store_checks.json").write_text(json.dumps(result, indent=2))
+    result = {"machine": machine_facts(), "repeat": args.repeat, "cases": rows}
+    write_results("store_checks", result, plot, quick=args.quick)
+    return rows
+
+
+def plot(result, path):
+    import matplotlib.pyplot as plt
+
+    rows = result["cases"]
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.plot([r["chunks"] for r in rows], [r["ratio"] for r in rows], "o-")
     ax.axhline(1.0, color="grey", ls=":")
     ax.set_xscale("log")
     ax.set_xlabel("chunks in the store")
     ax.set_ylabel("checked read / plain read (time)")
-    ax.set_title("X.sum() of a local zarr store, best of %d" % args.repeat, fontsize=9)
+    ax.set_title("X.sum() of a local zarr store, best of %d" % result["repeat"], fontsize=9)
     fig.tight_layout()
-    fig.savefig(RESULTS / "store_checks.png", dpi=110)
-    return rows
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

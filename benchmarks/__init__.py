@@ -1,0 +1,1 @@
+"""Benchmarks of dasketch against its peers: ``python -m benchmarks.<script> [--quick]``."""

@@ -1,0 +1,81 @@
+"""Every benchmark script runs in its --quick mode and writes its results.
+
+Each runs in a subprocess as ``python -m benchmarks.<name> --quick``, writing into a
+temporary directory (``DASKETCH_BENCH_RESULTS``), and must leave a JSON file and a
+figure there. Scripts whose peers are not installed (the ``bench`` extra) are skipped
+with a message; the slower ones are marked ``slow``.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+# script -> (extra arguments, result name, modules its peers need, slow?)
+SCRIPTS = {
+    "bench_store_checks": ([], "store_checks", (), False),
+    "bench_sketch": ([], "sketch", (), True),
+    "bench_sparse_wide": ([], "sparse_wide", (), True),
+    "bench_row_sampling": (["--seeds", "1"], "row_sampling", (), True),
+    "bench_scale": ([], "scale", ("psutil",), True),
+    "bench_drp": ([], "drp", ("dask_ml",), True),
+    "bench_regression": ([], "regression", (), True),
+    "bench_online": ([], "online", (), True),  # runs without the JAX reference too
+    "bench_faults": ([], "faults", (), True),
+}
+
+
+def test_every_script_is_listed():
+    scripts = {p.stem for p in (ROOT / "benchmarks").glob("bench_*.py")}
+    assert scripts == set(SCRIPTS)
+
+
+@pytest.mark.parametrize("script", [
+    pytest.param(name, marks=[pytest.mark.slow] if slow else [])
+    for name, (_, _, _, slow) in SCRIPTS.items()])
+def test_quick_run_writes_results(script, tmp_path):
+    args, name, peers, _ = SCRIPTS[script]
+    missing = [m for m in peers if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"{script}: peer modules {missing} are not installed "
+                    "(pip install -e '.[bench]')")
+    env = dict(os.environ, DASKETCH_BENCH_RESULTS=str(tmp_path), MPLBACKEND="Agg")
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    result = subprocess.run([sys.executable, "-m", f"benchmarks.{script}", "--quick", *args],
+                            capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    report = json.loads((tmp_path / f"{name}_quick.json").read_text())
+    assert report, f"{script} wrote an empty report"
+    png = (tmp_path / f"{name}_quick.png").read_bytes()
+    assert png[:8] == PNG_MAGIC and len(png) > 5000
+    CHECKS.get(script, lambda report: None)(report)
+
+
+def _store_checks(report):
+    """The checked and plain reads are timings of the same stores, recorded with the
+    machine they ran on."""
+    assert len(report["cases"]) == 2
+    for case in report["cases"]:
+        assert case["plain_s"] > 0 and case["checked_s"] > 0
+        assert case["ratio"] == pytest.approx(case["checked_s"] / case["plain_s"])
+        assert case["chunks"] == -(-case["rows"] // case["chunk_rows"])
+    assert report["machine"]["cpus"] == os.cpu_count()
+
+
+def _sketch(report):
+    """dasketch's error is within its certified bound and at least the best possible."""
+    errors = report["relative_spectral_error"]
+    ours = errors["dasketch.sketch (RFD)"]
+    assert report["best_possible_rfd_error"] * (1 - 1e-9) <= ours
+    assert ours <= report["certified_bound"] * (1 + 1e-9)
+
+
+CHECKS = {"bench_store_checks": _store_checks, "bench_sketch": _sketch}
+
