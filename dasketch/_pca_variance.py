@@ -1,8 +1,10 @@
 """What :class:`dasketch.SketchPCA` derives from a sketch and one pass over ``X``:
-candidate axes, their measured variances and the number of components kept."""
+its sizes, candidate axes, their measured (or sketched) variances and the number
+of components kept."""
 
 from __future__ import annotations
 
+import numbers
 import warnings
 
 import numpy as np
@@ -11,6 +13,34 @@ from sklearn.utils.extmath import svd_flip
 
 from dasketch._blocks import compute
 from dasketch.utils.blockwise import squared_norms_along
+
+
+def fit_sizes(n_components, sketch_size, n_samples, n_features, streaming=False):
+    """``(k, sketch_size)`` of :class:`dasketch.SketchPCA` by the rule in its
+    docstring; ``k`` is the requested number of components, or the most there
+    can be. ``streaming`` (the first ``partial_fit``) caps the default size by
+    ``n_features`` only, as more rows may come."""
+    most = min(n_samples, n_features)
+    k = n_components if isinstance(n_components, numbers.Integral) else most
+    if k > most:
+        first = " in the first partial_fit call" if streaming else ""
+        raise ValueError(f"n_components={k} must be less or equal to min(n_samples, "
+                         f"n_features) = {most} of X{first}")
+    if n_components == "mle" and n_samples < n_features:
+        raise ValueError("n_components='mle' is only supported if n_samples >= "
+                         f"n_features, got X of shape ({n_samples}, {n_features})")
+    if sketch_size == "exact":
+        return k, n_features + 1
+    if sketch_size is None:
+        cap = n_features if streaming else most
+        return k, max(min(max(2 * k, k + 10), cap + 1), 2)
+    counted = isinstance(n_components, numbers.Integral)
+    if (counted or n_components is None) and sketch_size <= k:
+        kept = f"n_components ({k})" if counted else \
+            f"the min(n_samples, n_features) = {k} components of n_components=None"
+        raise ValueError(f"sketch_size must exceed {kept}, got {sketch_size}; pass "
+                         "a smaller n_components or a larger sketch_size")
+    return k, sketch_size
 
 
 def candidate_axes(sketch, n_wanted, seed=0):

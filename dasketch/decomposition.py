@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 from dasketch._blocks import RowBlocks, as_row_blocks, compute
 from dasketch._pca_variance import (
     candidate_axes, fraction_components, measured_variances, mle_components, noise_variance,
-    sketch_variances)
+    fit_sizes, sketch_variances)
 from dasketch.kernels.frequent_directions import METHODS
 from dasketch.sketching import sketch
 from dasketch.utils.blockwise import affine_rows, gaussian_log_likelihood
@@ -113,6 +113,27 @@ class SketchPCA(_BasePCA):
     sketch_ : dasketch.Sketch
         The centred sketch, with its certified ``error_bound``.
 
+    Notes
+    -----
+    A drop-in for :class:`sklearn.decomposition.PCA` and
+    :class:`sklearn.decomposition.IncrementalPCA`: with ``sketch_size="exact"``
+    the results are theirs up to rounding, and scikit-learn's own test files for
+    both pass through thin shims (``tests/sklearn_conformance``; README.md,
+    "scikit-learn conformance"). The differences:
+
+    * No ``svd_solver`` and its options: the sketch replaces every solver, so
+      nothing depends on one (arpack's ``min(n_samples, n_features) - 1``
+      components, randomized's refusal of ``"mle"``, the full solver's refusal of
+      sparse input).
+    * :meth:`partial_fit` accepts sparse batches (IncrementalPCA raises
+      TypeError) and batches of any size after the first; after it,
+      ``explained_variance_`` is the sketch's certified estimate
+      (``variance_source_``).
+    * ``block_rows`` plays the role of IncrementalPCA's ``batch_size`` in
+      :meth:`fit`; the block sketches are merged in a tree.
+    * Error messages are dasketch's (a ValueError or TypeError where
+      scikit-learn raises one, worded differently); no array API dispatch.
+
     Examples
     --------
     >>> import numpy as np
@@ -149,33 +170,6 @@ class SketchPCA(_BasePCA):
         self.block_rows = block_rows
         self.random_state = random_state
 
-    def _sizes(self, n_samples, n_features, streaming=False):
-        """``(k, sketch_size)`` by the rule in the class docstring; ``k`` is the
-        requested number of components, or the most there can be. ``streaming``
-        (the first :meth:`partial_fit`) caps the default size by ``n_features``
-        only, as more rows may come."""
-        most = min(n_samples, n_features)
-        k = self.n_components if isinstance(self.n_components, numbers.Integral) else most
-        if k > most:
-            first = " in the first partial_fit call" if streaming else ""
-            raise ValueError(f"n_components={k} must be less or equal to min(n_samples, "
-                             f"n_features) = {most} of X{first}")
-        if self.n_components == "mle" and n_samples < n_features:
-            raise ValueError("n_components='mle' is only supported if n_samples >= "
-                             f"n_features, got X of shape ({n_samples}, {n_features})")
-        if self.sketch_size == "exact":
-            return k, n_features + 1
-        if self.sketch_size is None:
-            cap = n_features if streaming else most
-            return k, max(min(max(2 * k, k + 10), cap + 1), 2)
-        counted = isinstance(self.n_components, numbers.Integral)
-        if (counted or self.n_components is None) and self.sketch_size <= k:
-            kept = f"n_components ({k})" if counted else \
-                f"the min(n_samples, n_features) = {k} components of n_components=None"
-            raise ValueError(f"sketch_size must exceed {kept}, got {self.sketch_size}; pass "
-                             "a smaller n_components or a larger sketch_size")
-        return k, self.sketch_size
-
     def _continued_sizes(self, n_samples):
         """``(k, sketch_size)`` of a :meth:`partial_fit` after the first: those of
         the fitted sketch, which the parameters must not contradict."""
@@ -203,7 +197,7 @@ class SketchPCA(_BasePCA):
         self._validate_params()
         X = validate_input(self, X, reset=True, accept_sparse="csr")
         blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
-        k, sketch_size = self._sizes(*blocks.shape)
+        k, sketch_size = fit_sizes(self.n_components, self.sketch_size, *blocks.shape)
         return self._read_out(self._sketch(blocks, sketch_size), k, blocks, blocks.dtype)
 
     def partial_fit(self, X, y=None):
@@ -232,7 +226,8 @@ class SketchPCA(_BasePCA):
         blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
         n, d = blocks.shape
         if first:
-            k, sketch_size = self._sizes(n, d, streaming=True)
+            k, sketch_size = fit_sizes(self.n_components, self.sketch_size, n, d,
+                                       streaming=True)
         else:
             k, sketch_size = self._continued_sizes(n)
         merged = self._sketch(blocks, sketch_size)

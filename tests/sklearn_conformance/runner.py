@@ -69,9 +69,10 @@ def run_suite(name, *pytest_args, timeout=1800):
                    "-p", "tests.sklearn_conformance.plugin", "--conformance-suite", name,
                    "--conformance-report", str(report), test_file, *pytest_args]
         # one BLAS thread: the suites' matrices are small, and threads waiting
-        # on each other cost more than they save when the cores are shared
+        # on each other cost more than they save when the cores are shared; and
+        # scikit-learn's float32 tests, which its conftest skips by default
         env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               **os.environ}
+               "SKLEARN_RUN_FLOAT32_TESTS": "1", **os.environ}
         done = subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True,
                               timeout=timeout, env=env)
         if not report.exists():
