@@ -203,15 +203,18 @@ class SketchPCA(_BasePCA):
     def partial_fit(self, X, y=None):
         """Merge the centred sketch of the rows of ``X`` into the fitted one.
 
-        The first call (or one after :meth:`fit`) fixes the sketch size: the
-        default caps it at ``n_features + 1`` rather than by the rows of the first
-        batch, and ``n_components=None`` keeps ``min(n_samples, n_features)`` of
-        that batch, as :class:`sklearn.decomposition.IncrementalPCA` does. Later
-        calls merge with the parallel-variance row (Ghashami et al. 2016, Section
-        3; DESIGN section 2), so any batching of the same rows gives a sketch with
-        the same certified guarantee against the exact centred Gram of every row
-        seen. The components and ``explained_variance_`` then come from the sketch
-        (``variance_source_ == "sketch"``): earlier batches cannot be read again.
+        :meth:`fit` or the first call fixes the sketch size (the default is
+        capped at ``n_features + 1`` here, not by the rows of the first batch) and
+        ``n_components_`` (``None`` keeps ``min(n_samples, n_features)`` of the
+        first batch, as :class:`sklearn.decomposition.IncrementalPCA` does; a
+        fraction or ``"mle"`` is re-chosen at every call). Each call sketches its
+        batch centred on its own mean and merges it with the parallel-variance row
+        (Ghashami et al. 2016, Section 3; DESIGN section 2), so any batching of
+        the same rows gives a sketch with the same guarantee against the exact
+        centred Gram of every row seen (the failure probabilities of randomized
+        sparse updates add up). The components and ``explained_variance_`` then
+        come from the sketch (``variance_source_ == "sketch"``): earlier batches
+        cannot be read again.
 
         Raises
         ------
