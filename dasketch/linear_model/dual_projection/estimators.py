@@ -9,17 +9,19 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _check_y, check_consistent_length, check_is_fitted
 
-from dasketch._blocks import RowBlocks, matvec
-from dasketch.linear_model.dual_projection.solve import dual_random_projection
+from dasketch._blocks import RowBlocks, compute, is_dask_collection, matvec
+from dasketch.linear_model.dual_projection.solve import check_weights, dual_random_projection
 from dasketch.utils.validation import validate_input
 
 _PARAMS_DOC = """
     alpha : float, default=1.0
-        ``lambda > 0``, the weight of ``||w||^2 / 2``.
+        ``lambda > 0``, the weight of ``||w||^2 / 2`` (0 is a ``ValueError``:
+        the dual of the problem, and the method, need ``lambda > 0``).
     n_components : int, default=100
         ``m``, the projection dimension; ``min(n_components, n_samples,
         n_features)`` is used, so the default works on small data (where the
@@ -32,8 +34,11 @@ _PARAMS_DOC = """
         Algorithm 1 solution. ``"paper"``: Algorithm 2 of the paper, with
         ``max_iter`` rounds (``max_iter=1``: Algorithm 1, one shot).
     tol : float, default=1e-6
-        Stop when the relative optimality residual (``optimality_residual_``) is
-        at most ``tol``; a ``ConvergenceWarning`` says when it is not reached.
+        Stop when the coefficients are certified to relative accuracy ``tol``,
+        ``coef_error_bound_ <= tol ||coef_||``; a ``ConvergenceWarning`` is
+        raised exactly when that is not reached (ill-conditioned problems,
+        ``max_iter`` too small, or accuracy below what floating point can
+        certify).
     max_iter : int, default=100
         Iterations at most (conjugate-gradient iterations, Newton steps or rounds).
     fit_intercept : bool, default=True
@@ -46,6 +51,12 @@ _PARAMS_DOC = """
 """
 
 _ATTRIBUTES_DOC = """
+    coef_error_bound_ : float or ndarray (n_targets,)
+        ``||coef_ - w*|| <= coef_error_bound_`` per target, ``w*`` the exact
+        minimiser: the gradient of the objective with the intercept profiled out
+        over ``alpha`` (strong convexity; derived in
+        :meth:`dasketch.linear_model.dual_projection.solvers.FullProblem.error_bound`),
+        plus the rounding to float32 for float32 input.
     optimality_residual_ : float or ndarray (n_targets,)
         ``||grad F(w, b)|| / ||grad F(0, b0)||`` of the full problem at the
         returned model (``b0`` the best constant model): the accuracy
@@ -90,18 +101,20 @@ class _DualRandomProjectionBase(BaseEstimator):
         tags.input_tags.sparse = True
         return tags
 
-    def _solve(self, X, targets, loss, smoothing=1.0):
+    def _solve(self, X, targets, loss, smoothing=1.0, sample_weight=None):
         result = dual_random_projection(
             X, targets, loss=loss, alpha=self.alpha, smoothing=smoothing,
             n_components=self.n_components, solver=self.solver, tol=self.tol,
             max_iter=self.max_iter, fit_intercept=self.fit_intercept,
             block_rows=self.block_rows, split_every=self.split_every,
-            random_state=self.random_state)
+            random_state=self.random_state, sample_weight=sample_weight)
         dtype = X.dtype if getattr(X, "dtype", None) == np.float32 else np.float64
         self.coef_ = np.asarray(result.coef, dtype=dtype)
-        self.intercept_ = result.intercept
+        self.intercept_ = np.asarray(result.intercept, dtype=dtype)[()]
+        rounding = np.linalg.norm(np.atleast_2d(self.coef_ - result.coef), axis=1)
         scalar = (lambda v: float(np.ravel(v)[0])) if np.size(result.objective) == 1 \
             else np.asarray
+        self.coef_error_bound_ = scalar(result.coef_error_bound + rounding)
         self.optimality_residual_ = scalar(result.optimality_residual)
         self.objective_ = scalar(result.objective)
         self.n_iter_ = result.n_iter
@@ -117,10 +130,13 @@ class _DualRandomProjectionBase(BaseEstimator):
         check_is_fitted(self, "coef_")
         X = validate_input(self, X, reset=False)
         coef = np.atleast_2d(self.coef_).T.astype(np.float64)
+        intercept = np.atleast_1d(self.intercept_).astype(np.float64)
         if isinstance(X, RowBlocks):
-            scores = matvec(X, coef) + np.atleast_1d(self.intercept_)
+            scores = matvec(X, coef) + intercept
         else:
-            scores = np.asarray(X @ coef) + np.atleast_1d(self.intercept_)
+            scores = np.asarray(X @ coef) + intercept
+        # float32 in, float32 out (as scikit-learn), computed in float64.
+        scores = scores.astype(np.result_type(X.dtype, self.coef_.dtype), copy=False)
         return scores[:, 0] if np.ndim(self.coef_) == 1 or self.coef_.shape[0] == 1 \
             else scores
 
@@ -128,18 +144,28 @@ class _DualRandomProjectionBase(BaseEstimator):
 class DualRandomProjectionRegressor(RegressorMixin, _DualRandomProjectionBase):
     __doc__ = """Ridge regression by dual random projection (Zhang et al., COLT 2013).
 
-    Minimises ``alpha/2 ||w||^2 + 1/2 sum_i (x_i^T w + b - y_i)^2``, whose minimiser
-    is that of scikit-learn's ``Ridge(alpha=alpha, fit_intercept=fit_intercept)``.
-    The default solver is preconditioned conjugate gradients on the full problem
-    (see :func:`dasketch.linear_model.dual_random_projection`), one pass over X
-    per iteration; ``solver="paper"`` runs the paper's Algorithms 1 and 2.
+    Minimises ``alpha/2 ||w||^2 + 1/2 sum_i s_i (x_i^T w + b - y_i)^2`` (``s`` the
+    sample weights), whose minimiser is that of scikit-learn's
+    ``Ridge(alpha=alpha, fit_intercept=fit_intercept)``, for one target or
+    several (2-D ``y``, all sharing every pass over X, ``alpha`` a number or one
+    per target). The default solver is preconditioned conjugate gradients on the
+    full problem (see :func:`dasketch.linear_model.dual_random_projection`), one
+    pass over X per iteration; ``solver="paper"`` runs the paper's Algorithms 1
+    and 2.
+
+    Differences from ``Ridge``: ``alpha`` must be > 0; the intercept is fitted as
+    an unpenalised variable (not by centring X, which would densify sparse and
+    out-of-core input), with the same minimiser; ``tol`` is the certified
+    relative accuracy of ``coef_`` (``coef_error_bound_``).
 
     Parameters
     ----------""" + _PARAMS_DOC + """
     Attributes
     ----------
-    coef_ : ndarray (n_features,)
-    intercept_ : float""" + _ATTRIBUTES_DOC + """
+    coef_ : ndarray (n_features,) or (n_targets, n_features)
+        1-D for 1-D ``y`` (and for ``y`` of one column, as ``Ridge``); float32
+        for float32 X.
+    intercept_ : numpy float or ndarray (n_targets,)""" + _ATTRIBUTES_DOC + """
     Examples
     --------
     >>> import numpy as np
@@ -153,18 +179,39 @@ class DualRandomProjectionRegressor(RegressorMixin, _DualRandomProjectionBase):
     >>> exact = Ridge(alpha=1.0).fit(X, y).coef_
     >>> bool(np.linalg.norm(drp.coef_ - exact) <= 1e-6 * np.linalg.norm(exact))
     True
-    >>> drp.n_passes_, bool(drp.optimality_residual_ < 1e-6)
-    (3, True)
+    >>> bool(np.linalg.norm(drp.coef_ - exact) <= drp.coef_error_bound_)
+    True
+    >>> drp.n_passes_, bool(drp.coef_error_bound_ <= 1e-6 * np.linalg.norm(drp.coef_))
+    (4, True)
     """
 
-    def fit(self, X, y):
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+    def fit(self, X, y, sample_weight=None):
         """Fit on ``X`` (numpy, pandas, scipy.sparse, Dask array, zarr array or
-        path) and real targets ``y``."""
-        X, y = validate_input(self, X, y, reset=True, y_numeric=True)
-        return self._solve(X, y, "squared")
+        path), real targets ``y`` ((n_samples,) or (n_samples, n_targets)) and
+        optional ``sample_weight`` (n_samples,), weights >= 0 of the loss terms."""
+        X = validate_input(self, X, reset=True)
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the "
+                             "target y is None")
+        if is_dask_collection(y):
+            (y,) = compute(y)
+        y = _check_y(y, multi_output=True, y_numeric=True, estimator=self)
+        check_consistent_length(np.empty((X.shape[0], 0)), y)
+        self._solve(X, y, "squared", sample_weight=sample_weight)
+        if y.ndim == 2 and y.shape[1] == 1:      # as Ridge
+            self.coef_ = self.coef_[0]
+            if not self.fit_intercept:
+                self.intercept_ = self.intercept_[0]
+        return self
 
     def predict(self, X):
-        """``X w + b``; a lazy Dask array for out-of-core input."""
+        """``X w + b``; a lazy Dask array for out-of-core input; float32 when X
+        and the model are."""
         return self._decision(X)
 
 
@@ -182,15 +229,31 @@ class DualRandomProjectionClassifier(ClassifierMixin, _DualRandomProjectionBase)
       ``(1 - u)^2 / (2 s)`` between (``s = smoothing``).
     * ``"squared"``: ``(1 - u)^2 / 2``, i.e. ``Ridge(alpha)`` on ``+-1`` targets.
 
+    Each term is multiplied by its sample weight ``s_i`` (``sample_weight``
+    times the weight of its class from ``class_weight``).
+
+    Differences from ``LogisticRegression``: ``alpha = 1 / C`` must be > 0;
+    more than two classes are always one-vs-rest (never multinomial), and
+    ``predict_proba`` normalises the one-vs-rest sigmoids; ``class_weight=
+    "balanced"`` weighs the classes of the multiclass labels (by their weighted
+    counts, as ``LogisticRegression``), the same weights in every one-vs-rest
+    problem (``OneVsRestClassifier`` balances each binary problem); ``tol`` is
+    the certified relative accuracy of ``coef_`` (``coef_error_bound_``).
+
     Parameters
     ----------
     loss : {"logistic", "smoothed_hinge", "squared"}, default="logistic"
     smoothing : float, default=1.0
-        ``s > 0`` of the smoothed hinge loss.""" + _PARAMS_DOC + """
+        ``s > 0`` of the smoothed hinge loss.
+    class_weight : None, "balanced" or dict, default=None
+        Weights of the classes, multiplied into ``sample_weight`` (see
+        :func:`sklearn.utils.class_weight.compute_class_weight`, given the
+        sample weights, as in ``LogisticRegression``).""" + _PARAMS_DOC + """
     Attributes
     ----------
     classes_ : ndarray (n_classes,)
     coef_ : ndarray (1, n_features) or (n_classes, n_features)
+        float32 for float32 X, as ``decision_function`` and ``predict_proba``.
     intercept_ : ndarray (1,) or (n_classes,)""" + _ATTRIBUTES_DOC + """
     Examples
     --------
@@ -205,19 +268,21 @@ class DualRandomProjectionClassifier(ClassifierMixin, _DualRandomProjectionBase)
     (['ham', 'spam'], True)
     """
 
-    def __init__(self, alpha=1.0, *, loss="logistic", smoothing=1.0, n_components=100,
-                 solver="cg", tol=1e-6, max_iter=100, fit_intercept=True, block_rows=None,
-                 split_every=None, random_state=None):
+    def __init__(self, alpha=1.0, *, loss="logistic", smoothing=1.0, class_weight=None,
+                 n_components=100, solver="cg", tol=1e-6, max_iter=100, fit_intercept=True,
+                 block_rows=None, split_every=None, random_state=None):
         super().__init__(alpha=alpha, n_components=n_components, solver=solver, tol=tol,
                          max_iter=max_iter, fit_intercept=fit_intercept,
                          block_rows=block_rows, split_every=split_every,
                          random_state=random_state)
         self.loss = loss
         self.smoothing = smoothing
+        self.class_weight = class_weight
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit on ``X`` (numpy, pandas, scipy.sparse, Dask array, zarr array or
-        path) and class labels ``y`` (two or more classes, one-vs-rest)."""
+        path), class labels ``y`` (two or more classes, one-vs-rest) and optional
+        ``sample_weight`` (n_samples,), weights >= 0 of the loss terms."""
         X, y = validate_input(self, X, y, reset=True)
         check_classification_targets(y)
         classes, codes = np.unique(y, return_inverse=True)
@@ -229,9 +294,11 @@ class DualRandomProjectionClassifier(ClassifierMixin, _DualRandomProjectionBase)
             targets = np.where(codes == 1, 1.0, -1.0)[:, None]
         else:
             targets = np.where(codes[:, None] == np.arange(classes.size), 1.0, -1.0)
-        self._solve(X, targets, self.loss, self.smoothing)
-        self.intercept_ = np.asarray(self.intercept_, dtype=np.float64)
-        return self
+        if self.class_weight is not None:     # as LogisticRegression
+            sample_weight = check_weights(sample_weight, y.shape[0])
+            sample_weight = sample_weight * compute_class_weight(
+                self.class_weight, classes=classes, y=y, sample_weight=sample_weight)[codes]
+        return self._solve(X, targets, self.loss, self.smoothing, sample_weight)
 
     def decision_function(self, X):
         """``X w + b`` per class (one column for two classes, positive for

@@ -51,21 +51,24 @@ def loss_curvature(t, y, loss, smoothing=1.0):
     return ((u > 1.0 - smoothing) & (u < 1.0)) / smoothing
 
 
-def intercept_only(y, loss, smoothing=1.0):
-    """The optimal constant margin ``b0`` of ``sum_i l(b, y_i)`` per column of ``y``.
+def intercept_only(y, loss, smoothing=1.0, weights=None):
+    """The optimal constant margin ``b0`` of ``sum_i s_i l(b, y_i)`` per column of ``y``
+    (``s`` the sample ``weights``, ones when None).
 
     It is the model the relative optimality residual is measured against when an
     intercept is fitted: the residual of the full problem at ``(w, b) = (0, b0)``
-    is ``X^T l'(b0, y)``, unaffected by the mean of the targets.
+    is ``X^T (s l'(b0, y))``, unaffected by the (weighted) mean of the targets.
     """
     y = np.asarray(y, dtype=np.float64)
     columns = y.reshape(y.shape[0], -1)
+    s = np.ones(columns.shape[0]) if weights is None else np.asarray(weights, np.float64)
+    total = s.sum()
     out = np.empty(columns.shape[1])
     for k, col in enumerate(columns.T):
         if loss == "squared":
-            out[k] = col.mean()
+            out[k] = s @ col / total
             continue
-        positive = np.mean(col > 0)
+        positive = s[col > 0].sum() / total
         if loss == "logistic" and 0.0 < positive < 1.0:
             out[k] = np.log(positive / (1.0 - positive))
             continue
@@ -74,7 +77,7 @@ def intercept_only(y, loss, smoothing=1.0):
         # Convex in b; labels of one sign only have no finite logistic optimum, so
         # the search is bounded (|b| = 30 predicts the class with p > 1 - 1e-13).
         res = scipy.optimize.minimize_scalar(
-            lambda b: loss_value(np.full_like(col, b), col, loss, smoothing).sum(),
+            lambda b: s @ loss_value(np.full_like(col, b), col, loss, smoothing),
             bounds=(-30.0, 30.0), method="bounded", options={"xatol": 1e-10})
         out[k] = res.x
     return out

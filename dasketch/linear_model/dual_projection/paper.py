@@ -4,10 +4,11 @@
 The projected problem of round t is
 
 .. math:: \\min_{z, b} \\frac{\\lambda}{2} \\|z + a\\|^2
-          + \\sum_i \\ell(\\hat x_i^T z + c_i + b, y_i)
+          + \\sum_i s_i \\ell(\\hat x_i^T z + c_i + b, y_i)
 
 with ``a = R^T w / sqrt(m)`` and ``c = X w`` for the current recovered ``w`` (both
-zero in round 1, Algorithm 1). Its dual variables ``alpha_i = l'(...)`` give back
+zero in round 1, Algorithm 1), ``s`` the sample weights. Its dual variables
+``alpha_i = s_i l'(...)`` give back
 ``w = -(1/lambda) X^T alpha`` (one pass over X). Every evaluation of the projected
 problem is a tree-reduced pass over the persisted ``X_hat``, never over X.
 """
@@ -28,28 +29,30 @@ SOLVER_TOL = 1e-11
 MAX_SOLVER_ITER = 100
 
 
-def _projected_terms(xhat, y, c=None, *, z, b, loss, smoothing, hessian):
-    """Packed ``[sum l, X_hat^T l', sum l', vec([X_hat 1]^T diag(l'') [X_hat 1])]`` of
-    one chunk at the projected margins ``t = X_hat z + c + b``."""
+def _projected_terms(xhat, y, s, c=None, *, z, b, loss, smoothing, hessian):
+    """Packed ``[sum s l, X_hat^T s l', sum s l', vec([X_hat 1]^T diag(s l'') [X_hat 1])]``
+    of one chunk at the projected margins ``t = X_hat z + c + b``."""
     t = xhat @ z + b
     if c is not None:
         t += c.reshape(-1)
-    y = y.reshape(-1)
-    dl = loss_derivative(t, y, loss, smoothing)
-    parts = [[loss_value(t, y, loss, smoothing).sum()], xhat.T @ dl, [dl.sum()]]
+    y, s = y.reshape(-1), s.reshape(-1)
+    dl = s * loss_derivative(t, y, loss, smoothing)
+    parts = [[s @ loss_value(t, y, loss, smoothing)], xhat.T @ dl, [dl.sum()]]
     if hessian:
         xa = np.hstack([xhat, np.ones((xhat.shape[0], 1))])
-        parts.append((xa.T @ (loss_curvature(t, y, loss, smoothing)[:, None] * xa)).ravel())
+        curvature = s * loss_curvature(t, y, loss, smoothing)
+        parts.append((xa.T @ (curvature[:, None] * xa)).ravel())
     return np.concatenate([np.asarray(p, dtype=np.float64).ravel() for p in parts])
 
 
 class ProjectedProblem:
     """One target's projected problem over the persisted ``xhat`` (n x m) and
-    ``y`` (n x 1), with margins ``c`` (n x 1 Dask array or None) and shift ``a``."""
+    ``y`` (n x 1) and weights ``s`` (n x 1), with margins ``c`` (n x 1 Dask array or
+    None) and shift ``a``."""
 
-    def __init__(self, xhat, y, c, a, *, lam, loss, smoothing, fit_intercept, split_every,
-                 client):
-        self.arrays = (xhat, y) if c is None else (xhat, y, c)
+    def __init__(self, xhat, y, s, c, a, *, lam, loss, smoothing, fit_intercept,
+                 split_every, client):
+        self.arrays = (xhat, y, s) if c is None else (xhat, y, s, c)
         self.a, self.m = a, a.size
         self.lam, self.loss, self.smoothing = lam, loss, smoothing
         self.fit_intercept = fit_intercept
@@ -130,7 +133,7 @@ class ProjectedProblem:
 
 
 def _projected_problem(full, xhat, k, margins, shift):
-    return ProjectedProblem(xhat, full.yd[:, [k]], margins, shift, lam=full.lam,
+    return ProjectedProblem(xhat, full.yd[:, [k]], full.sd, margins, shift, lam=full.lam[k],
                             loss=full.loss, smoothing=full.smoothing,
                             fit_intercept=full.fit_intercept,
                             split_every=full.options["split_every"],
@@ -160,7 +163,7 @@ def algorithm_one(full, xhat, b0, products=None, column_sums=None, target_produc
         xt_alpha = products @ Z + np.outer(column_sums, B) - target_products
     else:
         full.passes += 1
-        xt_alpha = recovery_pass(full.blocks, xhat, full.yd, Z, B, loss=full.loss,
+        xt_alpha = recovery_pass(full.blocks, xhat, full.yd, full.sd, Z, B, loss=full.loss,
                                  smoothing=full.smoothing, **_pass_options(full))
     return Z, B, -xt_alpha / full.lam
 
@@ -177,10 +180,11 @@ def paper_rounds(full, xhat, k, b0, reference, tol, max_iter, history, record):
     objective and gradient (the certificate) and keeps the margins ``X w`` for
     the next round. When the objective increases the iteration does not
     contract (``n_components`` too small for the rank of X): it stops and the
-    round with the lowest objective is returned.
+    round with the lowest objective is returned. Rounds stop when the
+    coefficients are certified to ``tol`` (:meth:`FullProblem.done`).
 
-    Returns ``(v, certificate, objective, rounds, best_round, diverged, z, b)``,
-    ``z, b`` being the first round's projected solution.
+    Returns ``(v, certificate, objective, error_bound, rounds, best_round, diverged,
+    (z, b))``, ``z, b`` being the first round's projected solution.
     """
     m = xhat.shape[1]
     shift, margins, W = np.zeros(m), None, None
@@ -194,9 +198,9 @@ def paper_rounds(full, xhat, k, b0, reference, tol, max_iter, history, record):
         if t == 1:
             first = (z, float(b[0]))
         full.passes += 1
-        W = -recovery_pass(full.blocks, xhat, full.yd[:, [k]], z[:, None], b, W=W,
+        W = -recovery_pass(full.blocks, xhat, full.yd[:, [k]], full.sd, z[:, None], b, W=W,
                            loss=full.loss, smoothing=full.smoothing,
-                           **_pass_options(full)) / full.lam
+                           **_pass_options(full)) / full.lam[k]
         # R^T w / sqrt(m) = -(1/lambda) X_hat^T alpha = z + shift at the projected optimum.
         shift = z + shift
         V = full.stack(W, b)
@@ -204,13 +208,14 @@ def paper_rounds(full, xhat, k, b0, reference, tol, max_iter, history, record):
                                        keep_margins=t < max_iter)
         cert = float(np.linalg.norm(G) / reference)
         history.append(record(t, full.passes, np.array([cert]), f))
-        rounds.append((V[:, 0], cert, float(f[0])))
-        if cert <= tol:
+        bound = float(full.error_bound(V, G, f, [k])[0])
+        rounds.append((V[:, 0], cert, float(f[0]), bound))
+        if full.done(V, G, f, tol, [k])[0]:
             break
         if t >= 2 and rounds[-1][2] > rounds[-2][2]:
             diverged = True
             break
         margins = kept[0] if kept else None
     best = int(np.argmin([r[2] for r in rounds])) if diverged else len(rounds) - 1
-    V, cert, f = rounds[best]
-    return V, cert, f, len(rounds), best + 1, diverged, first
+    V, cert, f, bound = rounds[best]
+    return V, cert, f, bound, len(rounds), best + 1, diverged, first

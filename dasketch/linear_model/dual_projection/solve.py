@@ -3,7 +3,9 @@
 Zhang, Mahdavi, Jin, Yang, Zhu, "Recovering the Optimal Solution by Dual Random
 Projection", COLT 2013. The problem
 
-.. math:: \\min_{w, b} \\frac{\\lambda}{2} \\|w\\|^2 + \\sum_i \\ell(x_i^T w + b, y_i)
+.. math:: \\min_{w, b} \\frac{\\lambda}{2} \\|w\\|^2 + \\sum_i s_i \\ell(x_i^T w + b, y_i)
+
+(``s_i >= 0`` the sample weights, 1 by default)
 
 is projected to ``X_hat = X R / sqrt(m)`` (one blocked pass); the dual variables
 of the small problem give back a d-dimensional solution
@@ -18,8 +20,11 @@ preconditioning when the rank of X is at most m.
 
 Every fit reports its relative optimality residual
 ``||grad F(w, b)|| / ||grad F(0, b0)||`` (``b0`` the best constant model, 0
-without an intercept), taken from the last pass, and warns with
-:class:`~sklearn.exceptions.ConvergenceWarning` when it misses ``tol``.
+without an intercept), taken from the last pass, and a bound on the error of the
+coefficients, ``||w - w*|| <= coef_error_bound`` (strong convexity, see
+:meth:`.solvers.FullProblem.error_bound`). The iteration stops when
+``coef_error_bound <= tol ||w||`` and warns with
+:class:`~sklearn.exceptions.ConvergenceWarning` exactly when that is not reached.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import _check_sample_weight
 
-from dasketch._blocks import as_row_blocks
+from dasketch._blocks import as_row_blocks, compute, is_dask_collection
 from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
 from dasketch.linear_model.dual_projection.losses import (
     LOSSES, intercept_only, loss_derivative, loss_value)
@@ -57,13 +63,17 @@ class DualRandomProjectionResult:
     intercept : float or ndarray (n_targets,)
     optimality_residual : float or ndarray (n_targets,)
         ``||grad F(w, b)|| / ||grad F(0, b0)||`` of the full problem at the
-        returned solution: ``grad F = [lambda w + X^T l'; sum l']`` with
+        returned solution: ``grad F = [lambda w + X^T S l'; sum s l']`` with
         ``l' = l'(X w + b, y)``, ``b0`` the optimal constant (0 without an
         intercept). Computed in the last pass over X, not estimated.
+    coef_error_bound : float or ndarray (n_targets,)
+        ``||w - w*|| <= coef_error_bound`` for the exact minimiser ``w*``: the
+        norm of the gradient of the objective with the intercept profiled out,
+        divided by ``lambda`` (see :meth:`.solvers.FullProblem.error_bound`).
     objective : float or ndarray (n_targets,)
-        ``lambda/2 ||w||^2 + sum_i l(x_i^T w + b, y_i)`` at the solution.
+        ``lambda/2 ||w||^2 + sum_i s_i l(x_i^T w + b, y_i)`` at the solution.
     converged : bool
-        Whether every target reached ``optimality_residual <= tol``.
+        Whether every target reached ``coef_error_bound <= tol ||w||``.
     n_iter : int
         Iterations run (the most over targets): conjugate-gradient iterations
         (squared loss), Newton steps (other losses) or rounds of Algorithm 2.
@@ -103,6 +113,7 @@ class DualRandomProjectionResult:
     coef: np.ndarray
     intercept: object
     optimality_residual: object
+    coef_error_bound: object
     objective: object
     converged: bool
     n_iter: int
@@ -116,10 +127,10 @@ class DualRandomProjectionResult:
     _dual: tuple = field(default=None, repr=False)
 
     def dual_coef(self):
-        """Lazy Dask array ``l'(X w + b, y)`` (n_samples or n_samples x n_targets):
+        """Lazy Dask array ``s l'(X w + b, y)`` (n_samples or n_samples x n_targets):
         the dual variables of the solution (computing it is one pass over X)."""
-        blocks, yd, W, b, loss, smoothing, squeeze = self._dual
-        dual = dual_variables(blocks, yd, W, b, loss=loss, smoothing=smoothing)
+        blocks, yd, sd, W, b, loss, smoothing, squeeze = self._dual
+        dual = dual_variables(blocks, yd, sd, W, b, loss=loss, smoothing=smoothing)
         return dual[:, 0] if squeeze else dual
 
 
@@ -144,6 +155,37 @@ def _check_number(value, name, *, integer=False, minimum=0.0, strict=True):
     return int(value) if integer else float(value)
 
 
+def _check_alpha(alpha, n_targets):
+    """``lambda`` per target: a number, or one per target, all finite and > 0."""
+    what = ("alpha must be a finite number > 0 (dual random projection needs lambda > 0: "
+            "the dual problem and the recovery w = -X^T S l' / lambda exist only then; "
+            "for unregularised least squares use sketch_lstsq)")
+    if np.ndim(alpha) == 0:
+        ok = isinstance(alpha, numbers.Real) and not isinstance(alpha, (bool, np.bool_)) \
+            and np.isfinite(alpha) and alpha > 0
+        if not ok:
+            raise ValueError(f"{what}, got {alpha!r}")
+        return np.full(n_targets, float(alpha))
+    values = np.asarray(alpha)
+    if values.ndim != 1 or values.size != n_targets or values.dtype.kind not in "iuf" \
+            or not np.all(np.isfinite(values) & (values > 0)):
+        raise ValueError(f"alpha given per target must hold {n_targets} finite numbers > 0 "
+                         f"(one per column of y), got {alpha!r}; {what}")
+    return values.astype(np.float64)
+
+
+def check_weights(sample_weight, n):
+    """Sample weights as a float64 vector of ``n`` finite values ``>= 0`` (not all 0);
+    Dask input is computed (``n`` values, small next to X)."""
+    if is_dask_collection(sample_weight):
+        (sample_weight,) = compute(sample_weight)
+    weights = _check_sample_weight(sample_weight, np.empty((n, 0)), dtype=np.float64,
+                                   ensure_non_negative=True)
+    if not np.all(np.isfinite(weights)):
+        raise ValueError("sample_weight contains NaN or Inf; finite weights >= 0 expected")
+    return weights
+
+
 def _check_targets(y, n, loss):
     Y = np.asarray(y, dtype=np.float64)
     if Y.ndim == 1:
@@ -158,7 +200,9 @@ def _check_targets(y, n, loss):
 
 
 def _warn(result, tol, solver, loss, diverged):
-    worst = float(np.max(result.optimality_residual))
+    relative = np.atleast_1d(result.coef_error_bound) / np.maximum(
+        np.linalg.norm(np.atleast_2d(result.coef), axis=1), np.finfo(float).tiny)
+    worst = float(np.max(relative))
     if diverged:
         advice = (f"Algorithm 2 stopped contracting at round {result.n_iter}: "
                   f"n_components={result.n_components} is too small for the rank of X; "
@@ -171,17 +215,20 @@ def _warn(result, tol, solver, loss, diverged):
         unit = "rounds" if solver == "paper" else (
             "conjugate-gradient iterations" if loss == "squared" else "Newton steps")
         advice = (f"after {result.n_iter} {unit}; increase max_iter, or n_components "
-                  f"(now {result.n_components}) to precondition better")
-    warnings.warn(f"dual random projection: relative optimality residual {worst:.3g} > "
-                  f"tol={tol:g}; {advice}", ConvergenceWarning, stacklevel=3)
+                  f"(now {result.n_components}) to precondition better; a larger alpha "
+                  "or scaled features make the problem better conditioned")
+    warnings.warn(f"dual random projection: coefficient error bound ||w - w*|| / ||w|| "
+                  f"<= {worst:.3g} > tol={tol:g} (relative optimality residual "
+                  f"{float(np.max(result.optimality_residual)):.3g}); {advice}",
+                  ConvergenceWarning, stacklevel=3)
 
 
 def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
                            n_components=100, solver="cg", tol=1e-6, max_iter=100,
                            fit_intercept=True, block_rows=None, split_every=None,
-                           random_state=None, client=None):
-    """Solve ``min_{w,b} alpha/2 ||w||^2 + sum_i l(x_i^T w + b, y_i)`` by dual random
-    projection (Zhang et al., COLT 2013), for one or several targets at once.
+                           random_state=None, client=None, sample_weight=None):
+    """Solve ``min_{w,b} alpha/2 ||w||^2 + sum_i s_i l(x_i^T w + b, y_i)`` by dual
+    random projection (Zhang et al., COLT 2013), for one or several targets at once.
 
     Parameters
     ----------
@@ -191,8 +238,9 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         Real targets (squared loss) or labels in ``{-1, +1}``; each column is an
         independent problem (one-vs-rest) and all share every pass over X.
     loss : {"squared", "logistic", "smoothed_hinge"}
-    alpha : float
-        ``lambda > 0``.
+    alpha : float or array (n_targets,)
+        ``lambda > 0`` (one per target of a 2-D ``y`` if an array). Dual random
+        projection needs ``lambda > 0``: 0 is a ``ValueError``.
     smoothing : float
         ``s > 0`` of the smoothed hinge loss.
     n_components : int
@@ -206,7 +254,8 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         from the Algorithm 1 solution. ``"paper"``: Algorithm 2 (``max_iter=1``:
         Algorithm 1, the one-shot solution).
     tol : float
-        Stop when the relative optimality residual is at most ``tol``.
+        Stop when the coefficients are certified to relative accuracy ``tol``:
+        ``coef_error_bound <= tol ||w||`` (so ``||w - w*|| <= tol/(1-tol) ||w*||``).
     max_iter : int
         At most this many iterations (see ``n_iter`` of the result).
     fit_intercept : bool
@@ -215,6 +264,10 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         Rows per block, fan-in of the reduction trees and an optional
         ``distributed.Client`` (default: the current Dask scheduler). The result
         does not depend on them beyond rounding.
+    sample_weight : None, array-like (n,) or Dask array
+        ``s_i >= 0`` (zeros allowed, negative weights a ``ValueError``); held
+        as one more array aligned with the row blocks of X, never a copy of X.
+        An integer weight is the same as repeating the row.
     random_state : None, int or numpy random generator
         Seed of the Gaussian ``R`` (d x m), regenerated tile by tile from
         ``(seed, stream, feature index)``; never materialised whole.
@@ -226,8 +279,8 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     Warns
     -----
     ConvergenceWarning
-        When the relative optimality residual misses ``tol`` (including every
-        one-shot solution that is not accurate, and Algorithm 2 diverging).
+        Exactly when ``coef_error_bound > tol ||w||`` for some target (including
+        every one-shot solution that is not accurate, and Algorithm 2 diverging).
 
     Notes
     -----
@@ -257,7 +310,6 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
-    lam = _check_number(alpha, "alpha")
     smoothing = _check_number(smoothing, "smoothing")
     m = _check_number(n_components, "n_components", integer=True)
     max_iter = _check_number(max_iter, "max_iter", integer=True)
@@ -267,63 +319,74 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     m = min(m, n, d)
     Y = _check_targets(y, n, loss)
     K = Y.shape[1]
+    lam = _check_alpha(alpha, K)
+    weights = check_weights(sample_weight, n)
+    s = weights[:, None]
     seed = resolve_seed(random_state)
     fit_intercept = bool(fit_intercept)
-    b0 = intercept_only(Y, loss, smoothing) if fit_intercept else np.zeros(K)
+    b0 = intercept_only(Y, loss, smoothing, weights) if fit_intercept else np.zeros(K)
 
-    xhat, yd, products, gram, finite = projection_pass(
-        blocks, Y, m, seed, b0=b0, loss=loss, smoothing=smoothing, split_every=split_every,
-        client=client)
+    xhat, yd, sd, products, gram, finite, row_norms = projection_pass(
+        blocks, Y, weights, m, seed, b0=b0, loss=loss, smoothing=smoothing,
+        split_every=split_every, client=client)
     if not finite:
         raise ValueError("X contains NaN or infinity (or values so large that their "
                          "projection overflows); only finite values are accepted")
-    full = FullProblem(blocks, xhat, yd, lam=lam, loss=loss, smoothing=smoothing,
-                       fit_intercept=fit_intercept, split_every=split_every, client=client)
+    column_sums, xt_dual0 = products[:, m], products[:, m + 1:]   # X^T s, X^T S l'(b0)
+    full = FullProblem(blocks, xhat, yd, sd, lam=lam, loss=loss, smoothing=smoothing,
+                       fit_intercept=fit_intercept, split_every=split_every, client=client,
+                       coupling=(column_sums, weights.sum(), *row_norms))
     full.passes = 1
-    column_sums, xt_dual0 = products[:, m], products[:, m + 1:]
     V0 = full.stack(np.zeros((d, K)), b0)
-    g_v0 = full.stack(xt_dual0, loss_derivative(b0, Y, loss, smoothing).sum(axis=0))
+    g_v0 = full.stack(xt_dual0, (s * loss_derivative(b0, Y, loss, smoothing)).sum(axis=0))
     reference = np.sqrt(np.einsum("ij,ij->j", g_v0, g_v0))
     reference = np.where(reference > 0, reference, 1.0)
-    f_v0 = loss_value(b0, Y, loss, smoothing).sum(axis=0)
+    f_v0 = (s * loss_value(b0, Y, loss, smoothing)).sum(axis=0)
     history = []
     diverged, best = False, None
     if solver == "paper":
-        V, cert, f = np.empty((V0.shape[0], K)), np.empty(K), np.empty(K)
+        V, cert, f, bound = (np.empty((V0.shape[0], K)), np.empty(K), np.empty(K),
+                             np.empty(K))
         Z, B, n_iter = np.empty((m, K)), np.empty(K), 0
         for k in range(K):
-            V[:, k], cert[k], f[k], rounds, best, div, (Z[:, k], B[k]) = paper_rounds(
-                full, xhat, k, b0[k], reference[k], tol, max_iter, history, record)
+            V[:, k], cert[k], f[k], bound[k], rounds, best, div, (Z[:, k], B[k]) = \
+                paper_rounds(full, xhat, k, b0[k], reference[k], tol, max_iter, history,
+                             record)
             n_iter, diverged = max(n_iter, rounds), diverged or div
     else:
         target_products = column_sums[:, None] * b0 - xt_dual0 if loss == "squared" \
-            else None    # X^T y = b0 X^T 1 - X^T (b0 - y)
+            else None    # X^T S y = b0 X^T s - X^T S (b0 - y)
         Z, B, W1 = algorithm_one(full, xhat, b0, products[:, :m], column_sums,
                                  target_products)
         V = full.stack(W1, B)
         if loss == "squared":
-            g_zero = full.stack(-target_products, -Y.sum(axis=0))
-            V, cert, f, n_iter = pcg_squared(
-                full, V, V0, g_v0, g_zero, 0.5 * np.sum(Y ** 2, axis=0),
+            g_zero = full.stack(-target_products, -(s * Y).sum(axis=0))
+            V, cert, f, n_iter, G = pcg_squared(
+                full, V, V0, g_v0, g_zero, 0.5 * np.sum(s * Y ** 2, axis=0),
                 ProjectedBasis(products[:, :m + 1], gram[:, :m + 1], fit_intercept),
                 gram[:, :m + 1], reference, tol, max_iter, history)
         else:
-            V, cert, f, n_iter = _newton_from_algorithm_one(
+            V, cert, f, n_iter, G = _newton_from_algorithm_one(
                 full, V, V0, g_v0, f_v0, products, gram, b0, reference, tol, max_iter,
                 history)
+        bound = full.error_bound(V, G, f)
+        converged = full.done(V, G, f, tol)
     W, b = full.split(V)
+    if solver == "paper":
+        converged = bound <= tol * np.linalg.norm(W, axis=0)
     squeeze = np.ndim(y) == 1
     naive = _gaussian_combination(seed, PROJECTION_STREAM, d, Z) / np.sqrt(m)
     pick = (lambda a: a[0]) if squeeze else (lambda a: a)
     result = DualRandomProjectionResult(
-        coef=W[:, 0] if squeeze else W.T, intercept=float(b[0]) if squeeze else b,
+        coef=W[:, 0] if squeeze else W.T, intercept=b[0] if squeeze else b,
         optimality_residual=float(cert[0]) if squeeze else cert,
+        coef_error_bound=float(bound[0]) if squeeze else bound,
         objective=float(f[0]) if squeeze else f,
-        converged=bool(np.all(cert <= tol)), n_iter=int(n_iter), n_passes=full.passes,
+        converged=bool(np.all(converged)), n_iter=int(n_iter), n_passes=full.passes,
         history=history, naive_coef=naive[:, 0] if squeeze else naive.T,
         naive_intercept=pick(B), best_iteration=int(best if best else n_iter),
         n_components=m, random_state=seed,
-        _dual=(blocks, yd, W, b, loss, smoothing, squeeze))
+        _dual=(blocks, yd, sd, W, b, loss, smoothing, squeeze))
     if not result.converged:
         _warn(result, tol, solver, loss, diverged)
     return result
@@ -340,8 +403,8 @@ def _newton_from_algorithm_one(full, V, V0, g_v0, f_v0, products, gram, b0, refe
     worse = np.flatnonzero(f > f_v0)
     if worse.size:
         V[:, worse], f[worse], G[:, worse] = V0[:, worse], f_v0[worse], g_v0[:, worse]
-        curvature[worse] = curvature_at_constant(full.xhat, full.yd[:, worse], b0[worse],
-                                                 **full.options)
+        curvature[worse] = curvature_at_constant(full.xhat, full.yd[:, worse], full.sd,
+                                                 b0[worse], **full.options)
     basis = ProjectedBasis(products[:, :m + 1], gram[:, :m + 1], full.fit_intercept)
     return newton_cg(full, V, f, G, curvature, basis, reference, tol, max_iter, history)
 

@@ -1,11 +1,12 @@
 """Solvers of the full problem preconditioned by the random projection.
 
-``min_{w, b} lambda/2 ||w||^2 + sum_i l(x_i^T w + b, y_i)`` for every column of
-the targets at once (one-vs-rest shares every pass). Points are stacked as
-columns ``v = [w; b]`` (``[w]`` without an intercept).
+``min_{w, b} lambda/2 ||w||^2 + sum_i s_i l(x_i^T w + b, y_i)`` (``s`` the sample
+weights) for every column of the targets at once (one-vs-rest shares every
+pass; ``lambda`` may differ per target). Points are stacked as columns
+``v = [w; b]`` (``[w]`` without an intercept).
 
 * Squared loss: preconditioned conjugate gradients on the normal equations
-  ``(X_a^T X_a + diag(lambda, 0)) v = X_a^T y``, ``X_a = [X 1]``, started from the
+  ``(X_a^T S X_a + diag(lambda, 0)) v = X_a^T S y``, ``X_a = [X 1]``, started from the
   Algorithm 1 solution of Zhang et al. (COLT 2013). One pass over X per
   iteration, which also returns the true gradient at the current iterate, so the
   reported residual is never a drifting recurrence.
@@ -15,7 +16,9 @@ columns ``v = [w; b]`` (``[w]`` without an intercept).
   Hessian-vector product is one pass, each trial point one pass.
 
 Both use the preconditioner of :mod:`.preconditioner`, exact when the rank of
-X is at most the projection dimension.
+X is at most the projection dimension, and both stop on the a-posteriori bound
+of :meth:`FullProblem.error_bound`: a target is done when
+``||w - w*|| <= tol ||w||`` is certified.
 """
 
 from __future__ import annotations
@@ -25,6 +28,15 @@ import numpy as np
 from dasketch.linear_model.dual_projection.passes import evaluate_pass, hessian_pass
 from dasketch.linear_model.dual_projection.preconditioner import Preconditioner
 
+# A target stops when the gradient's part of its error bound is below its
+# rounding part (no iteration can then improve the certificate much), or when
+# the bound has not halved in STALL iterations; the iterate of lowest
+# objective is returned.
+STALL = 10
+# Unit roundoff, doubled: the scale of the rounding error of one computed term.
+ROUNDING = 2.0 * np.finfo(np.float64).eps
+# Lipschitz constant of l' (squared, logistic; smoothed hinge: 1 / smoothing).
+LIPSCHITZ = {"squared": 1.0, "logistic": 0.25}
 # Inner conjugate-gradient iterations per Newton step at most.
 MAX_INNER_ITER = 50
 ARMIJO = 1e-4
@@ -33,16 +45,91 @@ STEPS = 2.0 ** -np.arange(0, 31)
 
 
 class FullProblem:
-    """Passes over X at stacked points ``V`` ((d [+1]) x K), counted in ``passes``."""
+    """Passes over X at stacked points ``V`` ((d [+1]) x K), counted in ``passes``.
 
-    def __init__(self, blocks, xhat, yd, *, lam, loss, smoothing, fit_intercept,
-                 split_every, client):
-        self.blocks, self.xhat, self.yd = blocks, xhat, yd
-        self.lam, self.loss, self.smoothing = lam, loss, smoothing
+    ``sd`` are the sample weights (n x 1, aligned with the blocks like the
+    targets ``yd``), ``lam`` the regularisation per target (K). ``coupling``
+    is ``(X^T s, sum_i s_i, sum_i s_i ||x_i||^2, max_{s_i > 0} ||x_i||)``, what
+    :meth:`error_bound` needs of X (all from the projection pass).
+    """
+
+    def __init__(self, blocks, xhat, yd, sd, *, lam, loss, smoothing, fit_intercept,
+                 split_every, client, coupling=None):
+        self.blocks, self.xhat, self.yd, self.sd = blocks, xhat, yd, sd
+        self.lam = np.broadcast_to(np.asarray(lam, dtype=np.float64), (yd.shape[1],))
+        self.loss, self.smoothing = loss, smoothing
         self.fit_intercept = fit_intercept
+        self.coupling = coupling
         self.options = dict(loss=loss, smoothing=smoothing, split_every=split_every,
                             client=client)
         self.passes = 0
+
+    def error_bound(self, V, G, f, columns=slice(None)):
+        """See :meth:`bound_parts`: their sum."""
+        return sum(self.bound_parts(V, G, f, columns))
+
+    def bound_parts(self, V, G, f, columns=slice(None)):
+        """A bound on ``||w - w*||`` per target from the gradient ``G`` and
+        objective ``f`` at ``V``.
+
+        ``F(w, b) - lambda/2 ||w||^2`` is convex, so ``F`` is ``lambda``-strongly
+        convex in ``w``, and so is the profiled objective
+        ``phi(w) = min_b F(w, b)`` (a partial minimum of a convex function is
+        convex), whose minimiser is ``w*``. Strong convexity gives
+        ``||w - w*|| <= ||grad phi(w)|| / lambda``, with
+        ``grad phi(w) = grad_w F(w, b*(w))``, ``b*(w)`` the best intercept for
+        ``w``. The returned ``b`` has ``g_b = dF/db = sum_i s_i l'(t_i)`` instead
+        of 0, so ``grad phi(w) = g_w + X^T u`` with
+        ``u_i = s_i (l'(t_i + delta) - l'(t_i))``, ``delta = b*(w) - b``:
+
+        * squared loss: ``u = -s g_b / sum(s)`` exactly, so
+          ``grad phi(w) = g_w - X^T s g_b / sum(s)``, computed;
+        * other losses: ``l'`` is non-decreasing, so all ``u_i`` have the sign
+          of ``delta`` and ``sum_i |u_i| = |g_b|`` (``dF/db`` vanishes at
+          ``b*(w)``); hence ``||X^T u|| <= |g_b| max_{s_i > 0} ||x_i||``.
+
+        Without an intercept ``grad phi = g_w``. The gradient is computed in
+        floating point; with ``F^2 = sum_i s_i ||x_i||^2``, ``L`` the Lipschitz
+        constant of ``l'``, ``D >= (sum_i s_i l'_i^2)^(1/2)`` and
+        ``u = 2 eps``, its rounding error is taken as
+        ``u (lambda ||w|| + sqrt(d) L F^2 ||w|| + sqrt(n) F D)`` (margins ``X w``
+        and the sums over rows, errors growing as the square root of the
+        number of terms), plus ``max ||x_i||`` times that of ``g_b``, and is
+        added: the bound then also covers the accuracy floor of about
+        ``eps kappa ||w||`` of ill-conditioned problems.
+
+        Returns the gradient's and the rounding's parts of the bound.
+        """
+        lam = self.lam[columns]
+        W, _ = self.split(V)
+        gw = G[:-1] if self.fit_intercept else G
+        column_sums, weight_sum, frobenius2, row_norm = self.coupling
+        n, d = self.blocks.shape
+        w_norm = _column_norms(W)
+        lipschitz = LIPSCHITZ.get(self.loss, 1.0 / self.smoothing)
+        if self.loss == "squared":
+            dual = np.sqrt(np.maximum(2.0 * (f - 0.5 * lam * w_norm ** 2), 0.0))
+        else:
+            dual = np.sqrt(weight_sum)     # |l'| <= 1
+        frobenius = np.sqrt(frobenius2)
+        rounding = ROUNDING * (lam * w_norm + np.sqrt(d) * lipschitz * frobenius2 * w_norm
+                               + np.sqrt(n) * frobenius * dual)
+        if not self.fit_intercept:
+            return _column_norms(gw) / lam, rounding / lam
+        gb = G[-1]
+        rounding_b = ROUNDING * np.sqrt(weight_sum) * (
+            np.sqrt(d) * lipschitz * frobenius * w_norm + np.sqrt(n) * dual)
+        if self.loss == "squared":
+            size = _column_norms(gw - np.outer(column_sums, gb / weight_sum))
+        else:
+            size = _column_norms(gw) + row_norm * np.abs(gb)
+        return size / lam, (rounding + row_norm * rounding_b) / lam
+
+    def done(self, V, G, f, tol, columns=slice(None)):
+        """Targets whose coefficients are certified to relative accuracy ``tol``:
+        ``error_bound <= tol ||w||`` (then ``||w - w*|| <= tol/(1 - tol) ||w*||``)."""
+        W, _ = self.split(V)
+        return self.error_bound(V, G, f, columns) <= tol * _column_norms(W)
 
     def split(self, V):
         if self.fit_intercept:
@@ -66,24 +153,26 @@ class FullProblem:
             extra = {"direction": (Dw, db), "steps": STEPS}
         self.passes += 1
         value, xt_dual, dual_sum, curv, *more = evaluate_pass(
-            self.blocks, self.xhat, self.yd[:, columns], W, b,
+            self.blocks, self.xhat, self.yd[:, columns], self.sd, W, b,
             curvature_gram=curvature_gram, keep_margins=keep_margins, **extra, **self.options)
         if direction is not None:
-            path = more[0] + 0.5 * self.lam * np.array(
+            path = more[0] + 0.5 * self.lam[columns] * np.array(
                 [_dot(W + eta * Dw, W + eta * Dw) for eta in STEPS])
             W = W + Dw
             more = [path]
-        f = value + 0.5 * self.lam * _dot(W, W)
-        return (f, self.stack(xt_dual + self.lam * W, dual_sum), curv, *more)
+        lam = self.lam[columns]
+        f = value + 0.5 * lam * _dot(W, W)
+        return (f, self.stack(xt_dual + lam * W, dual_sum), curv, *more)
 
     def hessian(self, center, P, columns, intercept_curvature=0.0):
-        """``H P`` at ``center`` (ignored for squared loss) for target ``columns``."""
+        """``H P`` at ``center`` (ignored for squared loss) for target ``columns``
+        (one per column of ``P``)."""
         W, b = self.split(center) if center is not None else (None, None)
         Pw, pb = self.split(P)
         self.passes += 1
-        xt, sums = hessian_pass(self.blocks, self.yd[:, columns], W, b, Pw, pb,
+        xt, sums = hessian_pass(self.blocks, self.yd[:, columns], self.sd, W, b, Pw, pb,
                                 **self.options)
-        return self.stack(xt + self.lam * Pw, sums + intercept_curvature * pb)
+        return self.stack(xt + self.lam[columns] * Pw, sums + intercept_curvature * pb)
 
 
 def _column_norms(A):
@@ -109,7 +198,8 @@ def pcg_squared(problem, V, intercept_only, gradient_intercept_only, gradient_at
     residual of the next one is a single update (residual replacement).
     """
     K = V.shape[1]
-    prec = Preconditioner(basis, gram, problem.lam)
+    shared = {lam: Preconditioner(basis, gram, lam) for lam in np.unique(problem.lam)}
+    precs = [shared[lam] for lam in problem.lam]
     g_start = gradient_at_zero + problem.hessian(None, V, np.arange(K))  # g(V)
     g_base = gradient_intercept_only
     D = V - intercept_only
@@ -127,14 +217,16 @@ def pcg_squared(problem, V, intercept_only, gradient_intercept_only, gradient_at
     cert = _column_norms(G) / reference
     history.append(record(0, problem.passes, cert, f))
     R = -G
-    P = np.column_stack([prec.apply(R[:, k]) for k in range(K)])
+    P = np.column_stack([precs[k].apply(R[:, k]) for k in range(K)])
     rz = _dot(R, P)
-    active = cert > tol
+    best = _Best(problem, V, G, f, cert, tol)
+    active = ~best.finished
     n_iter = 0
     while active.any() and n_iter < max_iter:
         n_iter += 1
         act = np.flatnonzero(active)
-        both = problem.hessian(None, np.hstack([P[:, act], V[:, act]]), act)
+        both = problem.hessian(None, np.hstack([P[:, act], V[:, act]]),
+                               np.concatenate([act, act]))
         HP, true_G = both[:, :act.size], both[:, act.size:] + gradient_at_zero[:, act]
         pHp = _dot(P[:, act], HP)
         step = rz[act] / np.where(pHp > 0, pHp, np.inf)
@@ -144,15 +236,56 @@ def pcg_squared(problem, V, intercept_only, gradient_intercept_only, gradient_at
         f[act] = objective(act)
         cert[act] = _column_norms(G[:, act]) / reference[act]
         history.append(record(n_iter, problem.passes, cert, f))
+        best.update(act, V, G, f, cert)
         for i, k in enumerate(act):
-            if cert[k] <= tol or not pHp[i] > 0:
+            if best.finished[k] or best.stalled[k] or not pHp[i] > 0:
                 active[k] = False
                 continue
-            z = prec.apply(R[:, k])
+            z = precs[k].apply(R[:, k])
             rz_new = R[:, k] @ z
             P[:, k] = z + (rz_new / rz[k]) * P[:, k]
             rz[k] = rz_new
-    return V, cert, f, n_iter
+    V, cert, f, G = best.result()
+    return V, cert, f, n_iter, G
+
+
+class _Best:
+    """Per target, the iterate of lowest objective so far, whether it is
+    certified to ``tol``, and whether the iteration should stop for rounding
+    (the gradient's part of the bound below its rounding part, or the bound not
+    halved in ``STALL`` iterations)."""
+
+    def __init__(self, problem, V, G, f, cert, tol):
+        self.problem, self.tol = problem, tol
+        self.V, self.G, self.f, self.cert = V.copy(), G.copy(), f.copy(), cert.copy()
+        K = V.shape[1]
+        self.finished, self.floor = np.zeros(K, dtype=bool), np.zeros(K, dtype=bool)
+        self.level = np.full(K, np.inf)
+        self.stall = np.zeros(K, dtype=int)
+        self.update(np.arange(K), V, G, f, cert)
+
+    @property
+    def stalled(self):
+        return (self.stall >= STALL) | self.floor
+
+    def update(self, columns, V, G, f, cert):
+        columns = np.asarray(columns)
+        gradient, rounding = self.problem.bound_parts(V[:, columns], G[:, columns],
+                                                      f[columns], columns)
+        bound = gradient + rounding
+        W, _ = self.problem.split(V[:, columns])
+        self.finished[columns] = bound <= self.tol * _column_norms(W)
+        self.floor[columns] = gradient <= rounding
+        better = columns[(f[columns] <= self.f[columns]) | self.finished[columns]]
+        self.V[:, better], self.G[:, better] = V[:, better], G[:, better]
+        self.f[better], self.cert[better] = f[better], cert[better]
+        halved = bound <= 0.5 * self.level[columns]
+        self.stall[columns] = np.where(halved, 0, self.stall[columns] + 1)
+        self.level[columns] = np.where(halved, bound, self.level[columns])
+        return self.finished[columns] | self.stalled[columns]
+
+    def result(self):
+        return self.V, self.cert, self.f, self.G
 
 
 def record(iteration, passes, cert, objective, **extra):
@@ -204,7 +337,8 @@ def newton_cg(problem, V, f, G, curvature, basis, reference, tol, max_iter, hist
     """Inexact Newton (Newton-CG with Armijo backtracking) from ``V`` with objective
     ``f``, gradient ``G`` and projected curvature ``curvature`` (K x (m+1) x (m+1))
     there, for every target column until its relative optimality residual
-    ``||G_k|| / reference_k`` is at most ``tol``.
+    ``||G_k|| / reference_k`` certifies its coefficients to ``tol``
+    (:meth:`FullProblem.done`).
 
     The intercept is unpenalised: where no sample has curvature (the smoothed
     hinge far from the optimum) its Newton system would be singular, so its
@@ -217,14 +351,17 @@ def newton_cg(problem, V, f, G, curvature, basis, reference, tol, max_iter, hist
     history.append(record(0, problem.passes, cert, f, cg_iterations=0, step_size=0.0))
     n_iter = 0
     m1 = curvature.shape[1]
-    while (cert > tol).any() and n_iter < max_iter:
+    lam = problem.lam
+    best = _Best(problem, V, G, f, cert, tol)
+    stop = best.finished.copy()
+    while not stop.all() and n_iter < max_iter:
         n_iter += 1
-        act = np.flatnonzero(cert > tol)
+        act = np.flatnonzero(~stop)
         kappas = np.zeros(K)
         if problem.fit_intercept:
             kappas[act] = np.maximum(
-                0.0, problem.lam * np.minimum(1.0, cert[act]) - curvature[act, m1 - 1, m1 - 1])
-        precs = {k: Preconditioner(basis, curvature[k], problem.lam, kappas[k]) for k in act}
+                0.0, lam[act] * np.minimum(1.0, cert[act]) - curvature[act, m1 - 1, m1 - 1])
+        precs = {k: Preconditioner(basis, curvature[k], lam[k], kappas[k]) for k in act}
         forcing = np.minimum(0.5, np.sqrt(cert[act]))
         S, inner = _inner_cg(problem, V, G, precs, kappas, forcing, act)
         decrease = _dot(G[:, act], S)
@@ -246,4 +383,6 @@ def newton_cg(problem, V, f, G, curvature, basis, reference, tol, max_iter, hist
         cert[act] = _column_norms(G[:, act]) / reference[act]
         history.append(record(n_iter, problem.passes, cert, f, cg_iterations=inner,
                                step_size=float(eta.min())))
-    return V, cert, f, n_iter
+        stop[act] = best.update(act, V, G, f, cert)
+    V, cert, f, G = best.result()
+    return V, cert, f, n_iter, G
