@@ -290,6 +290,12 @@ def test_partial_fit_any_batching_with_an_exact_sketch_equals_fit(sizes):
         np.testing.assert_allclose(getattr(streamed, name), getattr(exact, name), rtol=1e-9,
                                    atol=1e-9, err_msg=name)
     assert streamed.score(X) == pytest.approx(exact.score(X), rel=1e-10)
+    # rows appended after a fit
+    appended = SketchPCA(n_components=4, sketch_size="exact").fit(X[:sizes[0]])
+    appended.partial_fit(X[sizes[0]:])
+    np.testing.assert_allclose(appended.components_, fit.components_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(appended.explained_variance_, fit.explained_variance_,
+                               rtol=1e-10)
 
 
 def test_partial_fit_keeps_the_certified_bound_against_every_row_seen():
