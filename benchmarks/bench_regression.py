@@ -7,6 +7,8 @@
 2. l1: the same kind of problem with Laplace noise, small enough for
    linprog/HiGHS (the reference and a peer); PWSGDRegressor (p = 1) against
    SGDRegressor(loss="epsilon_insensitive", epsilon=0) (the l1 loss).
+   The passes over that store (``S [A b]``, leverage, ``A x``, ``A^T r``, the row
+   gather), each against a plain ``dask.array.from_zarr(path).sum()``.
 3. Full accuracy: A (cond 1e6) in memory: sketch_lstsq, numpy.linalg.lstsq and
    dask.array.linalg.lstsq (TSQR), time and relative error of x against
    numpy.linalg.lstsq. Default 100,000 x 500 (the aspect ratio n/d = 200 of
@@ -42,6 +44,7 @@ from sklearn.linear_model import SGDRegressor  # noqa: E402
 from dasketch.linear_model import PWSGDRegressor, sketch_lstsq  # noqa: E402
 from dasketch.datasets import (  # noqa: E402
     ill_conditioned_regression, l1_regression_linprog)
+from timing import best_time  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LEVELS = (1e-1, 1e-2, 1e-3)
@@ -115,6 +118,33 @@ def ratio(a, b):
     return b / a
 
 
+def bench_passes(path, b, seed, repeat=3):
+    """Best seconds of each blocked pass of pwSGD and sketch_lstsq over the zarr
+    store (each task reads its own rows), and as a multiple of a plain
+    ``dask.array`` sum of the store."""
+    from dasketch._blocks import as_row_blocks, compute, gather_rows, matvec, rmatvec
+    from dasketch.linear_model import leverage_scores
+    from dasketch.linear_model.preconditioning import precondition_blocks
+
+    blocks = as_row_blocks(path)
+    n, d = blocks.shape
+    precond = precondition_blocks(blocks, b, random_state=seed)
+    drawn = np.unique(np.random.default_rng(seed).integers(0, n, 20_000))
+    passes = {
+        "X.sum()": lambda: da.from_zarr(path).sum().compute(),
+        "S [A b]": lambda: precondition_blocks(blocks, b, random_state=seed),
+        "leverage": lambda: leverage_scores(blocks, precond),
+        "A x": lambda: compute(matvec(blocks, np.ones(d))),
+        "A^T r": lambda: compute(rmatvec(blocks, b)),
+        "row gather (20,000 draws)": lambda: gather_rows(blocks, drawn),
+    }
+    seconds = {name: best_time(run, repeat)[0] for name, run in passes.items()}
+    base = seconds["X.sum()"]
+    print("passes over the store (x X.sum()): " + ", ".join(
+        f"{name} {t:.3f} s ({t / base:.2f}x)" for name, t in seconds.items()), flush=True)
+    return dict(seconds=seconds, relative_to_sum={k: t / base for k, t in seconds.items()})
+
+
 def bench_l2(n, d, tmp, seed, budget_s, n_iter):
     A, b, _ = ill_conditioned_regression(n, d, condition_number=1e6, random_state=seed)
     path = os.path.join(tmp, "A.zarr")
@@ -125,6 +155,7 @@ def bench_l2(n, d, tmp, seed, budget_s, n_iter):
     f_opt = objective(A, b, x_opt, 2)
     pw = run_pwsgd(path, A, b, 2, f_opt, n_iter, seed)
     print(f"l2 pwSGD: {pw['time_to']} (fit {pw['fit_seconds']:.1f} s)", flush=True)
+    passes = bench_passes(path, b, seed)
     peers = {}
     for name, params in (("sgd_default", {}),
                          ("sgd_eta0_1e-4", dict(eta0=1e-4))):
@@ -135,7 +166,7 @@ def bench_l2(n, d, tmp, seed, budget_s, n_iter):
                      if r["time_to"][lv] is not None), default=None)
             for lv in pw["time_to"]}
     return dict(n=n, d=d, storage="zarr (pwSGD); in memory (SGDRegressor)",
-                numpy_lstsq_seconds=lstsq_s, pwsgd=pw, sgd=peers,
+                numpy_lstsq_seconds=lstsq_s, pwsgd=pw, sgd=peers, passes=passes,
                 speedup_vs_best_sgd={lv: ratio(pw["time_to"][lv], best[lv]) for lv in best})
 
 

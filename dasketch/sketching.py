@@ -172,8 +172,9 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
         Sketch the column-centred data (covariance), with the parallel-variance
         correction at every merge.
     split_every : int, optional
-        Fan-in of the merge tree; default :func:`default_split_every` (8, fewer
-        for very wide rows).
+        Fan-in of the merge tree; default :func:`default_split_every` (the Dask
+        configuration value ``split_every`` if set, else 8; fewer for very wide
+        rows).
     client : distributed.Client, optional
         Run on this client; default: the active scheduler (a ``distributed``
         client if one is set as default, else Dask's threads).

@@ -76,8 +76,8 @@ def _cases(tmp_path):
     from dasketch.decomposition import SketchPCA
     from dasketch.linear_model import (
         DualRandomProjectionClassifier, DualRandomProjectionRegressor, PWSGDRegressor,
-        RFDSONClassifier, RFDSONRegressor, SketchLstsqRegressor, leverage_scores,
-        sketch_lstsq, sketch_precondition)
+        RFDSONClassifier, RFDSONRegressor, SketchLstsqRegressor, dual_random_projection,
+        leverage_scores, sketch_lstsq, sketch_precondition)
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((400, 6))
@@ -90,6 +90,8 @@ def _cases(tmp_path):
     fitted = {
         "SketchPCA transform": (SketchPCA(n_components=2, sketch_size=4).fit(X), "transform",
                                 "affine_block"),
+        "SketchPCA score_samples": (SketchPCA(n_components=2, sketch_size=4).fit(X),
+                                    "score_samples", "gaussian_log_likelihood_block"),
         "PWSGD predict": (PWSGDRegressor(n_iter=200, random_state=0).fit(X, y), "predict",
                           "affine_block"),
         "LSQR regressor predict": (SketchLstsqRegressor(random_state=0).fit(X, y), "predict",
@@ -119,6 +121,8 @@ def _cases(tmp_path):
                                               block_rows=100), "rmatvec_block"),
         "SketchPCA variance pass": (lambda: SketchPCA(n_components=2, sketch_size=4).fit(
             path), "squared_norms_block"),
+        "DRP fit passes": (lambda: dual_random_projection(path, y, n_components=4),
+                           "hessian_block"),
     }
     for label, (model, method, name) in fitted.items():
         runs[label] = (lambda m=model, f=method: compute(getattr(m, f)(path)), name)
@@ -147,7 +151,8 @@ def worker_runs(tmp_path_factory):
 
 PASSES = ["sketch", "estimate_error", "random projection", "X w", "X^T v",
           "sparse embedding", "row gather", "leverage", "sketch_lstsq",
-          "SketchPCA variance pass", "SketchPCA transform", "PWSGD predict",
+          "SketchPCA variance pass", "DRP fit passes", "SketchPCA transform",
+          "SketchPCA score_samples", "PWSGD predict",
           "LSQR regressor predict", "RFD-SON regressor predict",
           "RFD-SON classifier predict", "DRP regressor predict"]
 
