@@ -339,8 +339,9 @@ def test_every_pass_reads_zarr_rows_in_its_tasks(tmp_path, cluster_client):
         lazy = passes(on_store)
         for name, result in lazy.items():  # one task per block, reading its rows
             assert "read_chunk" not in _task_names(result), name
-        for client in (None, cluster_client):
-            results = compute(*lazy.values(), client=client)
+        for client, workers in ((None, 1), (None, 4), (cluster_client, None)):
+            with dask.config.set(num_workers=workers):
+                results = compute(*lazy.values(), client=client)
             for name, result in zip(lazy, results):
                 np.testing.assert_allclose(result, expected[name], rtol=1e-12, atol=1e-12,
                                            err_msg=name)
