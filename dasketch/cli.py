@@ -29,6 +29,8 @@ from dasketch.cli_parser import EXIT_USER_ERROR, build_parser
 EXIT_FAILURE = 1
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
+# Most directions of the demo data's spectrum.
+DEMO_RANK = 512
 _USER_ERRORS = (ValueError, TypeError, OSError, KeyError)
 
 
@@ -92,6 +94,9 @@ def _check_writable_output(path, overwrite, *, option="--out", inputs=()):
     input of the job is its own output); the nearest existing directory above it
     must accept a new file (tried, so that it also holds for root and read-only
     mounts)."""
+    if str(path).startswith("memory://"):
+        raise ValueError(f"{option}: {path!r} is an in-memory filesystem, which is gone "
+                         "when this command exits; write to a path or a remote store")
     if "://" in str(path):
         return
     from dasketch.outputs import check_output
@@ -108,6 +113,22 @@ def _check_writable_output(path, overwrite, *, option="--out", inputs=()):
     except OSError as exc:
         raise PermissionError(f"{option}: cannot write in {parent!r} "
                               f"({exc.strerror or type(exc).__name__})") from None
+
+
+def _silence_distributed_logs():
+    """Keep distributed's and asyncio's log records below CRITICAL out of the terminal.
+
+    distributed's configuration gives child loggers (``distributed.client``, ...) levels
+    of their own, so the handlers are raised as well as the loggers.
+    """
+    for name in ("distributed", "asyncio", "tornado"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.CRITICAL)
+        for handler in logger.handlers:
+            handler.setLevel(logging.CRITICAL)
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith(("distributed.", "tornado.")):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 @contextmanager
@@ -132,6 +153,11 @@ def _client(args):
                                 **quiet_logs)
         finally:
             signal.signal(signal.SIGINT, previous)
+    if not args.verbose:
+        # Set once distributed is imported (its import sets its loggers' levels): the
+        # client's reconnection tracebacks when a scheduler dies stay out of the
+        # terminal, and the error reaches the user as one line.
+        _silence_distributed_logs()
     with client:
         yield client
 
@@ -152,7 +178,7 @@ def run_sketch(args):
     # Opens the store's metadata here: a missing path, a group without
     # --component or a 1-D array fails before any cluster starts.
     blocks = as_row_blocks(args.path, component=args.component,
-                           missing_chunks=args.missing_chunks)
+                           missing_chunks=args.missing_chunks, block_rows=args.block_rows)
     with _client(args) as client:
         _say(args, f"dashboard: {client.dashboard_link}")
         start = time.perf_counter()
@@ -224,12 +250,15 @@ def run_demo(args):
     import numpy as np
 
     import dasketch
-    from dasketch.datasets import write_synthetic
+    from dasketch.datasets import MAX_BASIS_BYTES, write_synthetic
 
     os.makedirs(out, exist_ok=True)
     data_path = os.path.join(out, "data.zarr")
     start = time.perf_counter()
-    X = write_synthetic(data_path, args.rows, args.features, rank=args.features // 2,
+    # Half the features carry the spectrum, at most DEMO_RANK of them (the random
+    # basis is orthogonalised in memory) and as many as MAX_BASIS_BYTES holds.
+    rank = max(1, min(args.features // 2, DEMO_RANK, MAX_BASIS_BYTES // (8 * args.features)))
+    X = write_synthetic(data_path, args.rows, args.features, rank=rank,
                         power=0.5, noise=0.01, overwrite=True,
                         progress=_ChunkProgress(args, f"writing {data_path}"))
     _say(args, f"wrote {data_path}: {X.shape[0]:,} x {X.shape[1]} float64, "
@@ -311,6 +340,10 @@ def main(argv=None):
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return COMMANDS[args.command](args)
+    except BrokenPipeError:  # stdout closed early (`dasketch info FILE | head`): not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout
+        return EXIT_FAILURE
     except KeyboardInterrupt as exc:
         terminated = isinstance(exc, _Terminated)
         _close_interrupted_clusters()
@@ -325,6 +358,11 @@ def main(argv=None):
     except Exception as exc:  # noqa: BLE001 - e.g. a worker lost; --verbose shows it
         if args.verbose:
             raise
+        if "scheduler-connection-lost" in str(exc):
+            print(f"{prefix} the connection to the Dask scheduler was lost (it stopped, or "
+                  "the network failed); the job was cancelled and nothing was written",
+                  file=sys.stderr)
+            return EXIT_FAILURE
         print(f"{prefix} {type(exc).__name__}: {_one_line(exc)} (run with --verbose for "
               "the traceback)", file=sys.stderr)
         return EXIT_FAILURE

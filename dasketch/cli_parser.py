@@ -151,7 +151,11 @@ def build_parser():
     sk.add_argument("--out", default=None,
                     help="output file (.npz, or a .zarr directory; default: "
                          "<name>.sketch.npz beside the input)")
-    sk.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    sk.add_argument("--overwrite", action="store_true",
+                    help="replace an existing output, if it is a sketch or data store that "
+                         "dasketch wrote")
+    sk.add_argument("--block-rows", type=_positive_int, default=None,
+                    help="rows per block task (default: about 32 MiB of values a block)")
     _add_sketch_options(sk)
     _add_cluster_options(sk)
     _add_common(sk)

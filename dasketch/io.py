@@ -74,6 +74,25 @@ def open_store_array(path, *, component=None, storage_options=None, name="X"):
     raise ValueError(f"{name}: no zarr array in {url!r}{where} ({reason})")
 
 
+def undecodable_chunk_error(array, start, stop, exc, name):
+    """A ``ValueError`` naming the store, the first chunk of rows ``[start, stop)``
+    that does not decode (each is read again on its own) and its rows, for a
+    read of ``array`` that failed with ``exc``."""
+    rows = (array.shards or array.chunks)[0]
+    where, cause = f"rows {start}-{stop}", exc
+    for first in range(start - start % rows, stop, rows):
+        last = min(first + rows, array.shape[0])
+        try:
+            array[first:last]
+        except Exception as chunk_exc:  # noqa: BLE001 - this is the chunk to name
+            key = array.metadata.encode_chunk_key((first // rows,) + (0,) * (array.ndim - 1))
+            where, cause = f"chunk {key!r} (rows {first}-{last})", chunk_exc
+            break
+    return ValueError(f"{name}: the zarr store {str(array.store_path)!r} cannot decode "
+                      f"{where}: {first_line(cause)}; the chunk is damaged, rewrite the "
+                      "store")
+
+
 def read_rows(array, start, stop, check_files, name, *, out=None):
     """Rows ``[start, stop)`` of a checked zarr array (:func:`checked_array`); with
     ``check_files`` (True, or the store's fingerprint digest), on a local store,
@@ -81,14 +100,17 @@ def read_rows(array, start, stop, check_files, name, *, out=None):
     read, which shows any change since the store was opened
     (:func:`~dasketch.store_checks.check_chunk_files`).
     ``out``, if given, is an array of their shape and dtype to decode them into."""
-    if out is None:
-        out = array[start:stop]
-    else:
-        from zarr.core.buffer import default_buffer_prototype
+    try:
+        if out is None:
+            out = array[start:stop]
+        else:
+            from zarr.core.buffer import default_buffer_prototype
 
-        array.get_basic_selection(
-            (slice(start, stop),) + (slice(None),) * (array.ndim - 1),
-            out=default_buffer_prototype().nd_buffer.from_numpy_array(out))
+            array.get_basic_selection(
+                (slice(start, stop),) + (slice(None),) * (array.ndim - 1),
+                out=default_buffer_prototype().nd_buffer.from_numpy_array(out))
+    except Exception as exc:  # noqa: BLE001 - a chunk that does not decode, named below
+        raise undecodable_chunk_error(array, start, stop, exc, name) from None
     if check_files:  # after the read: any change since the fingerprint shows
         check_chunk_files(array, start, stop, name,
                           check_files if isinstance(check_files, str) else None)
@@ -308,11 +330,17 @@ def csr_rows(group, start, stop, check_files=False, name="X"):
         if check_files:
             check_chunk_files(group[member], lo, hi, name, fingerprint)
 
+    def read(member, lo, hi):
+        try:
+            return group[member][lo:hi]
+        except Exception as exc:  # noqa: BLE001 - a chunk that does not decode
+            raise undecodable_chunk_error(group[member], lo, hi, exc, name) from None
+
     n_features = int(group.attrs["shape"][1])
-    indptr = np.asarray(group["indptr"][start:stop + 1], dtype=np.int64)
+    indptr = np.asarray(read("indptr", start, stop + 1), dtype=np.int64)
     lo, hi = int(indptr[0]), int(indptr[-1])
-    indices = group["indices"][lo:hi]
-    data = group["data"][lo:hi]
+    indices = read("indices", lo, hi)
+    data = read("data", lo, hi)
     check("indptr", start, stop + 1)  # after the read: any change since the fingerprint
     for member in ("indices", "data"):
         check(member, lo, hi)

@@ -173,8 +173,9 @@ def check_task_memory(client, sketch_size, working_size, n_features, split_every
     if read_bytes > budget:
         raise ValueError(
             f"X: one block task reads {read_bytes / 2 ** 30:.2f} GiB at once (its largest "
-            f"input chunk of whole rows and its block), {room}; store or chunk X "
-            "with fewer rows per chunk (make-data and write_synthetic keep chunks "
+            f"input chunk of whole rows and its block), {room}; pass fewer rows per "
+            "block (block_rows, command line --block-rows), store X with fewer rows per "
+            "chunk if its chunks are larger (make-data and write_synthetic keep chunks "
             "within 32 MiB), or use workers with more memory")
     need = task_memory_bytes(working_size, n_features, split_every, update=update,
                              failure_probability=failure_probability, read_bytes=read_bytes)
@@ -183,13 +184,15 @@ def check_task_memory(client, sketch_size, working_size, n_features, split_every
             calm = largest_fitting_sketch_size(
                 limit, n_features, split_every, fraction=PAUSE_FRACTION, update=update,
                 failure_probability=failure_probability, read_bytes=read_bytes)
+            below = (f"sketch_size <= {calm} stays below it" if calm is not None else
+                     "no sketch size stays below it with these blocks; use smaller blocks "
+                     "(block_rows, command line --block-rows) or workers with more memory")
             warnings.warn(
                 f"sketch_size={sketch_size} with {n_features:,} features needs about "
                 f"{need / 2 ** 30:.2f} GiB in one worker task, above {PAUSE_FRACTION:.0%} "
                 f"of the workers' memory limit of {limit / 2 ** 30:.2f} GiB (with "
                 f"{WORKER_BASELINE_BYTES // 2 ** 20} MiB for the worker itself), where "
-                "they pause and the sketch slows down; sketch_size <= "
-                f"{calm} stays below it", stacklevel=3)
+                f"they pause and the sketch slows down; {below}", stacklevel=3)
         return update
     if requested == "auto" and update == "randomized" and task_memory_bytes(
             working_size, n_features, split_every, read_bytes=read_bytes) <= budget:

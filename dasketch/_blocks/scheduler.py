@@ -87,8 +87,12 @@ def _compute(objs, client, progress):
         notebook = False
     # The text bar writes to stdout; progress belongs on stderr, so that the
     # results a command prints stay clean when stdout is redirected.
-    with client.as_current(), contextlib.redirect_stdout(sys.stderr):
-        show_progress(futures, notebook=notebook)
+    try:
+        with client.as_current(), contextlib.redirect_stdout(sys.stderr):
+            show_progress(futures, notebook=notebook)
+    finally:
+        if any(future.status != "finished" for future in futures):
+            print(file=sys.stderr)  # the bar stopped mid-line: an error starts on its own
     return tuple(gather_watched(client, futures))
 
 

@@ -1,0 +1,88 @@
+"""Messages that name the cause: damaged chunks, outputs that would vanish, closed
+pipes."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dasketch
+from dasketch.datasets import write_synthetic, write_sparse_synthetic
+
+COMMAND = [sys.executable, "-m", "dasketch.cli"]
+
+
+def _damage(path):
+    data = bytearray(path.read_bytes())
+    data[20:40] = b"\x00" * 20  # inside the compressed frame header
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_chunk_names_the_store_the_chunk_and_its_rows(tmp_path):
+    path = tmp_path / "X.zarr"
+    write_synthetic(path, 4000, 8, chunk_rows=1000)
+    _damage(path / "c" / "2" / "0")
+    with pytest.raises(ValueError) as excinfo:
+        dasketch.sketch(str(path), 4, block_rows=1500)
+    message = str(excinfo.value)
+    assert "X.zarr" in message and "chunk 'c/2/0' (rows 2000-3000)" in message, message
+    assert "\n" not in message
+    result = subprocess.run([*COMMAND, "sketch", str(path), "-l", "4", "--workers", "1",
+                             "--quiet", "--out", str(tmp_path / "s.npz")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "c/2/0" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "s.npz").exists()
+
+
+def test_a_damaged_sparse_chunk_is_named(tmp_path):
+    path = tmp_path / "S.zarr"
+    write_sparse_synthetic(path, 400, 50, density=0.1, chunk_rows=100)
+    _damage(path / "data" / "c" / "1")
+    with pytest.raises(ValueError, match=r"S.zarr.*cannot decode chunk 'c/1'"):
+        dasketch.sketch(str(path), 4)
+
+
+def test_in_memory_outputs_are_refused_before_any_work(tmp_path):
+    write_synthetic(tmp_path / "X.zarr", 100, 4)
+    result = subprocess.run([*COMMAND, "sketch", str(tmp_path / "X.zarr"), "--out",
+                             "memory://lost.npz"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2 and "in-memory filesystem" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_closed_pipe_is_not_an_error(tmp_path):
+    path = tmp_path / "s.npz"
+    dasketch.save_sketch(dasketch.sketch(np.random.default_rng(0).standard_normal((50, 6)),
+                                         4), path)
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written, as `| head` can be
+    result = subprocess.run([*COMMAND, "info", str(path)], stdout=write,
+                            stderr=subprocess.PIPE, text=True, timeout=120)
+    os.close(write)
+    assert result.stderr == "" and result.returncode == 1
+
+
+def test_a_scheduler_lost_mid_job_is_one_line(tmp_path):
+    from cluster_procs import ProcessCluster
+
+    path = tmp_path / "X.zarr"
+    write_synthetic(path, 600_000, 32, chunk_rows=5000)
+    with ProcessCluster(tmp_path / "logs", n_workers=1) as cluster:
+        proc = subprocess.Popen([*COMMAND, "sketch", str(path), "-l", "16", "--scheduler",
+                                 cluster.address, "--out", str(tmp_path / "s.npz")],
+                                stderr=subprocess.PIPE, text=True)
+        seen = ""
+        while "Completed" not in seen and proc.poll() is None:
+            seen += proc.stderr.read(1)  # the progress bar: the job is under way
+        cluster.kill_scheduler()
+        _, rest = proc.communicate(timeout=120)
+    errors = [line for line in (seen + rest).replace("\r", "\n").splitlines()
+              if "Completed" not in line
+              and line.strip() and not line.startswith("dashboard:")]
+    assert proc.returncode == 1 and len(errors) == 1, repr(seen + rest)
+    assert "connection to the Dask scheduler was lost" in errors[0]
+    assert not (tmp_path / "s.npz").exists()
