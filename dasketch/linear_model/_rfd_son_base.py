@@ -181,13 +181,18 @@ class _BaseRFDSON(BaseEstimator):
         Parameters
         ----------
         X : ndarray, scipy.sparse matrix, DataFrame, dask.array.Array, zarr.Array or path
+            A Dask array or zarr store is read one row block at a time.
         y : array_like or dask.array.Array of shape (n,)
-        n_epochs : int
+            Labels or targets, read block by block with ``X``.
+        n_epochs : int, default 1
             Number of passes (the paper's online setting is one pass).
+        **kwargs : dict
+            Passed to ``partial_fit`` (the classifier's ``classes``).
 
         Returns
         -------
-        self
+        self : object
+            The fitted estimator.
         """
         if isinstance(n_epochs, (bool, np.bool_)) or not isinstance(
                 n_epochs, numbers.Integral) or n_epochs < 1:

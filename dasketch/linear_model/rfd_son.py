@@ -54,37 +54,39 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
 
     Parameters
     ----------
-    sketch_size : int
+    sketch_size : int, default 20
         ``l`` (the paper's ``m``); capped at the number of features.
-    method : {"rfd", "fd", "full"}
-    alpha0 : float
+    method : {"rfd", "fd", "full"}, default "rfd"
+        Estimate of the Hessian: a Robust Frequent Directions sketch (RFD-SON), a
+        Frequent Directions sketch (FD-SON) or the full ``d x d`` matrix.
+    alpha0 : float, default 0.0
         Initial regularisation ``alpha0 >= 0``.
-    loss : {"squared", "logistic", "hinge"}
+    loss : {"squared", "logistic", "hinge"}, default "squared"
         Loss of the margin ``w^T x`` against labels mapped to {-1, +1}.
-    prediction_bound : float or "auto"
+    prediction_bound : float or "auto", default "auto"
         Margins are kept in ``[-prediction_bound, prediction_bound]`` (the
         constraint set ``K_t``); ``"auto"`` is 1, the size of the labels.
-    eta : float
+    eta : float, default 1.0
         ``eta_t = eta / t`` (Algorithm 3's ``eta_t = O(1/t)``).
-    mu : float or "auto"
+    mu : float or "auto", default "auto"
         ``mu_t = mu``; the sketched rows are ``sqrt(mu_t + eta_t) g_t``.
         ``"auto"``: half the loss's exp-concavity constant on the constraint set
         (``1 / (4 (C + 1)^2)`` squared, ``exp(-C) / 2`` logistic, 0 hinge).
-    fit_intercept : bool
+    fit_intercept : bool, default True
         Learn an intercept (a constant feature appended to every row).
-    update : {"buffered", "per_step"}
+    update : {"buffered", "per_step"}, default "buffered"
         ``"buffered"``: the ``2 l`` buffer of Algorithm 6, O(l d) amortised per
         step; ``"per_step"``: a shrink after every example, as written in
         Algorithm 3 (O(l^2 d) per step).
-    alpha_floor : bool
-        Keep alpha above the data-derived floor (default); False runs
-        Algorithms 3 and 6 as written.
+    alpha_floor : bool, default True
+        Keep alpha above the data-derived floor; False runs Algorithms 3 and 6 as
+        written.
     block_rows : int, optional
         Rows per block handed to the compiled loop (and read from a Dask array or
         zarr store at a time).
-    progress : bool or "auto"
+    progress : bool or "auto", default False
         Show a tqdm progress bar over the rows of each pass.
-    random_state : None
+    random_state : None, optional
         Unused (the algorithm is deterministic); kept for API compatibility.
 
     Attributes
@@ -109,6 +111,12 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
         Column names, when X was a DataFrame.
     learners_ : list of OnlineNewton
         The kernel states (sketch, iterate), one per binary problem.
+
+    See Also
+    --------
+    RFDSONRegressor : The same online Newton step with the squared loss.
+    dasketch.linear_model.DualRandomProjectionClassifier : Batch logistic
+        regression or smoothed-hinge SVM, many passes, certified error bound.
 
     Examples
     --------
@@ -184,12 +192,14 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
         X : ndarray, scipy.sparse matrix, DataFrame, dask.array.Array, zarr.Array or path
             A Dask array or zarr store is read one row block at a time.
         y : array_like or dask.array.Array of shape (n,)
+            Class labels, read block by block with ``X``.
         classes : array_like, optional
             All labels; inferred from ``y`` on the first call when omitted.
 
         Returns
         -------
-        self
+        self : RFDSONClassifier
+            The estimator, updated.
 
         Raises
         ------
@@ -215,10 +225,21 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
         self.coef_, self.intercept_ = coef, intercept
 
     def decision_function(self, X):
-        """Margins ``clip(w^T x + b, -C, C)``, shape (n,) or (n, n_classes).
+        """Compute the margins ``clip(w^T x + b, -C, C)``.
 
         The H-norm projection of the iterate onto ``{|w^T x| <= C}`` moves the
-        prediction exactly to the nearest of ``-C, C``. Lazy for Dask input.
+        prediction exactly to the nearest of ``-C, C``.
+
+        Parameters
+        ----------
+        X : ndarray, scipy.sparse matrix, DataFrame or dask.array.Array
+            Rows to score.
+
+        Returns
+        -------
+        ndarray or dask.array.Array of shape (n,) or (n, n_classes)
+            One margin per row (per class for more than two classes); lazy for
+            Dask input.
 
         Examples
         --------
@@ -232,7 +253,17 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
         return self._decision(X)
 
     def predict(self, X):
-        """Class labels: the class of the largest margin (binary: positive margin).
+        """Predict class labels: the class of the largest margin (binary: positive margin).
+
+        Parameters
+        ----------
+        X : ndarray, scipy.sparse matrix, DataFrame or dask.array.Array
+            Rows to classify.
+
+        Returns
+        -------
+        ndarray or dask.array.Array of shape (n,)
+            Labels from ``classes_``; lazy for Dask input.
 
         Examples
         --------
@@ -254,7 +285,22 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
         return classes[(z > 0).astype(int)] if z.ndim == 1 else classes[z.argmax(axis=1)]
 
     def score(self, X, y, sample_weight=None):
-        """Accuracy on ``(X, y)`` (computed for Dask input)."""
+        """Return the accuracy on ``(X, y)`` (computed for Dask input).
+
+        Parameters
+        ----------
+        X : ndarray, scipy.sparse matrix, DataFrame or dask.array.Array
+            Rows to classify.
+        y : array_like or dask.array.Array of shape (n,)
+            True labels.
+        sample_weight : array_like of shape (n,), optional
+            Weights of the rows in the mean.
+
+        Returns
+        -------
+        float
+            Fraction of rows whose predicted label equals ``y``.
+        """
         pred = self.predict(X)
         pred, y = (v.compute() if is_dask_collection(v) else v for v in (pred, y))
         return float(np.average(pred == np.asarray(y).ravel(), weights=sample_weight))
@@ -273,6 +319,36 @@ class RFDSONRegressor(RegressorMixin, _BaseRFDSON):
     ``1 / (16 C^2)``, half the exp-concavity constant of the squared loss for
     ``|w^T x| <= C`` and ``|y| <= C``.
 
+    Parameters
+    ----------
+    sketch_size : int, default 20
+        ``l`` (the paper's ``m``); capped at the number of features.
+    method : {"rfd", "fd", "full"}, default "rfd"
+        Estimate of the Hessian, as for :class:`RFDSONClassifier`.
+    alpha0 : float, default 0.0
+        Initial regularisation ``alpha0 >= 0``.
+    prediction_bound : float or "auto", default "auto"
+        ``C``: predictions are kept in ``[-C, C]``; ``"auto"`` is the largest
+        ``|y|`` of the first fit.
+    eta : float, default 1.0
+        ``eta_t = eta / t``.
+    mu : float or "auto", default "auto"
+        ``mu_t = mu``; ``"auto"`` is ``1 / (16 C^2)``.
+    fit_intercept : bool, default True
+        Learn an intercept (a constant feature appended to every row).
+    update : {"buffered", "per_step"}, default "buffered"
+        As for :class:`RFDSONClassifier`.
+    alpha_floor : bool, default True
+        Keep alpha above the data-derived floor; False runs Algorithms 3 and 6 as
+        written.
+    block_rows : int, optional
+        Rows per block handed to the compiled loop (and read from a Dask array or
+        zarr store at a time).
+    progress : bool or "auto", default False
+        Show a tqdm progress bar over the rows of each pass.
+    random_state : None, optional
+        Unused (the algorithm is deterministic); kept for API compatibility.
+
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
@@ -285,6 +361,16 @@ class RFDSONRegressor(RegressorMixin, _BaseRFDSON):
     alpha_, prediction_bound_, mu_ : float
     n_features_in_ : int
     learners_ : list of one OnlineNewton
+
+    See Also
+    --------
+    RFDSONClassifier : The same online Newton step for classification.
+    dasketch.linear_model.SketchLstsqRegressor : Batch least squares to a
+        certified tolerance.
+    dasketch.linear_model.PWSGDRegressor : Preconditioned weighted SGD for l2 and
+        l1 regression.
+    dasketch.linear_model.DualRandomProjectionRegressor : Ridge regression with
+        ``d >> n`` by dual random projection.
 
     Examples
     --------
@@ -343,18 +429,57 @@ class RFDSONRegressor(RegressorMixin, _BaseRFDSON):
         return stats["loss_sum"] / stats["seen"]
 
     def partial_fit(self, X, y):
-        """One pass over the rows of ``X`` in order, continuing from the current model."""
+        """Make one pass over the rows of ``X`` in order, continuing from the current model.
+
+        Parameters
+        ----------
+        X : ndarray, scipy.sparse matrix, DataFrame, dask.array.Array, zarr.Array or path
+            A Dask array or zarr store is read one row block at a time.
+        y : array_like or dask.array.Array of shape (n,)
+            Targets, read block by block with ``X``.
+
+        Returns
+        -------
+        self : RFDSONRegressor
+            The estimator, updated.
+        """
         return self._partial_fit(X, y)
 
     def _set_coef(self, coef, intercept):
         self.coef_, self.intercept_ = coef[0], float(intercept[0])
 
     def predict(self, X):
-        """Predictions ``clip(w^T x + b, -C, C)`` (lazy for Dask input)."""
+        """Predict ``clip(w^T x + b, -C, C)`` for every row.
+
+        Parameters
+        ----------
+        X : ndarray, scipy.sparse matrix, DataFrame or dask.array.Array
+            Rows to predict.
+
+        Returns
+        -------
+        ndarray or dask.array.Array of shape (n,)
+            Predictions; lazy for Dask input.
+        """
         return self._decision(X)
 
     def score(self, X, y, sample_weight=None):
-        """Coefficient of determination R^2 (computed for Dask input)."""
+        """Return the coefficient of determination R^2 (computed for Dask input).
+
+        Parameters
+        ----------
+        X : ndarray, scipy.sparse matrix, DataFrame or dask.array.Array
+            Rows to predict.
+        y : array_like or dask.array.Array of shape (n,)
+            True targets.
+        sample_weight : array_like of shape (n,), optional
+            Weights of the rows.
+
+        Returns
+        -------
+        float
+            ``1 - SS_res / SS_tot``, as :func:`sklearn.metrics.r2_score`.
+        """
         pred = self.predict(X)
         pred, y = (v.compute() if is_dask_collection(v) else v for v in (pred, y))
         return float(r2_score(np.asarray(y), pred, sample_weight=sample_weight))
