@@ -4,8 +4,10 @@ or corrupted archive, missing, mistyped or inconsistent metadata, a format
 version this dasketch does not read).
 
 Format version 2 stores ``checksum``, the SHA-256 of the canonical metadata JSON
-and of the bytes of ``B`` and ``mean`` (:func:`payload_checksum`); version 1 files
-(no checksum) are still read, with every other check. Sizes are checked before
+and of the bytes of ``B`` and ``mean`` (:func:`payload_checksum`); version 3 adds
+``rounding``, the bound on the sketch's float64 rounding error. Version 1 files (no
+checksum) and version 2 files are still read, with every other check; their
+rounding is bounded by :func:`legacy_rounding`. Sizes are checked before
 anything is allocated: an ``.npz`` member's array header against the metadata
 (``B`` at most ``(sketch_size - 1) x n_features``) and against the bytes the member
 really holds; a zarr array's shape and chunk shape likewise. Never unpickles.
@@ -20,11 +22,12 @@ import os
 import numpy as np
 
 from dasketch.kernels.frequent_directions import Sketch
+from dasketch.kernels.shrink import shrink_rounding
 from dasketch.kernels.sketch_checks import check_sketch_mass
 from dasketch.store_checks import first_line
 
-SKETCH_FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SKETCH_FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 SKETCH_ARRAYS = ("B", "mean")
 # The metadata is a few hundred characters; anything far larger is not ours.
 MAX_METADATA_CHARS = 2 ** 16
@@ -183,8 +186,25 @@ def _check_metadata(meta, bad, where):
     bound = meta.get("shrinkage_bound")
     if bound is not None and not _is_kind(bound, float):
         raise bad("metadata 'shrinkage_bound' is not a number")
+    if version >= 3 and not _is_kind(meta.get("rounding"), float):
+        raise bad("metadata 'rounding' is missing or not a number")
+    if version < 3 and "rounding" in meta:
+        raise bad(f"metadata 'rounding' in a version-{version} sketch, which has none")
     if not _is_kind(meta.get("failure_probability", 0.0), float):
         raise bad("metadata 'failure_probability' is not a number")
+
+
+def legacy_rounding(meta):
+    """Rounding bound of a sketch saved without one (format versions 1 and 2).
+
+    Every shrink's stack holds at most ``||A||_F^2`` of mass, and a sketch of ``n``
+    rows went through at most ``2 n`` shrinks (one per absorbed chunk, one per
+    merge), each of at most ``n + l`` rows: ``2 n`` times
+    :func:`~dasketch.kernels.shrink.shrink_rounding` of such a stack. Far looser
+    than the bound a version-3 file records; re-saving does not tighten it.
+    """
+    n, l, d = meta["n_rows"], meta["sketch_size"], meta["n_features"]
+    return 2.0 * n * shrink_rounding(n + l, d, meta["frobenius_sq"])
 
 
 def _metadata_ok(meta):
@@ -226,7 +246,9 @@ def sketch_from_metadata(meta, arrays, where):
                         mean=np.asarray(mean, dtype=np.float64) if meta["centered"] else None,
                         frobenius_sq=meta["frobenius_sq"],
                         shrinkage_bound=meta.get("shrinkage_bound"),
-                        failure_probability=meta.get("failure_probability", 0.0))
+                        failure_probability=meta.get("failure_probability", 0.0),
+                        rounding=(meta["rounding"] if meta["format_version"] >= 3
+                                  else legacy_rounding(meta)))
         check_sketch_mass(sketch)
     except (ValueError, TypeError) as exc:
         raise bad(first_line(exc)) from None

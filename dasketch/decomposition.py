@@ -53,7 +53,8 @@ class SketchPCA(_BasePCA):
         :meth:`partial_fit`): a sketch of that size is exact for the
         deterministic updates (the centred data have rank below it), so the
         defaults work on data of any size. ``"exact"`` is ``n_features + 1``
-        whatever the rows: ``error_bound`` is 0 and the results are exact PCA's
+        whatever the rows: nothing is shrunk away, ``error_bound`` is the float64
+        rounding term alone and the results are exact PCA's
         up to rounding, at ``O(n d^2)`` time and ``d^2`` memory.
     method : {"rfd", "fd"}
     whiten : bool

@@ -383,6 +383,7 @@ def _sketch_metadata(sketch):
         "shrinkage_bound": (None if sketch.shrinkage_bound is None
                             else float(sketch.shrinkage_bound)),
         "failure_probability": float(sketch.failure_probability),
+        "rounding": float(sketch.rounding),
     }
     meta["checksum"] = payload_checksum(meta, {"B": sketch.B, "mean": sketch.mean})
     return meta
@@ -393,7 +394,7 @@ def save_sketch(sketch, path, *, overwrite=False):
 
     The format is chosen by the suffix: ``.npz`` writes a NumPy archive, anything
     else a zarr group with arrays ``B`` (and ``mean`` for centred sketches) and
-    the metadata in its attributes. Both carry a format version (2) and a SHA-256
+    the metadata in its attributes. Both carry a format version (3) and a SHA-256
     checksum of the payload (:mod:`dasketch._sketch_files`). The file is
     written to a temporary sibling and moved into place, so an interrupted save
     never leaves a partial sketch. What is written is first checked as

@@ -3,6 +3,7 @@ file is refused with a ValueError or loads to the original, and none allocates
 far more than its size; finite data of scale 1e150 sketches, saves and loads with
 a bound that holds; data whose squares overflow float64 is refused by name."""
 
+import dataclasses
 import json
 import tracemalloc
 import zipfile
@@ -26,7 +27,8 @@ BAD_VALUES = {  # field -> values that break an invariant of the sketch
     "failure_probability": [5, -0.1, 1, 1.0, float("nan"), "0"],
     "shrinkage_bound": [-1.0, 0.0, "x", float("nan")],
     "centered": [1, "yes", None],
-    "format_version": [0, 3, -1, "2", None, 2.0 + 1e-9],
+    "rounding": [-1.0, "x", None, float("nan"), float("inf")],
+    "format_version": [0, 4, -1, "3", None, 3.0 + 1e-9],
     "format": ["other", None, 7],
 }
 
@@ -41,7 +43,7 @@ def _same(a, b):
             and (a.mean is None or np.array_equal(a.mean, b.mean))
             and all(getattr(a, k) == getattr(b, k) for k in (
                 "shrinkage", "n_rows", "sketch_size", "method", "alpha0", "frobenius_sq",
-                "shrinkage_bound", "failure_probability")))
+                "shrinkage_bound", "failure_probability", "rounding")))
 
 
 def _write_npz(path, meta, arrays):
@@ -92,23 +94,27 @@ def test_every_mutated_field_is_refused(tmp_path, suffix, center):
                     bad["checksum"] = payload_checksum(bad, arrays)
                 elif mode == "version 1" and key != "format_version":
                     bad = {k: v for k, v in dict(bad, format_version=1).items()
-                           if k != "checksum"}
+                           if k != "checksum" and (k != "rounding" or key == "rounding")}
                 path = tmp_path / f"m{suffix}"
                 write(path, bad, arrays)
                 with pytest.raises(ValueError):
                     dasketch.load_sketch(path)
                     pytest.fail(f"{key}={value!r} ({mode}) loaded")
-    # A version-1 file (no checksum) that is intact still loads.
+    # A version-1 file (no checksum, no rounding) that is intact still loads, with a
+    # rounding bound no smaller than the one the sketch recorded.
     write(tmp_path / f"v1{suffix}", {k: v for k, v in dict(meta, format_version=1).items()
-                                     if k != "checksum"}, arrays)
-    assert _same(dasketch.load_sketch(tmp_path / f"v1{suffix}"), original)
+                                     if k not in ("checksum", "rounding")}, arrays)
+    legacy = dasketch.load_sketch(tmp_path / f"v1{suffix}")
+    assert legacy.rounding >= original.rounding > 0
+    assert _same(dataclasses.replace(legacy, rounding=original.rounding), original)
 
 
 def test_inconsistent_arrays_and_the_attacks_found(tmp_path):
     """B with more rows than the sketch holds, a shrinkage that hides the error,
     rows that would vanish in a merge, a 1 MB file declaring a 1 GB array."""
     s = _sketch(False)
-    meta = {k: v for k, v in dasketch.io._sketch_metadata(s).items() if k != "checksum"}
+    meta = {k: v for k, v in dasketch.io._sketch_metadata(s).items()
+            if k not in ("checksum", "rounding")}
     meta["format_version"] = 1
     cases = {
         "rows": ({}, {"B": np.vstack([s.B] * 334)[:1000]}),

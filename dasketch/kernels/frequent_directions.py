@@ -25,7 +25,8 @@ import scipy.linalg
 import scipy.sparse
 
 from dasketch.kernels.shrink import (
-    NonFiniteError, check_finite_rows, rows_per_shrink, shrink, shrink_rows, to_float64)
+    NonFiniteError, check_finite_rows, rows_per_shrink, shrink, shrink_rounding, shrink_rows,
+    to_float64)
 from dasketch.kernels.sketch_checks import (  # noqa: F401 - METHODS is re-exported
     METHODS, check_sketch_fields, check_sketch_parameters, checked_mass, scaled_mean,
     scaled_norm)
@@ -60,6 +61,10 @@ class Sketch:
     failure_probability : float
         Probability that ``shrinkage_bound`` is too small: 0 for a certified
         sketch; merged sketches add theirs (union bound).
+    rounding : float
+        Bound on the spectral norm of the float64 rounding error of every shrink
+        so far (:func:`~dasketch.kernels.shrink.shrink_rounding`, summed), part of
+        :attr:`loss_bound` and so of :attr:`error_bound`.
 
     Notes
     -----
@@ -74,7 +79,8 @@ class Sketch:
     A randomized sketch replaces ``Delta`` in the first two by ``shrinkage_bound``
     and holds them with probability ``1 - failure_probability`` (see
     :attr:`guarantee`); RFD's ridge still uses the estimate ``shrinkage``, so the
-    RFD bound is ``shrinkage_bound - shrinkage / 2``.
+    RFD bound is ``shrinkage_bound - shrinkage / 2``. In floating point every
+    bound also carries ``rounding`` (the Loewner bounds widen by it on both sides).
 
     Examples
     --------
@@ -98,6 +104,7 @@ class Sketch:
     frobenius_sq: float = 0.0
     shrinkage_bound: float | None = None
     failure_probability: float = 0.0
+    rounding: float = 0.0
     _svd: list = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self):
@@ -142,7 +149,12 @@ class Sketch:
     @property
     def loss_bound(self):
         """Upper bound on ``||A^T A - B^T B||_2``: ``shrinkage_bound`` when set,
-        else ``shrinkage``."""
+        else ``shrinkage``, plus ``rounding``."""
+        return self._exact_loss_bound + self.rounding
+
+    @property
+    def _exact_loss_bound(self):
+        """The loss bound in exact arithmetic (without ``rounding``)."""
         return self.shrinkage if self.shrinkage_bound is None else self.shrinkage_bound
 
     @property
@@ -152,7 +164,8 @@ class Sketch:
 
         ``Delta`` for FD and ``Delta / 2`` for RFD when certified; for a randomized
         sketch ``shrinkage_bound`` (FD) or ``shrinkage_bound - shrinkage / 2``
-        (RFD), holding with probability ``1 - failure_probability``.
+        (RFD), holding with probability ``1 - failure_probability``; each plus
+        ``rounding``.
         """
         if self.method == "rfd":
             return self.loss_bound - self.shrinkage / 2.0
@@ -165,10 +178,12 @@ class Sketch:
             return "certified"
         return f"probability >= 1 - {self.failure_probability:.3g}"
 
-    def with_loss(self, delta):
-        """The same sketch with ``delta`` more exact shrinkage (and bound)."""
+    def with_loss(self, delta, rounding=0.0):
+        """The same sketch with ``delta`` more exact shrinkage (and bound) and
+        ``rounding`` more rounding error."""
         bound = None if self.shrinkage_bound is None else self.shrinkage_bound + delta
-        return replace(self, shrinkage=self.shrinkage + delta, shrinkage_bound=bound)
+        return replace(self, shrinkage=self.shrinkage + delta, shrinkage_bound=bound,
+                       rounding=self.rounding + rounding)
 
     def covariance(self):
         """The d x d estimate of ``A^T A + alpha0 I``: ``B^T B + alpha I``.
@@ -258,7 +273,11 @@ class Sketch:
             raise ValueError(f"sketch_size must not exceed the current size "
                              f"{self.sketch_size}, got {sketch_size}")
         B, delta = shrink_rows([self.B], sketch_size)
-        return replace(self.with_loss(delta), B=B, sketch_size=int(sketch_size), _svd=[])
+        rounding = 0.0
+        if self.B.shape[0] >= sketch_size:
+            rounding = shrink_rounding(*self.B.shape, _squared_norm(self.B))
+        return replace(self.with_loss(delta, rounding), B=B, sketch_size=int(sketch_size),
+                       _svd=[])
 
     def __repr__(self):
         return (f"Sketch(method={self.method!r}, sketch_size={self.sketch_size}, "
@@ -312,7 +331,7 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
     step = rows_per_shrink(n_rows, d, sketch_size, nnz_per_row=nnz_per_row,
                            update=update)
     B = result.B
-    shrinkage = 0.0
+    shrinkage = rounding = 0.0
     frobenius_sq = 0.0
     shrunk = False
     start = 0
@@ -325,6 +344,7 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
         if center:
             chunk = (chunk.toarray() if sparse else chunk) - mean
         n_stack = B.shape[0] + chunk.shape[0]
+        top_norm = _squared_norm(B) if n_stack >= sketch_size else 0.0
         try:
             B, delta, chunk_norm = shrink(B, chunk, sketch_size, return_extra_norm=True,
                                           top_orthogonal=shrunk)
@@ -334,13 +354,20 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
             break
         frobenius_sq += chunk_norm
         shrinkage += delta
+        if n_stack >= sketch_size:
+            rounding += shrink_rounding(n_stack, d, top_norm + chunk_norm)
         # A shrink leaves orthogonal rows; a stack shorter than l is kept as is.
         shrunk = n_stack >= sketch_size
     frobenius_sq = checked_mass(
         frobenius_sq, lambda: scaled_norm(rows if mean is None else _centred(rows, mean)),
         f"the block of rows [{row_offset}, {row_offset + n_rows})")
     return replace(result, B=B, shrinkage=shrinkage, n_rows=n_rows, mean=mean,
-                   frobenius_sq=frobenius_sq, _svd=[])
+                   frobenius_sq=frobenius_sq, rounding=rounding, _svd=[])
+
+
+def _squared_norm(rows):
+    """``||rows||_F^2`` of a dense matrix (0 for no rows)."""
+    return float(np.einsum("ij,ij->", rows, rows)) if rows.size else 0.0
 
 
 def _centred(rows, mean):
@@ -420,8 +447,13 @@ def merge_sketches(sketches):
     shrinkage = sum(s.shrinkage for s in nonempty) + delta
     bound = None
     if any(s.shrinkage_bound is not None for s in nonempty):
-        bound = sum(s.loss_bound for s in nonempty) + delta
+        bound = sum(s._exact_loss_bound for s in nonempty) + delta
     failure_probability = sum(s.failure_probability for s in nonempty)
+    rounding = sum(s.rounding for s in nonempty)
+    n_stack = sum(part.shape[0] for part in parts)
+    if n_stack >= first.sketch_size:
+        rounding += shrink_rounding(n_stack, first.n_features,
+                                    sum(_squared_norm(part) for part in parts))
     return replace(first, B=B, shrinkage=shrinkage, n_rows=n_rows, mean=mean,
                    shrinkage_bound=bound, failure_probability=failure_probability,
-                   frobenius_sq=frobenius_sq, _svd=[])
+                   frobenius_sq=frobenius_sq, rounding=rounding, _svd=[])

@@ -20,6 +20,7 @@ import scipy.linalg
 import scipy.sparse
 
 UPDATES = ("auto", "block", "buffered")
+EPS = float(np.finfo(np.float64).eps)
 
 # Rough cost, in flop equivalents, of one Python-level shrink call (eigh call,
 # stacking, bookkeeping). It keeps the cost model from preferring thousands of tiny
@@ -138,6 +139,32 @@ def shrink(top, extra, sketch_size, *, return_extra_norm=False, top_orthogonal=F
         new = np.sqrt(lead[positive])[:, None] * eigvecs[:, :keep][:, positive].T
     new = _positive_largest_entries(np.ascontiguousarray(new))
     return (new, delta, extra_norm) if return_extra_norm else (new, delta)
+
+
+def shrink_rounding(n_stack, n_features, stack_norm_sq):
+    """Bound on the spectral norm of the rounding error one :func:`shrink` of an
+    ``r x d`` stack ``C`` adds to ``C^T C - B^T B``: ``c eps ||C||_F^2`` with
+    ``c = 2 (r + d) + 8 min(r, d)``.
+
+    The terms, for float64 with unit roundoff ``u = eps / 2`` (Higham, *Accuracy and
+    Stability of Numerical Algorithms*, 2nd ed., 2002, Section 3.5 and Chapter 8):
+
+    * the Gram matrix (inner dimension ``k = d`` on the row side, ``r`` on the
+      column side) is exact up to ``gamma_k |C| |C|^T``, whose spectral norm is at
+      most ``gamma_k ||C||_F^2``;
+    * the symmetric eigendecomposition (LAPACK ``dsyevd``) of the
+      ``m = min(r, d)``-sided Gram is backward stable with error ``p(m) eps
+      ||G||_2``; ``p(m) = 4 m`` is taken;
+    * the new rows ``W^T C`` (inner dimension ``r``) are exact up to ``gamma_r``
+      relative, which enters ``B^T B`` twice; dropping the off-diagonal of the top
+      rows' Gram (``top_orthogonal``) discards entries of the same order.
+
+    The sum, ``(k + 2 r + 4 m) eps ||C||_F^2`` to first order, is doubled for the
+    second-order terms and for ``k <= r + d``. A stack of fewer than ``l`` rows is
+    kept as it is (no arithmetic) and costs nothing.
+    """
+    r, d = int(n_stack), int(n_features)
+    return (2.0 * (r + d) + 8.0 * min(r, d)) * EPS * float(stack_norm_sq)
 
 
 def _positive_largest_entries(rows):

@@ -76,7 +76,7 @@ def check_sketch_fields(sketch):
 
     ``B`` a float matrix of at most ``sketch_size - 1`` rows (a shrink leaves
     ``l - 1``; a stack of fewer than ``l`` rows is kept as is), ``sketch_size >= 2``,
-    a known method, finite ``alpha0, Delta, ||A||_F^2 >= 0``, ``n_rows >= 0``
+    a known method, finite ``alpha0, Delta, rounding, ||A||_F^2 >= 0``, ``n_rows >= 0``
     (a sketch of no rows is empty), ``mean`` of length ``d``,
     no more rows in ``B`` than rows sketched (twice as many when centred),
     ``shrinkage_bound >= shrinkage`` and ``0 <= failure_probability < 1``, 0 exactly
@@ -100,6 +100,7 @@ def check_sketch_fields(sketch):
             or s.n_rows < 0):
         raise ValueError(f"n_rows must be an integer >= 0, got {s.n_rows!r}")
     _nonnegative("shrinkage", s.shrinkage)
+    _nonnegative("rounding", s.rounding)
     _nonnegative("frobenius_sq", s.frobenius_sq,
                  " (||X||_F^2 beyond float64's range? rescale X)")
     if s.n_rows == 0 and (B.shape[0] or s.shrinkage or s.frobenius_sq):

@@ -44,7 +44,7 @@ import scipy.linalg
 import scipy.sparse
 
 from dasketch.kernels.frequent_directions import Sketch, check_sketch_parameters, sketch_rows
-from dasketch.kernels.shrink import check_finite_rows, shrink
+from dasketch.kernels.shrink import EPS, check_finite_rows, shrink, shrink_rounding
 from dasketch.kernels.sketch_checks import checked_mass, scaled_mean, scaled_norm
 
 DEFAULT_FAILURE_PROBABILITY = 1e-6
@@ -107,6 +107,19 @@ def largest_eigenvalue(matvec, dim, steps, rng):
     ritz = scipy.linalg.eigvalsh_tridiagonal(np.array(diagonal), np.array(offdiagonal),
                                              select="i", select_range=(len(diagonal) - 1,) * 2)
     return max(float(ritz[0]), 0.0)
+
+
+def certified_largest_eigenvalue(matvec, dim, failure_probability, rng):
+    """``(theta, theta / (1 - tol), steps)``: the Ritz value of
+    :func:`largest_eigenvalue` after :func:`lanczos_steps` steps, and its bound.
+
+    ``theta <= lambda_max`` always; ``lambda_max <= theta / (1 - tol)`` except with
+    probability ``failure_probability`` over the random start, for every PSD
+    spectrum ([3]_ Theorem 4.2, ``tol = LANCZOS_TOLERANCE``).
+    """
+    steps = lanczos_steps(dim, failure_probability)
+    theta = largest_eigenvalue(matvec, dim, steps, rng)
+    return theta, theta / (1.0 - LANCZOS_TOLERANCE), steps
 
 
 # ------------------------------------------------------------ the row operator
@@ -291,18 +304,36 @@ def _sketch_active_columns(rows, sketch_size, method, alpha0, center, failure_pr
     def loss_vec(y):
         return operator.gram_vec(y) - B.T @ (B @ y)
 
-    steps = lanczos_steps(d, failure_probability)
-    theta = largest_eigenvalue(loss_vec, d, steps, rng)
+    theta, bound, steps = certified_largest_eigenvalue(loss_vec, d, failure_probability, rng)
     values = rows.data if sparse else rows
-    frobenius_sq = float(np.einsum("i,i->", values.ravel(), values.ravel()))
+    raw_norm_sq = float(np.einsum("i,i->", values.ravel(), values.ravel()))
+    frobenius_sq = raw_norm_sq
     if center:
-        frobenius_sq = max(frobenius_sq - n_rows * float(mean @ mean), 0.0)
+        frobenius_sq = max(raw_norm_sq - n_rows * float(mean @ mean), 0.0)
     frobenius_sq = checked_mass(frobenius_sq, lambda: scaled_norm(values),
                                 f"the block of rows [{row_offset}, {row_offset + n_rows})")
     empty = Sketch.empty(d, sketch_size, method=method, alpha0=alpha0, center=center)
     return replace(empty, B=B, shrinkage=theta, n_rows=n_rows, mean=mean,
-                   frobenius_sq=frobenius_sq, shrinkage_bound=theta / (1 - LANCZOS_TOLERANCE),
-                   failure_probability=failure_probability, _svd=[])
+                   frobenius_sq=frobenius_sq, shrinkage_bound=bound,
+                   failure_probability=failure_probability,
+                   rounding=randomized_rounding(n_rows, d, steps, raw_norm_sq),
+                   _svd=[])
+
+
+def randomized_rounding(n_rows, n_features, steps, data_norm_sq):
+    """Bound on the rounding error of a randomized block sketch's certified loss.
+
+    The Lanczos estimate bounds the largest eigenvalue of the loss operator as it is
+    computed, ``y -> C^T (C y) - B^T (B y)``; each product is exact up to ``gamma_k``
+    times the product of the absolute values (inner dimensions ``d``, ``b`` and
+    ``l``), at most ``(b + d + l) eps ||X||_F^2`` per unit vector in all, and the
+    same holds for the negative side of ``C^T C - B^T B`` that a largest-eigenvalue
+    estimate cannot see (``B`` is built from products of the same size). Twice
+    :func:`~dasketch.kernels.shrink.shrink_rounding` of the ``b x d`` block covers
+    both, and ``4 k eps ||X||_F^2`` the ``k`` reorthogonalised Lanczos steps.
+    """
+    return (2.0 * shrink_rounding(n_rows, n_features, data_norm_sq)
+            + 4.0 * steps * EPS * data_norm_sq)
 
 
 # --------------------------------------------------- a-posteriori estimate
@@ -313,11 +344,13 @@ class ErrorEstimate:
     Attributes
     ----------
     lower : float
-        ``||E Q||_2`` for an orthonormal basis ``Q`` of the test vectors: always
-        at most the true error (deterministic).
+        ``||E Q||_2`` for an orthonormal basis ``Q`` of the test vectors, less the
+        rounding of the products (:func:`product_rounding`): always at most the
+        true error (deterministic).
     upper : float
-        ``10 sqrt(2/pi) max_i ||E w_i||`` ([1]_ Lemma 4.1): at least the true error
-        except with probability ``failure_probability = 10 ** -n_vectors``.
+        ``10 sqrt(2/pi) max_i ||E w_i||`` ([1]_ Lemma 4.1), each norm plus its
+        rounding: at least the true error except with probability
+        ``failure_probability = 10 ** -n_vectors``.
     n_vectors : int
     failure_probability : float
     """
@@ -340,8 +373,33 @@ def error_from_products(sketch, omega, gram_omega, column_sums=None):
     E_omega -= sketch.B.T @ (sketch.B @ omega) + (sketch.alpha - sketch.alpha0) * omega
     r = omega.shape[1]
     _, R = scipy.linalg.qr(omega, mode="economic")
+    # Each column E omega_i is computed to within rounding * ||omega_i||: the
+    # bracket widens by that much on both sides.
+    rounding = product_rounding(sketch)
+    column_norms = np.linalg.norm(omega, axis=0)
+    smallest = float(np.linalg.svd(R, compute_uv=False)[-1])
     # E Q = E Omega R^{-1}; its norm is a max over unit vectors in range(Omega).
     lower = float(np.linalg.norm(scipy.linalg.solve_triangular(R, E_omega.T, trans="T"), 2))
-    upper = float(10.0 * math.sqrt(2.0 / math.pi) * np.linalg.norm(E_omega, axis=0).max())
+    lower = max(lower - rounding * float(np.linalg.norm(column_norms)) / smallest, 0.0)
+    upper = float(10.0 * math.sqrt(2.0 / math.pi)
+                  * (np.linalg.norm(E_omega, axis=0) + rounding * column_norms).max())
     return ErrorEstimate(lower=lower, upper=max(upper, lower), n_vectors=int(r),
                          failure_probability=10.0 ** (-r))
+
+
+def product_rounding(sketch):
+    """Bound on ``||fl(E omega) - E omega|| / ||omega||`` for the products of
+    :func:`error_from_products`.
+
+    ``X^T (X omega)`` (inner dimensions ``d``, then ``n`` summed over blocks),
+    ``B^T (B omega)`` (``d``, then ``l``) and the centring term are each exact up to
+    ``gamma_k`` times the product of the absolute values, whose norm is at most
+    ``||X||_F^2`` (the raw rows: ``||A||_F^2 + n ||mu||^2`` when centred) or
+    ``||B||_F^2 <= ||X||_F^2`` per unit vector. Their sum is at most
+    ``(n + 2 d + l + 4) eps ||X||_F^2 + eps alpha``, doubled for second-order terms.
+    """
+    n, d, l = sketch.n_rows, sketch.n_features, sketch.sketch_size
+    raw_norm_sq = sketch.frobenius_sq
+    if sketch.centered:
+        raw_norm_sq += n * float(sketch.mean @ sketch.mean)
+    return 2.0 * EPS * ((n + 2 * d + l + 4) * raw_norm_sq + sketch.alpha)

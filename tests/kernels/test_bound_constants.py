@@ -1,0 +1,194 @@
+"""Every stated bound holds in floating point, and each of its constants is needed.
+
+The data are chosen so that each bound is nearly tight: errors at the level of
+float64 rounding (where only the rounding term makes a bound hold), a sketch whose
+RFD error equals its bound, a rank-one error seen through one or two Gaussian
+vectors, and a Lanczos run of few steps on an adversarial spectrum. The reference
+errors are computed in extended precision (``numpy.longdouble``).
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from dasketch.kernels.frequent_directions import Sketch, merge_sketches, sketch_rows
+from dasketch.kernels.shrink import EPS
+from dasketch.kernels.sparse_fd import (
+    LANCZOS_TOLERANCE, certified_largest_eigenvalue, error_from_products, lanczos_steps,
+    largest_eigenvalue, sketch_rows_randomized)
+
+BLOCK_ROWS = 250
+
+
+def _three_directions_and_tiny_noise(seed, n=1000, d=100):
+    """Three strong directions plus noise of 1e-6: the sketch's error is at the
+    level of float64 rounding of ``A^T A``."""
+    rng = np.random.default_rng(seed)
+    U = rng.standard_normal((n, 3))
+    V = np.linalg.qr(rng.standard_normal((d, 3)))[0]
+    return (U * [100.0, 50.0, 20.0]) @ V.T + 1e-6 * rng.standard_normal((n, d))
+
+
+def _reference_error(A, sketch):
+    """``||A^T A + alpha0 I - (B^T B + alpha I)||_2`` with the Gram matrices in
+    extended precision."""
+    A = A.astype(np.longdouble)
+    B = sketch.B.astype(np.longdouble)
+    if sketch.centered:
+        A = A - A.mean(axis=0)
+    E = A.T @ A - B.T @ B
+    E[np.diag_indices_from(E)] -= np.longdouble(sketch.alpha - sketch.alpha0)
+    return float(np.abs(np.linalg.eigvalsh(E.astype(np.float64))).max())
+
+
+def _block_sketches(A, mode, seed, sketch_size=8, center=False):
+    starts = range(0, A.shape[0], BLOCK_ROWS)
+    if mode == "randomized":
+        return [sketch_rows_randomized(A[i:i + BLOCK_ROWS], sketch_size, seed=seed,
+                                       row_offset=i, center=center) for i in starts]
+    return [sketch_rows(A[i:i + BLOCK_ROWS], sketch_size, update=mode, center=center)
+            for i in starts]
+
+
+@pytest.mark.parametrize("mode", ["block", "buffered", "randomized"])
+def test_bounds_hold_when_the_error_is_rounding(mode):
+    ratios = []
+    for seed in range(4):
+        A = _three_directions_and_tiny_noise(seed)
+        sketch = merge_sketches(_block_sketches(A, mode, seed))
+        error = _reference_error(A, sketch)
+        assert error <= sketch.error_bound, (seed, error, sketch.error_bound)
+        ratios.append(error / (sketch.error_bound - sketch.rounding))
+        # The rounding term stays a tiny fraction of ||A||_F^2.
+        assert sketch.rounding <= 1e-11 * sketch.frobenius_sq
+    if mode != "randomized":  # its Lanczos factor 1 / (1 - tol) leaves room
+        # Without the rounding term the bound misses: the data sit at rounding level.
+        assert max(ratios) > 1
+
+
+def test_centred_sketch_bound_holds_at_rounding_level():
+    A = _three_directions_and_tiny_noise(7) + 1e3  # a large mean, removed by centring
+    sketch = merge_sketches(_block_sketches(A, "block", 7, center=True))
+    assert _reference_error(A, sketch) <= sketch.error_bound
+
+
+def test_fewer_columns_than_the_sketch_size_gets_a_rounding_bound():
+    """With d < l nothing is shrunk away (Delta = 0), yet the column-side
+    eigendecomposition rounds: the bound is the rounding term, and it holds."""
+    A = np.random.default_rng(0).standard_normal((2000, 6)) * [1e3, 1, 1, 1, 1, 1e-3]
+    sketch = merge_sketches([sketch_rows(A[i:i + 500], 8) for i in range(0, 2000, 500)])
+    assert sketch.shrinkage == 0
+    error = _reference_error(A, sketch)
+    assert 0 < error <= sketch.error_bound == sketch.rounding
+
+
+def test_resize_adds_its_shrink_rounding():
+    A = _three_directions_and_tiny_noise(3)
+    big = sketch_rows(A, 16)
+    small = big.resize(8)
+    assert small.rounding > big.rounding
+    assert _reference_error(A, small) <= small.error_bound
+
+
+@pytest.mark.parametrize("method, bound", [("rfd", 0.5), ("fd", 1.0)])
+def test_the_rfd_and_fd_bounds_are_attained(method, bound):
+    """``A = I_4`` with ``l = 2``: one shrink takes every direction away
+    (``Delta = 1``); FD's estimate 0 is off by exactly ``Delta``, RFD's ``I / 2``
+    by exactly ``Delta / 2``: neither bound may be any smaller."""
+    sketch = sketch_rows(np.eye(4), 2, method=method)
+    error = _reference_error(np.eye(4), sketch)
+    assert sketch.shrinkage == pytest.approx(1.0)
+    assert error == pytest.approx(bound, rel=1e-12)
+    assert bound <= sketch.error_bound <= bound * (1 + 1e-12)
+
+
+def test_error_estimate_brackets_the_error_of_a_tight_rfd_sketch():
+    """The estimate subtracts RFD's ridge ``alpha I``: without it the lower end
+    would read ``||A^T A - B^T B|| = 1`` for a true error of ``1/2``."""
+    sketch = sketch_rows(np.eye(4), 2)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        omega = rng.standard_normal((4, 3))
+        estimate = error_from_products(sketch, omega, omega)  # A^T A = I
+        assert estimate.lower <= 0.5 <= estimate.upper
+        assert estimate.lower >= 0.5 * (1 - 1e-9)  # three of four directions: exact
+
+
+def test_error_estimate_lower_end_never_exceeds_a_rounding_level_error():
+    for seed in range(4):
+        A = _three_directions_and_tiny_noise(seed)
+        sketch = merge_sketches(_block_sketches(A, "block", seed))
+        error = _reference_error(A, sketch)
+        omega = np.random.default_rng(seed).standard_normal((A.shape[1], 10))
+        estimate = error_from_products(sketch, omega, A.T @ (A @ omega))
+        assert estimate.lower <= error <= estimate.upper
+
+
+def test_error_estimate_upper_end_needs_its_constant_ten():
+    """A rank-one error ``u u^T`` seen through two Gaussian vectors: the upper end
+    ``10 sqrt(2/pi) max |u^T w_i|`` misses with probability about ``10 ** -2``,
+    while with the constant 1 it would miss in most draws (probability 0.62)."""
+    d = 50
+    rng = np.random.default_rng(1)
+    B = rng.standard_normal((5, d))
+    sketch = Sketch(B=B, shrinkage=0.0, n_rows=6, sketch_size=8, method="fd",
+                    frobenius_sq=float(np.sum(B ** 2)) + 1.0)
+    u = rng.standard_normal(d)
+    u /= np.linalg.norm(u)  # A = [B; u]: the error is u u^T, of norm 1
+    misses = 0
+    for seed in range(40):
+        omega = np.random.default_rng(seed).standard_normal((d, 2))
+        estimate = error_from_products(sketch, omega, B.T @ (B @ omega) + np.outer(u, u @ omega))
+        assert estimate.lower <= 1.0 + 1e-12
+        misses += estimate.upper < 1.0
+    assert estimate.failure_probability == 1e-2
+    assert misses <= 3  # binomial(40, 0.01): P(> 3) < 1e-4
+
+
+def test_lanczos_steps_are_the_fewest_the_theorem_allows():
+    """Kuczynski and Wozniakowski, Theorem 4.2: ``k`` is the smallest count with
+    ``1.648 sqrt(n) exp(-sqrt(tol) (2k - 1)) <= p``."""
+    def failure_bound(n, k):
+        return 1.648 * math.sqrt(n) * math.exp(-math.sqrt(LANCZOS_TOLERANCE) * (2 * k - 1))
+
+    for n in (10, 400, 2000, 10 ** 6):
+        for p in (0.3, 1e-3, 1e-6, 1e-12):
+            k = lanczos_steps(n, p)
+            assert failure_bound(n, k) <= p < failure_bound(n, k - 1) or k in (1, n)
+
+
+def test_lanczos_takes_every_step_it_is_given():
+    """The Ritz value after ``k`` steps uses ``k`` products (unless the Krylov space
+    is invariant): a run of one step fewer weakens the bound's probability."""
+    spectrum = np.random.default_rng(0).uniform(0, 1, 300)
+    calls = []
+
+    def matvec(y):
+        calls.append(1)
+        return spectrum * y
+
+    largest_eigenvalue(matvec, 300, 12, np.random.default_rng(0))
+    assert len(calls) == 12
+
+
+def test_lanczos_bound_needs_its_factor_on_an_adversarial_spectrum():
+    """``lambda_1 = 1``, the rest uniform on ``[0, 0.75)``, failure probability 0.1
+    (8 steps for n = 2000): the Ritz value is below 1 in every run, and
+    ``theta / (1 - tol)`` bounds ``lambda_1`` in all but a few of 100 runs, at most
+    the 10 % the theorem allows."""
+    n = 2000
+    spectrum = np.concatenate([[1.0], np.random.default_rng(1).uniform(0, 0.75, n - 1)])
+    misses = 0
+    for seed in range(100):
+        theta, bound, steps = certified_largest_eigenvalue(
+            lambda y: spectrum * y, n, 0.1, np.random.default_rng(seed))
+        assert theta < 1 - 1e-6 and steps == lanczos_steps(n, 0.1)
+        misses += bound < 1.0
+    assert misses <= 10
+
+
+def test_rounding_constant_is_the_documented_one():
+    from dasketch.kernels.shrink import shrink_rounding
+
+    assert shrink_rounding(20, 100, 3.0) == (2 * 120 + 8 * 20) * EPS * 3.0
