@@ -58,11 +58,9 @@ def dense_block_rows(sketch_size, n_features):
     wide rows towards ``16 l`` while a block holds at most :data:`WIDE_BLOCK_VALUES`.
 
     Blocks of few wide rows leave most of the error to the merges of their
-    sketches: at 4,096 x 32,768, l = 32 (benchmarks/bench_sparse_wide.py rows,
-    threads) blocks of 128 / 256 / 512 rows gave 2.32x / 1.63x / 1.28x the best
-    possible error at working size ``1.5 l`` in 6.7x / 5.6x / 6.5x the time of one
-    projection ``X G``, and 512 rows at ``l`` 1.84x in 4.5x, where
-    ``svd_compressed(k=l, n_power_iter=2)`` reaches 2.05x.
+    sketches, so taller blocks of wide rows give a smaller error in about the same
+    time (measured by benchmarks/bench_sparse_wide.py, its ``rows`` case; figures in
+    benchmarks/README.md).
     """
     rows = default_block_rows(n_features)
     if rows >= 16 * int(sketch_size):
@@ -74,17 +72,15 @@ def dense_block_rows(sketch_size, n_features):
 def randomized_block_rows(nonzeros_per_row, n_features):
     """Default rows per block of sparse rows sketched by the randomized update.
 
-    Each block pays work that grows with the columns it touches, not with its
-    nonzeros: the test matrix, the Lanczos basis of its certificate, its sketch and
-    the merges. Twice the exact update's blocks (about 2^23 nonzeros, at most 2^17
-    rows) spread it over more nonzeros, and fewer merges lose less:
-    (benchmarks/bench_sparse_wide.py, working size ``l``, four power iterations,
-    single-thread CPU time against one projection ``X G`` on a shared machine)
-    200,000 x 100,000 at density 1e-3 took 9.0x instead of 9.8x at 1.29x instead
-    of 1.38x the best possible error, and hashed text 16x instead of 22x at 1.35x
-    instead of 1.46x. Only while such a
-    block holds at least 16 nonzeros per column: narrower blocks of wider rows
-    touch more columns as they grow, and their memory grows with them.
+    Twice the exact update's blocks: about :data:`RANDOMIZED_BLOCK_NONZEROS`
+    nonzeros and at most :data:`RANDOMIZED_MAX_BLOCK_ROWS` rows, while such a block
+    holds at least 16 nonzeros per column, else :func:`default_block_rows`. Each
+    block pays work that grows with the columns it touches, not with its nonzeros
+    (the test matrix, the Lanczos basis of its certificate, its sketch and the
+    merges), so taller blocks spread it over more nonzeros and fewer merges lose
+    less error; narrower blocks of wider rows touch more columns as they grow, and
+    their memory grows with them. Measured by benchmarks/bench_sparse_wide.py
+    (figures in benchmarks/README.md).
     """
     if RANDOMIZED_BLOCK_NONZEROS < 16 * int(n_features):
         return default_block_rows(nonzeros_per_row)
@@ -96,34 +92,26 @@ def default_working_size(sketch_size, n_features, *, update="auto", split_every=
                          sparse=False):
     """Working sketch size of block sketches and inner merges.
 
-    ``4 l`` for exact updates of sparse rows and of dense rows at most 2,048 wide:
-    on a9a and on slowly decaying spectra it brought the tree within 1 % of the
-    best possible error where ``2 l`` was 3-11 % above, and was no slower.
+    * ``4 l`` for exact updates of sparse rows and of dense rows no wider than a
+      default block is tall (``d <= 2048``): oversampled inner sketches lose less
+      to the many shrinks of the tree, at no extra time on such rows (measured on
+      a9a and slowly decaying spectra when the default was set; the error of the
+      default is reported by benchmarks/bench_sketch.py).
+    * Dense rows wider than that are absorbed through the row Gram, about
+      ``(2 m + s / 2) d`` flops per row at working size ``m`` and ``s`` rows per
+      shrink, so ``m`` is chosen by error per second: ``l`` when a default block
+      (:func:`dense_block_rows`) holds at least ``16 l`` rows, else ``1.5 l``, as
+      the merges of short blocks carry more of the error (measured by
+      benchmarks/bench_sparse_wide.py, its ``rows`` case).
+    * ``l`` for the randomized update, whose passes and dense work grow with the
+      width: a larger working size cost more time than its smaller error was worth
+      on both sparse cases of benchmarks/bench_sparse_wide.py; merges of wide rows
+      then stay within :data:`MERGE_VALUES` through :func:`default_split_every`,
+      which lowers the fan-in.
 
-    Dense rows wider than a default block is tall (``d > 2048``) are absorbed
-    through the row Gram, about ``(2 m + s / 2) d`` flops per row at working size
-    ``m`` and ``s`` rows per shrink, so ``m`` is chosen by error per second
-    (benchmarks/bench_sparse_wide.py, ``l = 32``, rows of decaying scale, CPU
-    time of one thread against one random projection ``X G``): at 2,048 x 8,192
-    (blocks of 512 rows) ``l`` took 5.3x at 1.68x the best possible error,
-    ``1.5 l`` 5.7x at 1.63x, ``2 l`` 6.9x at 1.32x, ``4 l`` 11-19x at 1.08x;
-    ``svd_compressed(k=l, n_power_iter=2)`` 10-13x at 2.25x. At 1,024 x 32,768
-    (blocks of 128 rows, merges carry more of the error) ``l`` reached 2.34x,
-    above ``svd_compressed``'s 2.27x, and ``1.5 l`` 2.03x at 5.5x. Hence ``l``
-    when a default block (:func:`dense_block_rows`, which grows blocks of wide rows
-    to ``16 l`` rows within 128 MiB) holds at least ``16 l`` rows, else ``1.5 l``.
-
-    ``l`` for the randomized update, whose passes and dense work grow with the
-    width, chosen by error per second on both sparse cases of
-    ``benchmarks/bench_sparse_wide.py`` (single-thread CPU time against one
-    projection ``X G`` on a shared machine, blocks of :func:`randomized_block_rows`;
-    a quiet rerun of the defaults: 6.1x and 13x in wall time at 1.29x and 1.35x):
-    on 200,000 x 100,000 rows ``l`` with four power iterations took 9.0x at 1.29x the best possible error, where ``1.5 l``
-    with three took 12.4x at 1.27x; on hashed text 16x at 1.35x, where ``1.5 l``
-    took 27x at 1.43x. Merges of wide rows then stay within :data:`MERGE_VALUES`
-    through :func:`default_split_every`, which lowers the fan-in. Exact updates are
-    capped so that ``split_every`` working sketches stay within
-    :data:`MERGE_VALUES`, and never below ``l``.
+    Exact updates are capped so that ``split_every`` working sketches stay within
+    :data:`MERGE_VALUES`, and never below ``l``. The figures behind these choices
+    are in benchmarks/README.md.
     """
     if update == "randomized":
         return int(sketch_size)
@@ -163,12 +151,12 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
         Rows are samples; a string or path is a zarr store or fsspec URL.
     sketch_size : int
         ``l >= 2``; the sketch keeps at most ``l - 1`` rows.
-    method : {"rfd", "fd"}
+    method : {"rfd", "fd"}, default "rfd"
         Robust Frequent Directions (Luo et al., JMLR 2019, Algorithm 2 and 5) or
         Frequent Directions (Liberty 2013; Ghashami et al. 2016).
-    alpha0 : float
+    alpha0 : float, default 0.0
         Regularisation ``alpha0 >= 0`` added to the estimate of ``A^T A``.
-    center : bool
+    center : bool, default False
         Sketch the column-centred data (covariance), with the parallel-variance
         correction at every merge.
     split_every : int, optional
@@ -179,36 +167,44 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
         Run on this client; default: the active scheduler (a ``distributed``
         client if one is set as default, else Dask's threads).
     block_rows : int, optional
-        Rows per block (see :func:`as_row_blocks`).
-    update : {"auto", "block", "buffered", "randomized"}
+        Rows per block. Default: about 32 MiB of values per block (fewer, taller
+        blocks of wide rows, see :func:`dense_block_rows`), or the chunking of a
+        Dask array whose chunks are whole rows of that size.
+    update : {"auto", "block", "buffered", "randomized"}, default "auto"
         How a block is absorbed. Exact (certified) updates: ``"block"``, one
         shrink of the whole block; ``"buffered"``, the streaming Algorithm 5 with
         a buffer of ``2 l`` rows. ``"randomized"``: one randomized compression of
         the block and one shrink (:mod:`dasketch.kernels.sparse_fd`), O(nnz l)
         per block instead of O(b d l); its bound holds with probability ``1 -
-        failure_probability``. ``"auto"`` (default) is ``"randomized"`` for sparse
-        input at least ``32 l`` columns wide, where it wins on error per second
-        (:func:`choose_update`), else the exact update picked by a cost model.
+        failure_probability``. ``"auto"`` is ``"randomized"`` for sparse input at
+        least ``32 l`` columns wide, where it wins on error per second (measured by
+        benchmarks/bench_sparse_wide.py), else the exact update picked by a cost
+        model (:func:`choose_update`).
     working_size : int, optional
         Sketch size ``>= sketch_size`` of the block sketches and inner merges; the
         root is shrunk to ``sketch_size`` (:meth:`Sketch.resize`). Oversampled
         inner sketches lose less to the many shrinks of a tree, while every
-        guarantee holds for the final size. Default :func:`default_working_size`.
-    failure_probability : float
+        guarantee holds for the final size. Default :func:`default_working_size`:
+        ``4 l`` for exact updates of narrow rows, ``l`` or ``1.5 l`` for wide dense
+        rows and ``l`` for the randomized update, chosen by error per second
+        (measured by benchmarks/bench_sparse_wide.py).
+    failure_probability : float, default 1e-6
         For the randomized update: the probability, over its random draws, that
         the sketch's ``error_bound`` is exceeded (split evenly among the blocks).
-    random_state : None, int or numpy random generator
+    random_state : None, int or numpy.random.Generator, optional
         Seeds the randomized update; with an int the result does not depend on
         chunking, scheduler or worker count.
-    component, storage_options
-        For zarr inputs.
-    missing_chunks : {"fill", "raise"}
+    component : str, optional
+        For a zarr group: the path of the array inside it.
+    storage_options : dict, optional
+        Passed to fsspec for a store given as a URL (credentials, endpoints).
+    missing_chunks : {"fill", "raise"}, default "fill"
         Chunks absent from a zarr store read as its fill value, as in zarr
         (default), or are an error naming them (``"raise"``); see
         :func:`dasketch.io.open_zarr_array`. A store that changes while the job
         runs is an error either way.
-    progress : bool
-        Show a progress bar (see :func:`compute`).
+    progress : bool, default False
+        Show a progress bar.
 
     Returns
     -------
@@ -227,6 +223,14 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
         that fits (``update="auto"`` then falls back from the randomized to the
         exact update when only that fits), or when a block task would read an
         input chunk larger than that limit.
+
+    See Also
+    --------
+    estimate_error : Bracket the actual error of the sketch in one more pass.
+    merge_sketches : Merge sketches of row blocks, e.g. of data that arrives later.
+    Sketch : The result: its bound, covariance estimate and solver.
+    save_sketch : Store a sketch for later merges.
+    SketchPCA : Principal components from the same sketch.
 
     Examples
     --------
@@ -301,12 +305,23 @@ def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=No
 
     Parameters
     ----------
-    X
+    X : dask.array.Array, numpy.ndarray, scipy.sparse matrix, str or os.PathLike
         The data that was sketched, any input :func:`sketch` accepts.
     sketch : Sketch
-    n_vectors : int
-        ``r >= 1``.
-    random_state, split_every, client, block_rows, component, storage_options
+        The sketch of ``X`` to check.
+    n_vectors : int, default 10
+        ``r >= 1``; the upper end fails with probability ``10 ** -r``.
+    random_state : None, int or numpy.random.Generator, optional
+        Seeds the Gaussian vectors.
+    split_every : int, optional
+        As for :func:`sketch`.
+    client : distributed.Client, optional
+        As for :func:`sketch`.
+    block_rows : int, optional
+        As for :func:`sketch`.
+    component : str, optional
+        As for :func:`sketch`.
+    storage_options : dict, optional
         As for :func:`sketch`.
 
     Returns
@@ -321,6 +336,11 @@ def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=No
         ``split_every`` products of ``d x n_vectors`` float64 values; see
         :func:`dasketch.sketch_memory.check_estimate_memory`), naming the
         ``n_vectors`` that fits.
+
+    See Also
+    --------
+    sketch : Make the sketch this checks.
+    Sketch.error_bound : The certified bound the estimate is compared with.
 
     Examples
     --------
@@ -365,7 +385,7 @@ def _merge_all(*sketches):
 def sparse_embed(X, sketch_size, *, embedding="osnap", nnz_per_column=None, random_state=None,
                  stream=0, split_every=None, client=None, block_rows=None, component=None,
                  storage_options=None):
-    """The small dense ``S X`` (``s x d``) for a sparse random embedding ``S``.
+    """Compute the small dense ``S X`` (``s x d``) for a sparse random embedding ``S``.
 
     ``S`` is CountSketch (Clarkson and Woodruff, STOC 2013), OSNAP with ``k``
     nonzeros per column (Nelson and Nguyen, FOCS 2013) or the sparse Cauchy
@@ -385,20 +405,36 @@ def sparse_embed(X, sketch_size, *, embedding="osnap", nnz_per_column=None, rand
         Rows are samples; a string or path is a zarr store.
     sketch_size : int
         Number of rows ``s`` of ``S X``.
-    embedding : {"osnap", "countsketch", "cauchy"}
+    embedding : {"osnap", "countsketch", "cauchy"}, default "osnap"
+        The distribution of ``S``.
     nnz_per_column : int, optional
         Nonzeros per column of ``S``: 1 for CountSketch and Cauchy; default
         ``min(4, sketch_size)`` for OSNAP.
-    random_state : None, int or numpy random generator
-    stream : int
+    random_state : None, int or numpy.random.Generator, optional
+        Seeds ``S``.
+    stream : int, default 0
         Index of an independent stream of embeddings for the same seed.
-    split_every, client, block_rows, component, storage_options
-        See :func:`sketch`.
+    split_every : int, optional
+        As for :func:`sketch`.
+    client : distributed.Client, optional
+        As for :func:`sketch`.
+    block_rows : int, optional
+        As for :func:`sketch`.
+    component : str, optional
+        As for :func:`sketch`.
+    storage_options : dict, optional
+        As for :func:`sketch`.
 
     Returns
     -------
     numpy.ndarray
         ``S X`` in float64, shape ``(sketch_size, d)``.
+
+    See Also
+    --------
+    dasketch.linear_model.sketch_precondition : Precondition least squares with
+        such an embedding.
+    sketch : A deterministic sketch with a certified error bound.
 
     Examples
     --------
