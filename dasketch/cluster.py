@@ -224,7 +224,7 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
                timeout=DEFAULT_TIMEOUT, dashboard_address=LOOPBACK_DASHBOARD,
                set_as_default=True, security=None,
                **cluster_kwargs):
-    """A ``distributed.Client``: connected to a scheduler, or on an embedded cluster.
+    """Return a ``distributed.Client``: connected to a scheduler, or on an embedded cluster.
 
     Closing the client (``client.close()``, or leaving a ``with`` block) closes
     what this function started and nothing else: on an existing scheduler only the
@@ -237,21 +237,24 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
         Scheduler address such as ``tcp://10.0.0.5:8786``. Defaults to the
         ``DASK_SCHEDULER_ADDRESS`` environment variable; when neither is set, an
         embedded ``LocalCluster`` with worker processes is started.
-    n_workers, threads_per_worker : int >= 1, optional
-        Size of the embedded cluster (default: one single-threaded worker process
-        per core). Only for the embedded cluster.
+    n_workers : int >= 1, optional
+        Worker processes of the embedded cluster (default: one per core). Only for
+        the embedded cluster.
     memory_limit : str or float, optional
         Memory limit per worker of the embedded cluster (``"2GiB"``, bytes, or a
         fraction of the machine's memory); default: the memory split evenly.
-    timeout : str or float
-        How long to wait for a scheduler (default 8 s) before raising ``OSError``.
-    dashboard_address : str or None
-        Dashboard of the embedded cluster: ``"127.0.0.1:0"`` (default), a free
-        port on this machine only; an address such as ``":8787"`` listens on
+    threads_per_worker : int >= 1, optional
+        Threads of each worker of the embedded cluster (default 1). Only for the
+        embedded cluster.
+    timeout : str or float, default "8s"
+        How long to wait for a scheduler before raising ``OSError``.
+    dashboard_address : str or None, default "127.0.0.1:0"
+        Dashboard of the embedded cluster: ``"127.0.0.1:0"``, a free port on this
+        machine only; an address such as ``":8787"`` listens on
         every interface, as asked. None: no dashboard (the scheduler's HTTP
         endpoints then listen on a free loopback port). The scheduler and the
         workers of the embedded cluster listen on 127.0.0.1 only.
-    set_as_default : bool
+    set_as_default : bool, default True
         Make the client Dask's default scheduler, as ``distributed.Client``
         does: estimators (which hold no client) and ``dask.compute`` then run on
         it. With False, pass it as ``client=`` to functions or enter
@@ -260,12 +263,13 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
         TLS credentials of the client (CA, certificate, key) for a ``tls://``
         scheduler; default: Dask's configuration (``distributed.comm.tls``).
         Without an address, passed to the embedded ``LocalCluster``.
-    **cluster_kwargs
+    **cluster_kwargs : dict
         Passed to ``LocalCluster``.
 
     Returns
     -------
     distributed.Client
+        The connected client; closing it closes what this function started.
 
     Raises
     ------

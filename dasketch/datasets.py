@@ -198,14 +198,45 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
     ``V diag(s^2) V^T + noise^2 I``. Rows are generated block by block from
     tile-indexed seeds (the same rows for any ``chunk_rows``; default
     :func:`default_chunk_rows`), so the data set can
-    be far larger than memory. Chunks are written on a few threads;
-    ``progress(done, total)``, if given, is called after every chunk. The store
+    be far larger than memory. Chunks are written on a few threads. The store
     appears at ``path`` only once complete (also after Ctrl-C).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The zarr store to write.
+    n_rows, n_features : int
+        Shape of the data set, each ``>= 1``.
+    rank : int, optional
+        Directions of the spectrum; default ``n_features``, or for a geometric decay
+        the directions above float64 rounding, capped as above.
+    decay : float, default 0.9
+        Ratio of consecutive scales ``s_j``.
+    power : float, optional
+        A power-law spectrum ``s_j = (j + 1) ** -power`` instead of the geometric
+        one.
+    noise : float, default 0.01
+        Scale of the isotropic Gaussian noise added to every row.
+    chunk_rows : int, optional
+        Rows per zarr chunk; default :func:`default_chunk_rows` (16,384, fewer for
+        wide rows so that a chunk stays within 32 MiB).
+    dtype : str or numpy.dtype, default "float64"
+        Type of the stored values.
+    random_state : None, int or numpy.random.Generator, default 0
+        Seed of the basis, the rows and the noise.
+    overwrite : bool, default False
+        Replace an existing store at ``path``; otherwise that is an error.
+    progress : callable, optional
+        ``progress(done, total)`` is called after every chunk written.
 
     Returns
     -------
     dask.array.Array
         The written array, opened from the store.
+
+    See Also
+    --------
+    sketch : Sketch the written rows.
 
     Examples
     --------
@@ -335,9 +366,10 @@ def l1_regression_linprog(A, b, bounds=None):
     The reference solution for small problems, by
     ``scipy.optimize.linprog(method="highs")``. Without bounds, the dual
     ``max b^T u`` subject to ``A^T u = 0, -1 <= u <= 1`` (``n`` variables, ``d``
-    equalities; ``x`` is minus the multipliers of the equalities; 4 s for
-    20,000 x 20, 2 minutes for 10^5 x 20); with bounds, the primal ``min sum(t)``
-    subject to ``-t <= A x - b <= t`` (20x slower).
+    equalities; ``x`` is minus the multipliers of the equalities), the smaller
+    problem for ``n >> d``; with bounds, the primal ``min sum(t)`` subject to
+    ``-t <= A x - b <= t`` (``n + d`` variables, ``2 n`` inequalities), which takes
+    much longer: keep ``n`` to a few tens of thousands.
 
     Examples
     --------
