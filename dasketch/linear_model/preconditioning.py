@@ -31,19 +31,30 @@ STREAM_SKETCH, STREAM_CHECK, STREAM_LEVERAGE, STREAM_DRAWS = 0, 1, 2, 3
 class SketchPreconditioner:
     """``R`` from ``QR(S A)`` and what was learned with it in the same pass.
 
-    Attributes
+    Made by :func:`sketch_precondition`; the parameters are also its attributes.
+
+    Parameters
     ----------
-    R : ndarray (d, d)
+    R : ndarray of shape (d, d)
         Upper triangular; ``A R^{-1}`` is well conditioned.
-    x0 : ndarray (d,) or None
+    x0 : ndarray of shape (d,) or None
         Sketch-and-solve solution ``R^{-1} Q^T S b`` when ``b`` was given.
     check_singular_values : ndarray or None
         Singular values of ``S' A R^{-1}`` for an independent OSNAP embedding ``S'``:
         estimates of the singular values of ``A R^{-1}``.
     check_sketch : ndarray or None
         ``S' A`` itself, to estimate the conditioning of other metrics.
-    embedding, sketch_size, nnz_per_column, seed
-        The embedding used.
+    embedding : str
+        The embedding ``S``: ``"osnap"``, ``"countsketch"`` or ``"cauchy"``.
+    sketch_size, nnz_per_column : int
+        Rows of ``S A`` and nonzeros per column of ``S``.
+    seed : int
+        Seed of ``S`` and of the check sketch.
+
+    See Also
+    --------
+    sketch_precondition : Make it.
+    leverage_scores : Row weights of ``A R^{-1}``.
 
     Examples
     --------
@@ -74,11 +85,33 @@ class SketchPreconditioner:
         return float(s[0] / s[-1]) if s[-1] > 0 else float("inf")
 
     def solve(self, v):
-        """``R^{-1} v``."""
+        """Solve ``R x = v``.
+
+        Parameters
+        ----------
+        v : ndarray of shape (d,) or (d, k)
+            Right-hand side.
+
+        Returns
+        -------
+        ndarray
+            ``R^{-1} v``, of the shape of ``v``.
+        """
         return scipy.linalg.solve_triangular(self.R, v)
 
     def solve_transpose(self, v):
-        """``R^{-T} v``."""
+        """Solve ``R^T x = v``.
+
+        Parameters
+        ----------
+        v : ndarray of shape (d,) or (d, k)
+            Right-hand side.
+
+        Returns
+        -------
+        ndarray
+            ``R^{-T} v``, of the shape of ``v``.
+        """
         return scipy.linalg.solve_triangular(self.R, v, trans="T")
 
 
@@ -101,7 +134,7 @@ def check_regression_data(A, b, *, block_rows=None):
 
 def sketch_precondition(A, b=None, *, sketch_size=None, embedding="osnap", nnz_per_column=None,
                         check_size=None, random_state=None, client=None, block_rows=None):
-    """Preconditioner ``R`` from ``QR(S A)`` with a distributed sparse embedding.
+    """Compute the preconditioner ``R`` from ``QR(S A)`` with a distributed sparse embedding.
 
     One blocked pass computes ``S [A b]`` and, unless ``check_size=0``, an
     independent OSNAP sketch ``S' A`` whose singular values after ``R^{-1}``
@@ -112,24 +145,37 @@ def sketch_precondition(A, b=None, *, sketch_size=None, embedding="osnap", nnz_p
 
     Parameters
     ----------
-    A : array-like (n, d)
-        numpy, scipy.sparse, Dask array or zarr path; ``n >> d``.
-    b : array-like (n,), optional
+    A : array-like of shape (n, d)
+        A numpy array, scipy.sparse matrix, Dask array or zarr path; ``n >> d``.
+    b : array-like of shape (n,), optional
         Targets; gives the sketch-and-solve solution ``x0``.
     sketch_size : int, optional
-        Rows of ``S A``, ``>= d``; default ``4 d`` (OSNAP with 4 nonzeros per
-        column then gives ``cond(A R^{-1})`` of about 3).
-    embedding : {"osnap", "countsketch", "cauchy"}
+        Rows of ``S A``, ``>= d``; default ``4 d``, with which OSNAP with 4
+        nonzeros per column gives ``cond(A R^{-1})`` of about 3.
+    embedding : {"osnap", "countsketch", "cauchy"}, default "osnap"
+        The distribution of ``S`` (see :func:`dasketch.sparse_embed`).
     nnz_per_column : int, optional
-        For OSNAP, default 4.
+        Nonzeros per column of ``S``; default 4 for OSNAP, 1 for the others.
     check_size : int, optional
         Rows of the independent check sketch; default ``8 d``; 0 disables it.
-    random_state, client, block_rows
-        Seed, ``distributed.Client`` and rows per block.
+    random_state : None, int or numpy.random.Generator, optional
+        Seeds ``S`` and the check sketch.
+    client : distributed.Client, optional
+        Run on this client; default: the active scheduler.
+    block_rows : int, optional
+        Rows per block; default about 32 MiB of values per block.
 
     Returns
     -------
     SketchPreconditioner
+        ``R``, the sketch-and-solve solution when ``b`` was given, and the
+        estimated singular values of ``A R^{-1}``.
+
+    See Also
+    --------
+    sketch_lstsq : Solve least squares with this preconditioner.
+    leverage_scores : Row weights from it, for row sampling.
+    dasketch.sparse_embed : The embedding ``S A`` alone.
 
     Examples
     --------
@@ -212,7 +258,7 @@ def metric_singular_values(precond, P):
 
 def leverage_scores(A, precond, *, p=2, n_projections=None, exact=False, client=None,
                     block_rows=None):
-    """Row weights ``lambda_i ~ ||U_i||_p^p`` of ``U = A R^{-1}``, in one blocked pass.
+    """Estimate the row weights ``lambda_i ~ ||U_i||_p^p`` of ``U = A R^{-1}`` in one pass.
 
     With a thin ``G`` (``d x r``): for p = 2, ``||U_i G||_2^2 / r`` with Gaussian
     ``G`` (Johnson-Lindenstrauss, Drineas et al. 2012); for p = 1, the median of
@@ -223,17 +269,31 @@ def leverage_scores(A, precond, *, p=2, n_projections=None, exact=False, client=
 
     Parameters
     ----------
-    A : array-like (n, d)
+    A : array-like of shape (n, d)
+        The matrix that ``precond`` was computed from, in any form
+        :func:`sketch_precondition` accepts.
     precond : SketchPreconditioner
-    p : {1, 2}
+        Its ``R`` defines ``U = A R^{-1}``; its seed seeds ``G``.
+    p : {1, 2}, default 2
+        The norm: leverage scores (2) or l1 row weights (1).
     n_projections : int, optional
         Columns ``r`` of ``G``; default 32.
-    exact : bool
-    client, block_rows
+    exact : bool, default False
+        Use ``G = I``: the exact weights of ``U``.
+    client : distributed.Client, optional
+        Run on this client; default: the active scheduler.
+    block_rows : int, optional
+        Rows per block; default about 32 MiB of values per block.
 
     Returns
     -------
-    ndarray (n,)
+    ndarray of shape (n,)
+        The weight of each row.
+
+    See Also
+    --------
+    sketch_precondition : Compute ``R``.
+    dasketch.linear_model.PWSGDRegressor : Samples rows by these weights.
 
     Examples
     --------
