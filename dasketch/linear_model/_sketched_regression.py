@@ -46,12 +46,23 @@ class SketchedRegressorMixin(RegressorMixin):
             self.coef_, self.intercept_ = solution.astype(dtype), dtype.type(0.0)
 
     def predict(self, X):
-        """``X @ coef_ + intercept_``.
+        """Predict ``X @ coef_ + intercept_``.
 
         ``X`` is validated exactly as in ``fit`` (finite values, 2-D,
-        ``n_features_in_`` columns, feature names). Out-of-core ``X`` (Dask,
-        ``zarr.Array``, zarr path or URL) gives a lazy Dask array whose blocks
-        raise on NaN or Inf when computed.
+        ``n_features_in_`` columns, feature names).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, n_features_in_)
+            A numpy array, pandas DataFrame, scipy.sparse matrix, Dask array,
+            ``zarr.Array`` or zarr path or URL.
+
+        Returns
+        -------
+        ndarray or dask.array.Array of shape (n,)
+            The predictions; for out-of-core ``X`` (Dask, ``zarr.Array``, zarr
+            path or URL) a lazy Dask array whose blocks raise on NaN or Inf when
+            computed.
         """
         check_is_fitted(self)
         X = validate_input(self, X, reset=False, accept_sparse="csr")

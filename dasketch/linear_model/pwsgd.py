@@ -61,7 +61,7 @@ def check_bounds(bounds, n_features):
 
 
 class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
-    """l2 or l1 regression by preconditioned weighted SGD (pwSGD).
+    """Solve l2 or l1 regression by preconditioned weighted SGD (pwSGD).
 
     Solves ``min_{x in Z} ||A x - b||_p`` (p in {1, 2}, ``n >> d``, ``Z`` all of
     ``R^d`` or a box) following Yang, Chow, Re, Mahoney, "Weighted SGD for l_p
@@ -99,38 +99,44 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
     quadratic with curvature about ``sigma_min^2 n / F*``; we take
     ``mu = sigma_min^2 n / (2 F(x0))``. Default ``n_iter`` is
     ``500 ||U||_F^2 / sigma_min^2`` (at most 10^6): a relative error of about
-    ``2e-3`` by the estimate above (measured: 1e-4 to 5e-3 on the tests).
+    ``2e-3`` by the estimate above (the relative errors the defaults reach are
+    checked by tests/linear_model/test_pwsgd.py and reported by
+    benchmarks/bench_regression.py).
 
     Parameters
     ----------
-    p : {1, 2}
-    fit_intercept : bool, default=True
+    p : {1, 2}, default 2
+        The norm of the residual: least squares (2) or least absolute deviations
+        (1).
+    fit_intercept : bool, default True
         Fit an intercept, as the coefficient of an appended column of ones
         (``A = [X 1]`` below; the preconditioner absorbs its scale, sparse ``X``
         stays sparse). Bounds apply to ``coef_`` only.
-    embedding : {"osnap", "countsketch", "cauchy"}
+    embedding : {"osnap", "countsketch", "cauchy"}, default "osnap"
         The embedding for ``R``. The paper conditions l1 problems with the sparse
-        Cauchy transform, whose l1 guarantee does not depend on ``n``; but its
-        ``cond_2(A R^{-1})`` is about 10x worse than OSNAP's (20-40 against 3 on
-        the tests) and measured on them OSNAP's ``R`` needs 30x fewer steps for
-        the same l1 accuracy, so OSNAP is the default for both p.
+        Cauchy transform, whose l1 guarantee does not depend on ``n``; OSNAP is
+        the default for both p because its ``cond_2(A R^{-1})`` is far smaller,
+        so that its ``R`` needs far fewer steps for the same l1 accuracy (figures
+        in benchmarks/README.md).
     sketch_size : int, optional
         Rows of ``S A``, ``>= d``; default ``4 d`` (``d`` counts the intercept
         column), so the defaults suit any size.
     n_iter : int, optional
         Number of SGD steps (row visits) ``T``, all taken (not a cap, hence not
         ``max_iter``); default above.
-    preconditioner : {"full", "diag", "none"}
+    preconditioner : {"full", "diag", "none"}, default "full"
         The metric ``H``; box constraints need ``"diag"`` or ``"none"``.
     bounds : (lower, upper), optional
         Box constraints (scalars or length-d arrays, infinities allowed).
     step_size : float, optional
         A constant step ``eta`` instead of the default schedule.
-    leverage : {"estimate", "exact"}
-        Leverage weights from a thin random projection (default) or exact
-        (``O(n d^2)``).
-    random_state : None, int or numpy random generator
+    leverage : {"estimate", "exact"}, default "estimate"
+        Leverage weights from a thin random projection or exact (``O(n d^2)``).
+    random_state : None, int or numpy.random.Generator, optional
+        Seeds the embeddings, the leverage projection and the row draws.
     block_rows : int, optional
+        Rows per block of the passes over ``X``; default about 32 MiB of values
+        per block.
 
     Attributes
     ----------
@@ -163,6 +169,14 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
         The distinct rows the steps visited (sorted) and how many of the
         ``n_iter_`` draws landed on each: rows are drawn with probability
         proportional to their leverage ``lambda_i``.
+
+    See Also
+    --------
+    SketchLstsqRegressor : Least squares to a certified tolerance by
+        sketch-preconditioned LSQR.
+    leverage_scores : The row weights pwSGD samples by.
+    dasketch.RFDSONRegressor : Online regression in one pass.
+    DualRandomProjectionRegressor : Ridge regression for ``d >> n``.
 
     Examples
     --------
@@ -214,8 +228,21 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
                              "a box in the full metric R^T R is itself a QP")
 
     def fit(self, X, y):
-        """Fit on ``X`` (n x d: numpy, pandas, scipy.sparse, Dask, ``zarr.Array``
-        or zarr path/URL) and ``y`` (n,)."""
+        """Fit the coefficients by pwSGD.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            A numpy array, pandas DataFrame, scipy.sparse matrix, Dask array,
+            ``zarr.Array`` or zarr path or URL.
+        y : array-like of shape (n,)
+            Targets.
+
+        Returns
+        -------
+        self : PWSGDRegressor
+            The fitted estimator.
+        """
         start_time = time.perf_counter()
         self._check_params()
         blocks, b, dtype = self._validate_fit_data(X, y)
