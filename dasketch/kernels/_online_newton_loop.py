@@ -391,6 +391,8 @@ def run_rows(indptr, indices, data, dense, is_sparse, y, v, c, Q, K, P, wt, inv,
         loss_out[i] = value
         fs[T] += 1.0
         if slope == 0.0:
+            if ip[USE_FLOOR]:  # R_t counts every row seen, with a gradient or not
+                update_floor(K, P, fs, ist, fp, ip, np.sqrt(xx), 0.0)
             continue
         # 3. sketch sqrt(mu + eta / t) g with g = slope * x
         scale = np.sqrt(fp[MU] + fp[ETA] / fs[T]) * slope

@@ -143,18 +143,26 @@ class OnlineNewton:
         alpha_t = max(alpha0 + shrinkage_t / 2, G_t R_t / (2 C)),
         G_t = max_{s<=t} ||g_s||,  R_t = max_{s<=t} ||x_s||,
 
-    the smallest value for which no step ``H^{-1} g_t`` (``||H^{-1}|| <=
-    1 / alpha``) moves the prediction of any row seen so far by more than
-    ``2 C``. It is the online Newton step's initial regulariser of [3]_
-    (``epsilon = 1 / (beta^2 D^2)`` with D the width of the constraint set along
-    the data, expressed in the units of the sketched gradients). The floor is
-    non-decreasing, scales with the data as alpha must (``x -> s x`` gives
-    ``alpha -> s^2 alpha``), needs no parameter, and stops mattering once the
-    shrinkage has grown past it. ``alpha_t`` stays non-decreasing, so ``H_t``
-    only grows, as the analysis of [1]_ (Theorem 4) requires: it is RFD-SON with
-    ``alpha0`` equal to the floor's final value ``G_T R_T / (2 C)`` (a constant
-    for bounded data, the paper's assumption), and the regret bound holds with
-    that ``alpha0``. ``alpha_floor=False`` runs Algorithms 3 and 6 as written.
+    where ``R_t`` counts every row seen, with a gradient or not. What it
+    guarantees: no Newton step ``H_t^{-1} g_t`` (``||H_t^{-1}|| <= 1 / alpha_t``)
+    moves the prediction of any row seen so far by more than ``2 C``, because
+    ``|x_s^T H_t^{-1} g_t| <= R_t G_t / alpha_t``. It is the online Newton step's
+    initial regulariser of [3]_ (``epsilon = 1 / (beta^2 D^2)`` with D the width of
+    the constraint set along the data, expressed in the units of the sketched
+    gradients). The floor is non-decreasing, scales with the data as alpha must
+    (``x -> s x`` gives ``alpha -> s^2 alpha``), needs no parameter, and stops
+    mattering once the shrinkage has grown past it.
+
+    What it does not guarantee: the projection onto ``K_t`` moves the prediction
+    of ``x_t`` by exactly its excess ``|u^T x_t| - C``, and that of another row
+    ``x`` by at most the excess times ``sqrt(x^T H^{-1} x / x_t^T H^{-1} x_t)``,
+    which the floor does not bound (a row along a direction of low curvature can
+    move by more than ``2 C``). And no regret bound is claimed with the floor:
+    [1]_ (Theorem 4) analyses a fixed ``alpha0``, and a regulariser that grows
+    during the run adds ``sum_t (alpha_t - alpha_{t-1}) ||w_t - w*||^2`` to the
+    regret, which ``K_t`` (a constraint on margins, not on ``||w||``) does not
+    bound. ``alpha_floor=False`` runs Algorithms 3 and 6 as written, the setting of
+    the paper's regret bound.
 
     Parameters
     ----------

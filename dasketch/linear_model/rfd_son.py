@@ -46,9 +46,11 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
 
     ``alpha0 = 0`` needs no tuning. alpha is kept above a floor derived from the
     data seen so far, ``max ||g|| max ||x|| / (2 prediction_bound)``, so that no
-    single step can move a prediction by more than the width of the constraint
-    set while the sketch is still nearly empty (see
-    :class:`~dasketch.kernels.online_newton.OnlineNewton`); ``alpha_floor=False``
+    Newton step can move the prediction of a row seen so far by more than the
+    width of the constraint set while the sketch is still nearly empty; the
+    projection steps are not bounded by it, and the paper's regret bound is
+    claimed only without it (see
+    :class:`~dasketch.kernels.online_newton.OnlineNewton`). ``alpha_floor=False``
     runs the paper's algorithm as written, which on sparse data with rare
     features can take huge first steps.
 

@@ -57,10 +57,10 @@ def dense_algorithm3(X, y, sketch_size, *, method="rfd", alpha0=0.0, loss="squar
                 w = u - np.sign(zu) * (abs(zu) - C) / denom * hx
                 z = np.sign(zu) * C  # w^T x in exact arithmetic
         _, slope = loss_derivative(loss, z, y[t - 1])
+        row_max = max(row_max, np.linalg.norm(x))
         if slope != 0:
             g = slope * x
             a = np.sqrt(mu + eta / t) * g
-            row_max = max(row_max, np.linalg.norm(x))
             grad_max = max(grad_max, np.linalg.norm(g))
             if method == "full":
                 G += np.outer(a, a)
@@ -77,6 +77,7 @@ def dense_algorithm3(X, y, sketch_size, *, method="rfd", alpha0=0.0, loss="squar
             u = w - np.linalg.pinv(H, rtol=RCOND, hermitian=True) @ g
         else:
             u = w
+            H, alpha = current_H()  # the floor counts the row all the same
         us.append(u.copy())
         alphas.append(alpha)
     return np.array(us), np.array(alphas)
@@ -150,6 +151,32 @@ def test_no_d_by_d_matrix_is_formed():
     clf = RFDSONClassifier(sketch_size=5).fit(X, y)
     assert clf.learners_[0].n_shrinks >= 5 and np.isfinite(clf.coef_).all()
     assert clf.learners_[0]._Q.shape == (10, d + 1)
+
+
+def _largest_newton_move(X, y, prediction_bound=1.0):
+    """Largest ``|x_s^T H_t^+ g_t|`` over steps t and rows s <= t seen so far, in
+    units of the width ``2 C`` of the constraint set (hinge loss, the floor on)."""
+    learner = OnlineNewton(X.shape[1], 2, loss="hinge", prediction_bound=prediction_bound)
+    largest = 0.0
+    for t in range(len(y)):
+        z = learner.fit_rows(X[t:t + 1], y[t:t + 1])[0][0]
+        _, slope = loss_derivative("hinge", z, y[t])
+        if slope != 0:
+            step = learner.solve(slope * X[t])  # H_t^+ g_t, H_t after the append
+            largest = max(largest, np.abs(X[:t + 1] @ step).max() / (2 * prediction_bound))
+    return largest
+
+
+def test_the_floor_bounds_every_newton_step_for_every_row_seen():
+    """The floor counts every row seen in R_t, with a gradient or not: rows e1,
+    100 e1 (no hinge gradient), e1 + e2 once moved the prediction of 100 e1 by
+    33 = 16.7 x 2C."""
+    X = np.array([[1.0, 0.0], [100.0, 0.0], [1.0, 1.0]])
+    assert _largest_newton_move(X, np.array([1.0, 1.0, -1.0])) <= 1.0
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        X = rng.standard_normal((60, 5)) * np.exp(rng.uniform(-3, 3, (60, 1)))
+        assert _largest_newton_move(X, np.sign(rng.standard_normal(60)), 0.5) <= 1.0
 
 
 def test_solve_is_the_pseudo_inverse_of_H():
