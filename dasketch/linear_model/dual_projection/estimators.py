@@ -18,35 +18,37 @@ from dasketch._blocks import RowBlocks, compute, is_dask_collection, matvec
 from dasketch.linear_model.dual_projection.solve import check_weights, dual_random_projection
 from dasketch.utils.validation import validate_input
 
-_PARAMS_DOC = """
-    alpha : float, default=1.0
+_ALPHA_DOC = """
+    alpha : float, default 1.0
         ``lambda > 0``, the weight of ``||w||^2 / 2`` (0 is a ``ValueError``:
-        the dual of the problem, and the method, need ``lambda > 0``).
-    n_components : int, default=100
+        the dual of the problem, and the method, need ``lambda > 0``)."""
+
+_PARAMS_DOC = """
+    n_components : int, default 100
         ``m``, the projection dimension; ``min(n_components, n_samples,
         n_features)`` is used, so the default works on small data (where the
         preconditioner is then exact). A modest multiple of the rank of X makes
         Algorithm 1 accurate and the default solver converge in a few
         iterations.
-    solver : {"cg", "paper"}, default="cg"
+    solver : {"cg", "paper"}, default "cg"
         ``"cg"``: conjugate gradients (squared loss) or Newton-CG (other losses)
         on the full problem, preconditioned through the projection, from the
         Algorithm 1 solution. ``"paper"``: Algorithm 2 of the paper, with
         ``max_iter`` rounds (``max_iter=1``: Algorithm 1, one shot).
-    tol : float, default=1e-6
+    tol : float, default 1e-6
         Stop when the coefficients are certified to relative accuracy ``tol``,
         ``coef_error_bound_ <= tol ||coef_||``; a ``ConvergenceWarning`` is
         raised exactly when that is not reached (ill-conditioned problems,
         ``max_iter`` too small, or accuracy below what floating point can
         certify).
-    max_iter : int, default=100
+    max_iter : int, default 100
         Iterations at most (conjugate-gradient iterations, Newton steps or rounds).
-    fit_intercept : bool, default=True
+    fit_intercept : bool, default True
         Fit an unpenalised intercept.
-    block_rows, split_every
+    block_rows, split_every : int, optional
         Rows per block and fan-in of the reduction trees (see
         :func:`dasketch.sketch`); the model does not depend on them beyond rounding.
-    random_state : None, int or numpy random generator
+    random_state : None, int or numpy.random.Generator, optional
         Seed of the Gaussian projection ``R``.
 """
 
@@ -67,12 +69,15 @@ _ATTRIBUTES_DOC = """
         Passes over X, the projection included.
     history_ : list of dict
         Per iteration: passes so far, optimality residual, objective.
-    naive_coef_, naive_intercept_
+    naive_coef_, naive_intercept_ : ndarray
         The naive solution ``R z / sqrt(m)`` of the first projected problem.
     best_iteration_ : int
     n_components_ : int
     n_features_in_ : int
     feature_names_in_ : ndarray, only for DataFrame input
+"""
+
+_REFERENCES_DOC = """
 
     References
     ----------
@@ -159,13 +164,20 @@ class DualRandomProjectionRegressor(RegressorMixin, _DualRandomProjectionBase):
     relative accuracy of ``coef_`` (``coef_error_bound_``).
 
     Parameters
-    ----------""" + _PARAMS_DOC + """
+    ----------""" + _ALPHA_DOC + _PARAMS_DOC + """
     Attributes
     ----------
     coef_ : ndarray (n_features,) or (n_targets, n_features)
         1-D for 1-D ``y`` (and for ``y`` of one column, as ``Ridge``); float32
         for float32 X.
     intercept_ : numpy float or ndarray (n_targets,)""" + _ATTRIBUTES_DOC + """
+    See Also
+    --------
+    dual_random_projection : The solver, with its result and certificate.
+    DualRandomProjectionClassifier : The same method for classification.
+    SketchLstsqRegressor : Least squares with ``n >> d`` to a certified tolerance.
+    PWSGDRegressor : Preconditioned weighted SGD for l2 and l1 regression.
+    dasketch.RFDSONRegressor : Online regression in one pass.""" + _REFERENCES_DOC + """
     Examples
     --------
     >>> import numpy as np
@@ -191,9 +203,23 @@ class DualRandomProjectionRegressor(RegressorMixin, _DualRandomProjectionBase):
         return tags
 
     def fit(self, X, y, sample_weight=None):
-        """Fit on ``X`` (numpy, pandas, scipy.sparse, Dask array, zarr array or
-        path), real targets ``y`` ((n_samples,) or (n_samples, n_targets)) and
-        optional ``sample_weight`` (n_samples,), weights >= 0 of the loss terms."""
+        """Fit the ridge coefficients and intercept.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A numpy array, pandas DataFrame, scipy.sparse matrix, Dask array,
+            zarr array or zarr path.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Real targets.
+        sample_weight : array-like of shape (n_samples,), optional
+            Weights ``>= 0`` of the loss terms; default all 1.
+
+        Returns
+        -------
+        self : DualRandomProjectionRegressor
+            The fitted estimator.
+        """
         X = validate_input(self, X, reset=True)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the "
@@ -210,8 +236,19 @@ class DualRandomProjectionRegressor(RegressorMixin, _DualRandomProjectionBase):
         return self
 
     def predict(self, X):
-        """``X w + b``; a lazy Dask array for out-of-core input; float32 when X
-        and the model are."""
+        """Predict ``X w + b``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Any input ``fit`` accepts.
+
+        Returns
+        -------
+        ndarray or dask.array.Array of shape (n_samples,) or (n_samples, n_targets)
+            The predictions: a lazy Dask array for out-of-core input; float32 when
+            X and the model are.
+        """
         return self._decision(X)
 
 
@@ -241,20 +278,26 @@ class DualRandomProjectionClassifier(ClassifierMixin, _DualRandomProjectionBase)
     the certified relative accuracy of ``coef_`` (``coef_error_bound_``).
 
     Parameters
-    ----------
-    loss : {"logistic", "smoothed_hinge", "squared"}, default="logistic"
-    smoothing : float, default=1.0
+    ----------""" + _ALPHA_DOC + """
+    loss : {"logistic", "smoothed_hinge", "squared"}, default "logistic"
+        The loss ``l`` above.
+    smoothing : float, default 1.0
         ``s > 0`` of the smoothed hinge loss.
-    class_weight : None, "balanced" or dict, default=None
+    class_weight : "balanced" or dict, optional
         Weights of the classes, multiplied into ``sample_weight`` (see
         :func:`sklearn.utils.class_weight.compute_class_weight`, given the
-        sample weights, as in ``LogisticRegression``).""" + _PARAMS_DOC + """
+        sample weights, as in ``LogisticRegression``); default all 1.""" + _PARAMS_DOC + """
     Attributes
     ----------
     classes_ : ndarray (n_classes,)
     coef_ : ndarray (1, n_features) or (n_classes, n_features)
         float32 for float32 X, as ``decision_function`` and ``predict_proba``.
     intercept_ : ndarray (1,) or (n_classes,)""" + _ATTRIBUTES_DOC + """
+    See Also
+    --------
+    dual_random_projection : The solver, with its result and certificate.
+    DualRandomProjectionRegressor : The same method for ridge regression.
+    dasketch.RFDSONClassifier : Online classification in one pass.""" + _REFERENCES_DOC + """
     Examples
     --------
     >>> import numpy as np
@@ -280,9 +323,23 @@ class DualRandomProjectionClassifier(ClassifierMixin, _DualRandomProjectionBase)
         self.class_weight = class_weight
 
     def fit(self, X, y, sample_weight=None):
-        """Fit on ``X`` (numpy, pandas, scipy.sparse, Dask array, zarr array or
-        path), class labels ``y`` (two or more classes, one-vs-rest) and optional
-        ``sample_weight`` (n_samples,), weights >= 0 of the loss terms."""
+        """Fit one linear model per class (one for two classes).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A numpy array, pandas DataFrame, scipy.sparse matrix, Dask array,
+            zarr array or zarr path.
+        y : array-like of shape (n_samples,)
+            Class labels, two or more classes (one-vs-rest).
+        sample_weight : array-like of shape (n_samples,), optional
+            Weights ``>= 0`` of the loss terms; default all 1.
+
+        Returns
+        -------
+        self : DualRandomProjectionClassifier
+            The fitted estimator.
+        """
         X, y = validate_input(self, X, y, reset=True)
         check_classification_targets(y)
         classes, codes = np.unique(y, return_inverse=True)
@@ -301,12 +358,34 @@ class DualRandomProjectionClassifier(ClassifierMixin, _DualRandomProjectionBase)
         return self._solve(X, targets, self.loss, self.smoothing, sample_weight)
 
     def decision_function(self, X):
-        """``X w + b`` per class (one column for two classes, positive for
-        ``classes_[1]``); lazy for out-of-core input."""
+        """Compute the scores ``X w + b`` of every class.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Any input ``fit`` accepts.
+
+        Returns
+        -------
+        ndarray or dask.array.Array of shape (n_samples,) or (n_samples, n_classes)
+            One column per class, or one for two classes, positive for
+            ``classes_[1]``; lazy for out-of-core input.
+        """
         return self._decision(X)
 
     def predict(self, X):
-        """Predicted class labels; lazy for out-of-core input."""
+        """Predict the class labels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Any input ``fit`` accepts.
+
+        Returns
+        -------
+        ndarray or dask.array.Array of shape (n_samples,)
+            Labels from ``classes_``; lazy for out-of-core input.
+        """
         scores = self._decision(X)
 
         def labels(s):
@@ -320,9 +399,19 @@ class DualRandomProjectionClassifier(ClassifierMixin, _DualRandomProjectionBase)
 
     @available_if(lambda self: self.loss == "logistic")
     def predict_proba(self, X):
-        """Class probabilities (logistic loss only): ``sigmoid(X w + b)`` for two
-        classes, normalised one-vs-rest sigmoids otherwise (as scikit-learn's
-        one-vs-rest)."""
+        """Estimate the class probabilities (logistic loss only).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Any input ``fit`` accepts.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            ``sigmoid(X w + b)`` for two classes, normalised one-vs-rest sigmoids
+            otherwise (as scikit-learn's one-vs-rest).
+        """
         p = expit(np.asarray(self._decision(X)))
         if p.ndim == 1:
             return np.column_stack([1.0 - p, p])
@@ -330,5 +419,16 @@ class DualRandomProjectionClassifier(ClassifierMixin, _DualRandomProjectionBase)
 
     @available_if(lambda self: self.loss == "logistic")
     def predict_log_proba(self, X):
-        """``log(predict_proba(X))``."""
+        """Estimate the logarithms of the class probabilities (logistic loss only).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Any input ``fit`` accepts.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            ``log(predict_proba(X))``.
+        """
         return np.log(self.predict_proba(X))
