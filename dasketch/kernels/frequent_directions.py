@@ -45,26 +45,35 @@ class Sketch:
         Number of rows summarised.
     sketch_size : int
         ``l`` (the RFD paper's ``m``).
-    method : {"fd", "rfd"}
+    method : {"fd", "rfd"}, default "rfd"
         Which estimate of ``A^T A`` the sketch represents.
-    alpha0 : float
+    alpha0 : float, default 0.0
         User regularisation ``alpha0 >= 0``, counted once.
-    mean : ndarray of shape (d,) or None
+    mean : ndarray of shape (d,), optional
         Column means for a centred (covariance) sketch, None otherwise.
-    frobenius_sq : float
+    frobenius_sq : float, default 0.0
         ``||A||_F^2`` of the (centred) rows, tracked exactly.
-    shrinkage_bound : float or None
+    shrinkage_bound : float, optional
         Upper bound on the largest eigenvalue of ``A^T A - B^T B``; None means
         ``shrinkage`` itself (every shrink exact, the deterministic case). Set by
         the randomized sparse sketch (:mod:`dasketch.kernels.sparse_fd`), where
         ``shrinkage`` holds the Lanczos estimates of the losses instead.
-    failure_probability : float
+    failure_probability : float, default 0.0
         Probability that ``shrinkage_bound`` is too small: 0 for a certified
         sketch; merged sketches add theirs (union bound).
-    rounding : float
+    rounding : float, default 0.0
         Bound on the spectral norm of the float64 rounding error of every shrink
         so far (:func:`~dasketch.kernels.shrink.shrink_rounding`, summed), part of
         :attr:`loss_bound` and so of :attr:`error_bound`.
+    _svd : list, optional
+        Cache of the thin SVD of ``B``, filled on first use; never pass it.
+
+    See Also
+    --------
+    sketch : Sketch a whole (possibly larger than memory) matrix on Dask.
+    merge_sketches : Merge sketches of disjoint rows.
+    estimate_error : Bracket the actual error on the data in one pass.
+    save_sketch : Store a sketch.
 
     Notes
     -----
@@ -81,6 +90,16 @@ class Sketch:
     :attr:`guarantee`); RFD's ridge still uses the estimate ``shrinkage``, so the
     RFD bound is ``shrinkage_bound - shrinkage / 2``. In floating point every
     bound also carries ``rounding`` (the Loewner bounds widen by it on both sides).
+
+    References
+    ----------
+    .. [1] E. Liberty, "Simple and deterministic matrix sketching", KDD 2013.
+    .. [2] M. Ghashami, E. Liberty, J. M. Phillips, D. P. Woodruff, "Frequent
+       Directions: simple and deterministic matrix sketching", SIAM J. Comput.
+       45(5), 2016 (mergeability, Section 3).
+    .. [3] L. Luo, C. Chen, Z. Zhang, W.-J. Li, T. Zhang, "Robust Frequent
+       Directions with application in online learning", JMLR 20(45), 2019
+       (Algorithms 1-5, Theorems 1-3).
 
     Examples
     --------
@@ -114,7 +133,26 @@ class Sketch:
     # ------------------------------------------------------------------ build
     @classmethod
     def empty(cls, n_features, sketch_size, *, method="rfd", alpha0=0.0, center=False):
-        """The sketch of zero rows."""
+        """Return the sketch of zero rows.
+
+        Parameters
+        ----------
+        n_features : int
+            Number of columns ``d``.
+        sketch_size : int
+            ``l >= 2``.
+        method : {"rfd", "fd"}, default "rfd"
+            FD or RFD estimate.
+        alpha0 : float, default 0.0
+            User regularisation ``alpha0 >= 0``.
+        center : bool, default False
+            Whether rows added later are centred (a covariance sketch).
+
+        Returns
+        -------
+        Sketch
+            With no rows and zero shrinkage.
+        """
         check_sketch_parameters(sketch_size, method, alpha0)
         mean = np.zeros(n_features) if center else None
         return cls(np.zeros((0, n_features)), 0.0, 0, int(sketch_size), method,
@@ -123,7 +161,31 @@ class Sketch:
     @classmethod
     def from_rows(cls, rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
                   update="auto", row_offset=0):
-        """Sketch a block of rows in one go (see :func:`sketch_rows`)."""
+        """Sketch a block of rows in memory in one go.
+
+        Parameters
+        ----------
+        rows : ndarray or scipy.sparse matrix of shape (b, d)
+            Float rows.
+        sketch_size : int
+            ``l >= 2``.
+        method : {"rfd", "fd"}, default "rfd"
+            FD or RFD estimate.
+        alpha0 : float, default 0.0
+            User regularisation ``alpha0 >= 0``.
+        center : bool, default False
+            Sketch the rows centred on their own mean.
+        update : {"auto", "block", "buffered"}, default "auto"
+            How the rows are absorbed: one shrink per chunk chosen by a cost model,
+            one shrink of the whole block, or the streaming buffer of ``2 l`` rows.
+        row_offset : int, default 0
+            Global index of the first row, used in error messages.
+
+        Returns
+        -------
+        Sketch
+            The sketch of ``rows``.
+        """
         return sketch_rows(rows, sketch_size, method=method, alpha0=alpha0,
                            center=center, update=update,
                            row_offset=row_offset)
@@ -148,8 +210,10 @@ class Sketch:
 
     @property
     def loss_bound(self):
-        """Upper bound on ``||A^T A - B^T B||_2``: ``shrinkage_bound`` when set,
-        else ``shrinkage``, plus ``rounding``."""
+        """Upper bound on ``||A^T A - B^T B||_2``.
+
+        ``shrinkage_bound`` when set, else ``shrinkage``, plus ``rounding``.
+        """
         return self._exact_loss_bound + self.rounding
 
     @property
@@ -159,8 +223,7 @@ class Sketch:
 
     @property
     def error_bound(self):
-        """Spectral-norm bound on the error of :meth:`covariance`, available
-        without the data.
+        """Spectral-norm bound on the error of :meth:`covariance`, known without the data.
 
         ``Delta`` for FD and ``Delta / 2`` for RFD when certified; for a randomized
         sketch ``shrinkage_bound`` (FD) or ``shrinkage_bound - shrinkage / 2``
@@ -179,16 +242,34 @@ class Sketch:
         return f"probability >= 1 - {self.failure_probability:.3g}"
 
     def with_loss(self, delta, rounding=0.0):
-        """The same sketch with ``delta`` more exact shrinkage (and bound) and
-        ``rounding`` more rounding error."""
+        """Return the same sketch with more shrinkage and rounding error.
+
+        Parameters
+        ----------
+        delta : float
+            Exact shrinkage added to ``shrinkage`` (and to ``shrinkage_bound``).
+        rounding : float, default 0.0
+            Rounding error added to ``rounding``.
+
+        Returns
+        -------
+        Sketch
+            A new sketch with the same rows.
+        """
         bound = None if self.shrinkage_bound is None else self.shrinkage_bound + delta
         return replace(self, shrinkage=self.shrinkage + delta, shrinkage_bound=bound,
                        rounding=self.rounding + rounding)
 
     def covariance(self):
-        """The d x d estimate of ``A^T A + alpha0 I``: ``B^T B + alpha I``.
+        """Form the d x d estimate ``B^T B + alpha I`` of ``A^T A + alpha0 I``.
 
         Only for moderate d; :meth:`solve` never forms it.
+
+        Returns
+        -------
+        ndarray of shape (d, d)
+            Its spectral distance to ``A^T A + alpha0 I`` is at most
+            :attr:`error_bound`.
         """
         B = self.B
         return B.T @ B + self.alpha * np.eye(self.n_features)
@@ -201,11 +282,23 @@ class Sketch:
         return self._svd[0]
 
     def singular_values(self):
-        """Singular values of ``B`` (descending)."""
+        """Return the singular values of ``B``.
+
+        Returns
+        -------
+        ndarray of shape (r,)
+            In descending order; a copy.
+        """
         return self._thin_svd()[0].copy()
 
     def components(self):
-        """Right singular vectors of ``B`` as rows (descending singular value)."""
+        """Return the right singular vectors of ``B``.
+
+        Returns
+        -------
+        ndarray of shape (r, d)
+            One vector per row, by descending singular value; a copy.
+        """
         return self._thin_svd()[1].copy()
 
     def solve(self, v):
@@ -220,10 +313,12 @@ class Sketch:
         Parameters
         ----------
         v : array_like of shape (d,) or (d, k)
+            Right-hand side(s).
 
         Returns
         -------
-        ndarray of the same shape as ``v``.
+        ndarray
+            ``(B^T B + alpha I)^{-1} v``, of the shape of ``v``.
         """
         v = np.asarray(v, dtype=np.float64)
         if v.ndim not in (1, 2) or v.shape[0] != self.n_features:
@@ -244,15 +339,42 @@ class Sketch:
 
     # ------------------------------------------------------------ combining
     def merge(self, *others):
-        """Merge with other sketches of other rows ([2]_ Section 3).
+        """Merge with sketches of other rows.
 
         ``merge(S1, S2) = shrink([B1; B2])`` with ``Delta = Delta1 + Delta2 +
-        delta``; the guarantee holds for any tree of merges.
+        delta``; the guarantee holds for any tree of merges ([2]_ Section 3).
+
+        Parameters
+        ----------
+        *others : Sketch
+            Sketches of disjoint rows with the same ``d``, ``l``, method, ``alpha0``
+            and centring.
+
+        Returns
+        -------
+        Sketch
+            The sketch of all the rows (see :func:`merge_sketches`).
         """
         return merge_sketches((self,) + others)
 
     def update(self, rows, *, update="auto", row_offset=None):
-        """Return the sketch of the seen rows followed by ``rows``."""
+        """Return the sketch of the seen rows followed by ``rows``.
+
+        Parameters
+        ----------
+        rows : ndarray or scipy.sparse matrix of shape (b, d)
+            The new rows.
+        update : {"auto", "block", "buffered"}, default "auto"
+            How they are absorbed (as for :meth:`from_rows`).
+        row_offset : int, optional
+            Global index of the first new row, for error messages; default
+            ``n_rows``.
+
+        Returns
+        -------
+        Sketch
+            A new sketch; this one is unchanged.
+        """
         offset = self.n_rows if row_offset is None else row_offset
         block = sketch_rows(rows, self.sketch_size, method=self.method,
                             alpha0=self.alpha0, center=self.centered,
@@ -260,13 +382,22 @@ class Sketch:
         return merge_sketches((self, block))
 
     def resize(self, sketch_size):
-        """Shrink to a smaller ``sketch_size`` (one more shrink; ``Delta`` grows by its
-        ``delta``).
+        """Shrink to a smaller ``sketch_size`` (one more shrink, ``Delta`` grows by its ``delta``).
 
         Sketching with a larger working size and resizing at the end keeps every
         guarantee for the final size: each shrink with size ``m >= l`` removes at
         least ``m delta >= l delta`` of Frobenius mass, which is all the proof of
         ``Delta <= ||A - [A]_k||_F^2 / (l - k)`` uses ([2]_ Thm. 3.1).
+
+        Parameters
+        ----------
+        sketch_size : int
+            The new ``l``, at most the current one.
+
+        Returns
+        -------
+        Sketch
+            A new sketch of at most ``sketch_size - 1`` rows.
         """
         check_sketch_parameters(sketch_size, self.method, self.alpha0)
         if sketch_size > self.sketch_size:
@@ -396,13 +527,33 @@ def check_mergeable(sketches):
 
 
 def merge_sketches(sketches):
-    """Merge sketches of disjoint row sets into one ([2]_ Section 3).
+    """Merge sketches of disjoint row sets into one.
 
-    One shrink of the stacked ``B``s: ``Delta = sum(Delta_i) + delta``. For
-    centred sketches with counts ``n_i`` and means ``mu_i`` the rows
-    ``sqrt(n_i) (mu_i - mu)`` are added to the stack, ``mu`` the pooled mean
+    One shrink of the stacked ``B``s: ``Delta = sum(Delta_i) + delta``, so the
+    guarantee holds for any tree of merges (Ghashami et al., SIAM J. Comput. 2016,
+    Section 3). For centred sketches with counts ``n_i`` and means ``mu_i`` the
+    rows ``sqrt(n_i) (mu_i - mu)`` are added to the stack, ``mu`` the pooled mean
     (the parallel-variance identity, k-way form), so the result sketches the
     globally centred rows.
+
+    Parameters
+    ----------
+    sketches : iterable of Sketch
+        At least one; all with the same ``d``, ``l``, method, ``alpha0`` and
+        centring.
+
+    Returns
+    -------
+    Sketch
+        The sketch of all their rows, with the summed shrinkage, rounding and
+        failure probability.
+
+    See Also
+    --------
+    sketch : Sketch a whole matrix; it merges the block sketches this way.
+    estimate_error : Bracket the actual error of the merged sketch in one pass.
+    Sketch.merge : The same, as a method.
+    load_sketch : Load a stored sketch to merge with new rows.
 
     Examples
     --------
