@@ -36,7 +36,7 @@ class SketchPCA(_BasePCA):
 
     Parameters
     ----------
-    n_components : int, float in (0, 1), "mle" or None
+    n_components : int, float in (0, 1) or "mle", optional
         Number of components to keep, at most ``min(n_samples, n_features)``
         (0 keeps none: probabilistic PCA's isotropic model);
         None (default) keeps ``min(n_samples, n_features)`` as
@@ -46,7 +46,7 @@ class SketchPCA(_BasePCA):
         Minka's rule from the measured variances (see
         :func:`dasketch._pca_variance.mle_components`; needs ``n_samples >=
         n_features``).
-    sketch_size : int, "exact" or None
+    sketch_size : int or "exact", optional
         ``l``, more than ``n_components``; default ``max(2 k, k + 10)`` for
         ``k = n_components`` (``min(n_samples, n_features)`` unless an int),
         capped at ``min(n_samples, n_features) + 1`` (``n_features + 1`` in
@@ -56,14 +56,18 @@ class SketchPCA(_BasePCA):
         whatever the rows: nothing is shrunk away, ``error_bound`` is the float64
         rounding term alone and the results are exact PCA's
         up to rounding, at ``O(n d^2)`` time and ``d^2`` memory.
-    method : {"rfd", "fd"}
-    whiten : bool
+    method : {"rfd", "fd"}, default "rfd"
+        Robust Frequent Directions or Frequent Directions (see
+        :func:`dasketch.sketch`).
+    whiten : bool, default False
         Scale the projections to unit variance: :meth:`transform` divides by
         ``sqrt(explained_variance_)`` and :meth:`inverse_transform` multiplies
         back, as in scikit-learn.
-    split_every, block_rows, random_state
-        See :func:`dasketch.sketch`; ``random_state`` seeds its randomized update
-        (sparse input much wider than the sketch), so equal seeds give equal fits.
+    split_every, block_rows : int, optional
+        See :func:`dasketch.sketch`.
+    random_state : None, int or numpy.random.Generator, optional
+        Seeds the randomized update of :func:`dasketch.sketch` (sparse input much
+        wider than the sketch), so equal seeds give equal fits.
 
     Attributes
     ----------
@@ -113,6 +117,14 @@ class SketchPCA(_BasePCA):
         Rows summarised by the sketch (all batches of :meth:`partial_fit`).
     sketch_ : dasketch.Sketch
         The centred sketch, with its certified ``error_bound``.
+
+    See Also
+    --------
+    sketch : The centred sketch alone, with its error bound.
+    dasketch.xarray.eofs : Empirical orthogonal functions of an xarray data set.
+    dasketch.anndata.pca : Principal components of an AnnData object, as
+        ``scanpy.pp.pca``.
+    sklearn.decomposition.PCA : The exact peer.
 
     Notes
     -----
@@ -192,9 +204,24 @@ class SketchPCA(_BasePCA):
         return k, size
 
     def fit(self, X, y=None):
-        """Sketch the centred rows of ``X`` (numpy, pandas, scipy.sparse, Dask,
-        ``zarr.Array`` or zarr path/URL), then measure the variance along the
-        sketch's directions in one more pass and keep the components."""
+        """Sketch the centred rows of ``X`` and keep the components of largest variance.
+
+        The variance along each direction of the sketch is measured in one more
+        pass over ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A numpy array, pandas DataFrame, scipy.sparse matrix, Dask array,
+            ``zarr.Array`` or zarr path or URL.
+        y : None, optional
+            Ignored.
+
+        Returns
+        -------
+        self : SketchPCA
+            The fitted estimator.
+        """
         self._validate_params()
         X = validate_input(self, X, reset=True, accept_sparse="csr")
         blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
@@ -216,6 +243,18 @@ class SketchPCA(_BasePCA):
         sparse updates add up). The components and ``explained_variance_`` then
         come from the sketch (``variance_source_ == "sketch"``): earlier batches
         cannot be read again.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A batch of rows, in any form :meth:`fit` accepts.
+        y : None, optional
+            Ignored.
+
+        Returns
+        -------
+        self : SketchPCA
+            The estimator, updated.
 
         Raises
         ------
@@ -291,13 +330,22 @@ class SketchPCA(_BasePCA):
         return self.components_.T.astype(np.float64) / scale, scale
 
     def transform(self, X):
-        """Project ``X`` on the principal axes (divided by
-        ``sqrt(explained_variance_)`` when ``whiten``).
+        """Project ``X`` on the principal axes.
 
-        ``X`` is validated exactly as in ``fit``; out-of-core ``X`` (Dask,
-        ``zarr.Array``, zarr path or URL) gives a lazy Dask array whose blocks
-        raise on NaN or Inf when computed. The result has the dtype of
-        ``components_``.
+        ``X`` is validated exactly as in ``fit``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Any input :meth:`fit` accepts.
+
+        Returns
+        -------
+        ndarray or dask.array.Array of shape (n_samples, n_components)
+            The projections (divided by ``sqrt(explained_variance_)`` when
+            ``whiten``), in the dtype of ``components_``; for out-of-core ``X``
+            (Dask, ``zarr.Array``, zarr path or URL) a lazy Dask array whose blocks
+            raise on NaN or Inf when computed.
         """
         check_is_fitted(self, "components_")
         X = validate_input(self, X, reset=False, accept_sparse="csr")
@@ -309,8 +357,19 @@ class SketchPCA(_BasePCA):
         return affine_rows(X, projection, offset, self.components_.dtype)
 
     def inverse_transform(self, X):
-        """Map projections ``X`` (n, n_components) back to the input space
-        (undoing ``whiten``); lazy for out-of-core ``X``, as :meth:`transform`."""
+        """Map projections back to the input space (undoing ``whiten``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_components)
+            Projections, as :meth:`transform` returns them.
+
+        Returns
+        -------
+        ndarray or dask.array.Array of shape (n_samples, n_features)
+            Rows in the input space; lazy for out-of-core ``X``, as
+            :meth:`transform`.
+        """
         check_is_fitted(self, "components_")
         if is_out_of_core(X):
             X = as_row_blocks(X, block_rows=self.block_rows, name="X")
@@ -337,13 +396,19 @@ class SketchPCA(_BasePCA):
             variances.min() <= self.n_features_in_ * eps * variances.max()
 
     def get_precision(self):
-        """Precision of the probabilistic PCA model (Tipping and Bishop, 1999), the
-        inverse of :meth:`get_covariance` as scikit-learn's PCA defines it (with
-        ``whiten``, its covariance scales the components by
+        """Compute the precision of the probabilistic PCA model (Tipping and Bishop, 1999).
+
+        It is the inverse of :meth:`get_covariance` as scikit-learn's PCA defines it
+        (with ``whiten``, its covariance scales the components by
         ``sqrt(explained_variance_)``). With the orthonormal components ``V`` and
         ``e`` the variances in excess of the noise ``s2``, ``C = V^T diag(e) V +
         s2 I`` and ``C^{-1} = I / s2 - V^T diag(e / (s2 (s2 + e))) V``, which stays
         finite when a component has no excess variance.
+
+        Returns
+        -------
+        ndarray of shape (n_features, n_features)
+            ``C^{-1}``, in the dtype of ``components_``.
 
         Raises
         ------
@@ -371,18 +436,42 @@ class SketchPCA(_BasePCA):
         return precision.astype(self.components_.dtype)
 
     def score_samples(self, X):
-        """Log-likelihood of each sample under the probabilistic PCA model (as
-        :meth:`sklearn.decomposition.PCA.score_samples`); lazy for out-of-core X.
-        A singular model (see :meth:`get_precision`) gives ``-inf`` for every
-        sample, as scikit-learn's PCA does."""
+        """Compute the log-likelihood of each sample under the probabilistic PCA model.
+
+        As :meth:`sklearn.decomposition.PCA.score_samples`. A singular model (see
+        :meth:`get_precision`) gives ``-inf`` for every sample, as scikit-learn's PCA
+        does.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Any input :meth:`fit` accepts.
+
+        Returns
+        -------
+        ndarray or dask.array.Array of shape (n_samples,)
+            Log-likelihoods; lazy for out-of-core ``X``.
+        """
         check_is_fitted(self, "components_")
         X = validate_input(self, X, reset=False, accept_sparse="csr")
         precision = None if self._singular() else self.get_precision().astype(np.float64)
         return gaussian_log_likelihood(X, self.mean_.astype(np.float64), precision)
 
     def score(self, X, y=None):
-        """Average log-likelihood of the samples of ``X`` under the probabilistic
-        PCA model (higher is better)."""
+        """Return the average log-likelihood of the samples under the probabilistic PCA model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Any input :meth:`fit` accepts.
+        y : None, optional
+            Ignored.
+
+        Returns
+        -------
+        float
+            The mean of :meth:`score_samples` (higher is better).
+        """
         log_likelihood = self.score_samples(X)
         if not isinstance(log_likelihood, np.ndarray):
             (log_likelihood,) = compute(log_likelihood)
