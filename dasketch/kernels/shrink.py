@@ -281,7 +281,7 @@ def rows_per_shrink(n_rows, n_features, sketch_size, *, nnz_per_row=None,
     are free, O(b d l) work. ``"auto"`` picks, from ``l, 2l, 4l, ..., b``, the
     largest chunk whose estimated cost (flops plus a per-call overhead) is within
     a slack of the cheapest: larger chunks mean fewer shrinks and so a smaller
-    ``Delta``. The slack is 2x, and 1.5x for dense blocks wider than they are
+    ``Delta``. The slack is a factor 2, and 1.5 for dense blocks wider than they are
     tall (absorbed through the row Gram, whose chunk term, ``s d / 2`` flops per row
     for a chunk of ``s`` rows, soon outweighs FD's own ``O(l d)``): a chunk of
     about ``4-8 l`` rows, some ``4-5`` times the flops of one random projection

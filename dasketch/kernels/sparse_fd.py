@@ -51,10 +51,9 @@ DEFAULT_FAILURE_PROBABILITY = 1e-6
 # Relative accuracy asked of the Lanczos estimate: the certified loss is the Ritz
 # value divided by (1 - LANCZOS_TOLERANCE).
 LANCZOS_TOLERANCE = 0.25
-# Four float32 power iterations: on slowly decaying sparse spectra each cut the
-# error (1.97x, 1.62x, 1.47x, 1.38x the best possible at q = 1, 2, 3, 4 with
-# working size l on 200,000 x 100,000 rows, benchmarks/bench_sparse_wide.py) for
-# two cheap float32 passes; the fourth cost about 6 % more time.
+# Four float32 power iterations: on slowly decaying sparse spectra each one cuts the
+# error for two cheap float32 passes, up to the fourth (measured by
+# benchmarks/bench_sparse_wide.py; figures in benchmarks/README.md).
 POWER_ITERATIONS = 4
 
 
@@ -167,8 +166,8 @@ def _dominant_eigenpairs(gram, floor=1e-10):
 
 def _orthonormal_columns(Y):
     """Orthonormal basis of the range of ``Y`` (steers the power iterations only)
-    from the eigendecomposition of ``Y^T Y``: BLAS-3, where numpy's Householder QR
-    of a tall ``Y`` was measured 20-40x slower."""
+    from the eigendecomposition of ``Y^T Y``: BLAS-3, far cheaper than numpy's
+    Householder QR of a tall ``Y``."""
     eigvals, eigvecs = _dominant_eigenpairs(Y.T @ Y, floor=1e-12)
     return Y @ (eigvecs / np.sqrt(eigvals)).astype(Y.dtype)
 
