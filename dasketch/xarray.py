@@ -86,7 +86,7 @@ def _valid_features(matrix, data, sample_dim, feature_dims):
 
 def eofs(data, sample_dim, n_modes=10, *, variable=None, weights=None, sketch_size=None,
          method="rfd", random_state=0, block_rows=None, split_every=None):
-    """EOFs (principal components) of an xarray field, from a certified sketch.
+    """Compute the EOFs (principal components) of an xarray field from a certified sketch.
 
     Parameters
     ----------
@@ -96,7 +96,7 @@ def eofs(data, sample_dim, n_modes=10, *, variable=None, weights=None, sketch_si
         masked; NaN at some samples only is a ValueError.
     sample_dim : str
         The dimension whose entries are the samples (rows), e.g. ``"time"``.
-    n_modes : int
+    n_modes : int, default 10
         Number of EOFs.
     variable : str, optional
         The variable of a Dataset (needed when it has several).
@@ -105,8 +105,14 @@ def eofs(data, sample_dim, n_modes=10, *, variable=None, weights=None, sketch_si
         dimensions and broadcast by name (e.g. ``np.sqrt(np.cos(np.deg2rad(
         data.lat)))``); the analysis is of the weighted data, and coordinates
         must match ``data``'s exactly.
-    sketch_size, method, random_state, block_rows, split_every
-        Of :class:`dasketch.SketchPCA`.
+    sketch_size : int or "exact", optional
+        As for :class:`dasketch.SketchPCA`.
+    method : {"rfd", "fd"}, default "rfd"
+        As for :class:`dasketch.SketchPCA`.
+    random_state : None, int or numpy.random.Generator, default 0
+        As for :class:`dasketch.SketchPCA`.
+    block_rows, split_every : int, optional
+        As for :class:`dasketch.SketchPCA`.
 
     Returns
     -------
@@ -123,6 +129,11 @@ def eofs(data, sample_dim, n_modes=10, *, variable=None, weights=None, sketch_si
         says whether certified or with a probability); ``mean`` (feature
         dims). Modes are numbered from 1. Coordinates of ``data`` on the
         feature (sample) dimensions are kept on ``components`` (``scores``).
+
+    See Also
+    --------
+    dasketch.SketchPCA : The estimator that computes them.
+    dasketch.anndata.pca : The same analysis for AnnData objects.
 
     Examples
     --------
