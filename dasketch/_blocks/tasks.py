@@ -26,8 +26,8 @@ class _OneBlasThread:
     """Run a kernel with one BLAS thread.
 
     Blocks already run in parallel (scheduler threads or worker processes);
-    nested multi-threaded BLAS on top of that oversubscribes the cores, and on
-    small products it was measured to be 5-10x slower than one thread.
+    nested multi-threaded BLAS on top of that oversubscribes the cores, which
+    slows small products down several times (figures in benchmarks/README.md).
 
     A BLAS library has one thread count for the whole process, and OpenBLAS
     ignored counts set from one thread while other threads that had set theirs
