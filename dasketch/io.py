@@ -121,8 +121,9 @@ class _RowBuffers:
     """Buffers of read rows that this process reuses.
 
     A fresh array of a block is mapped by the operating system page by page on
-    every read: on the 2-core virtual machines of ``benchmarks/`` a 32 MiB block
-    read into a reused buffer took 53 ms instead of 125-140 ms. While reads run,
+    every read, which costs more than the read itself for blocks of a few tens of
+    MiB (measured by benchmarks/bench_sketch.py's read of the store as block tasks
+    do; figures in benchmarks/README.md). While reads run,
     each running read may keep a buffer; when none runs, one buffer stays for the
     next computation (:func:`borrowed_rows` borrows at most
     :data:`REUSED_READ_BYTES`).
@@ -164,9 +165,9 @@ def borrowed_rows(array, start, stop, check_files, name):
     ends: the rows must not be kept beyond it.
 
     Only blocks of at most :data:`REUSED_READ_BYTES`: larger ones (wide rows) are
-    read into a fresh array, as their compute outweighs the page faults, and
-    reads of 256 MiB blocks into buffers peaked higher (about 170 MiB more per
-    worker at d = 1e6, ``bench_scale.py --wide``).
+    read into a fresh array, as their compute outweighs the page faults and
+    buffers of such blocks raise the peak memory of a worker (measured by
+    ``bench_scale.py --wide``; figures in benchmarks/README.md).
     """
     shape = (stop - start,) + tuple(array.shape[1:])
     if math.prod(shape) * array.dtype.itemsize > REUSED_READ_BYTES:
@@ -400,6 +401,16 @@ def save_sketch(sketch, path, *, overwrite=False):
     never leaves a partial sketch. What is written is first checked as
     :func:`load_sketch` checks it, so a saved sketch always reads back.
 
+    Parameters
+    ----------
+    sketch : Sketch
+        The sketch to save.
+    path : str or os.PathLike
+        ``*.npz`` for a NumPy archive, else a zarr directory (a local path or an
+        fsspec URL).
+    overwrite : bool, default False
+        Replace what is at ``path``.
+
     Raises
     ------
     FileExistsError
@@ -407,6 +418,11 @@ def save_sketch(sketch, path, *, overwrite=False):
     ValueError
         If the sketch could not be read back (its fields break an invariant of
         the format); nothing is written then.
+
+    See Also
+    --------
+    load_sketch : Read it back.
+    merge_sketches : Merge a stored sketch with sketches of new rows.
 
     Examples
     --------
@@ -455,6 +471,16 @@ def save_sketch(sketch, path, *, overwrite=False):
 def load_sketch(path):
     """Load a sketch written by :func:`save_sketch` (``.npz`` or zarr).
 
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.npz`` file or a zarr directory (a local path or an fsspec URL).
+
+    Returns
+    -------
+    Sketch
+        The sketch as saved, its invariants and checksum checked.
+
     Raises
     ------
     FileNotFoundError
@@ -466,6 +492,11 @@ def load_sketch(path):
         or has a format version this dasketch does not read; the message says
         which. Format versions 1 (no checksum) and 2 are read. Array sizes are
         checked against the metadata before anything is allocated.
+
+    See Also
+    --------
+    save_sketch : Write a sketch.
+    merge_sketches : Merge it with sketches of new rows.
 
     Examples
     --------
