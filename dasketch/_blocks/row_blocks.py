@@ -226,8 +226,8 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     blocks = tuple(X.to_delayed(optimize_graph=not persisted).ravel())
     offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(X.chunks[0])]))
     if rows * int(X.shape[1]) * dtype.itemsize > REUSED_READ_BYTES:
-        # Wide blocks: a task reading its own 256 MiB block peaked about 170 MiB
-        # higher per worker (d = 1e6, bench_scale.py --wide) and was no faster.
+        # Wide blocks: a task reading its own block raises the peak memory of a
+        # worker and is no faster (bench_scale.py --wide; benchmarks/README.md).
         reader = None
     return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, False, read_bytes, reader)
 
