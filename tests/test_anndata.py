@@ -138,6 +138,10 @@ def test_pca_in_memory_backed_and_zarr_equal_exact_pca(small):
     pca(on_zarr, n_comps=k)
     for other in (backed, on_zarr):
         _check_exact(other, adata.X, mask, k)
+    # Every gene (no mask): the backed matrix is read as row blocks all the same.
+    pca(backed, n_comps=k, mask_var=None)
+    _, _, lam = _exact_pca(adata.X.toarray())
+    np.testing.assert_allclose(backed.uns["pca"]["variance"], lam[:k], rtol=1e-10)
     backed.file.close()
 
 
