@@ -88,8 +88,10 @@ def _masked_input(X, mask, block_rows):
 def pca(adata, n_comps=None, *, layer=None, zero_center=True, mask_var="auto",
         random_state=0, sketch_size=None, method="rfd", block_rows=None, dtype="float32",
         key_added=None, copy=False):
-    """Principal component analysis of an AnnData object, written as
-    ``scanpy.pp.pca`` writes it, from a certified sketch (:class:`dasketch.SketchPCA`).
+    """Compute the principal components of an AnnData object from a certified sketch.
+
+    The results are written as ``scanpy.pp.pca`` writes them; the analysis is that
+    of :class:`dasketch.SketchPCA`.
 
     Parameters
     ----------
@@ -101,23 +103,29 @@ def pca(adata, n_comps=None, *, layer=None, zero_center=True, mask_var="auto",
         1`` when that is at most 50.
     layer : str, optional
         Use ``adata.layers[layer]`` instead of ``X``.
-    zero_center : bool
+    zero_center : bool, default True
         Only True (centred PCA; sparse data are centred implicitly, never
         densified).
-    mask_var : "auto", str, boolean array or None
-        Genes to use: ``"auto"`` (default) is ``adata.var["highly_variable"]``
+    mask_var : "auto", str, bool array or None, default "auto"
+        Genes to use: ``"auto"`` is ``adata.var["highly_variable"]``
         when present, as in scanpy, and every gene otherwise; a column name of
         ``adata.var``, a boolean mask, or None for every gene. Masked-out genes
         get zero loadings.
-    random_state, sketch_size, method, block_rows
-        Of :class:`dasketch.SketchPCA`; an exact sketch (``sketch_size >
+    random_state : None, int or numpy.random.Generator, default 0
+        As for :class:`dasketch.SketchPCA`.
+    sketch_size : int or "exact", optional
+        As for :class:`dasketch.SketchPCA`; an exact sketch (``sketch_size >
         min(n_obs, n_genes)``, the default for small data) gives the exact PCA.
-    dtype : str or numpy dtype
-        Of ``obsm["X_pca"]`` (float32 by default, as scanpy).
+    method : {"rfd", "fd"}, default "rfd"
+        As for :class:`dasketch.SketchPCA`.
+    block_rows : int, optional
+        As for :class:`dasketch.SketchPCA`.
+    dtype : str or numpy.dtype, default "float32"
+        Of ``obsm["X_pca"]``, as scanpy.
     key_added : str, optional
         Store under this key in ``obsm``, ``varm`` and ``uns`` instead of
         ``"X_pca"``, ``"PCs"`` and ``"pca"``.
-    copy : bool
+    copy : bool, default False
         Return a modified copy instead of writing into ``adata``.
 
     Returns
@@ -132,6 +140,12 @@ def pca(adata, n_comps=None, *, layer=None, zero_center=True, mask_var="auto",
         ``sketch_eigenvalues``, ``guarantee`` and ``sketch_size``. A
         ``UserWarning`` names the components whose variance the bound does not
         resolve.
+
+    See Also
+    --------
+    dasketch.SketchPCA : The estimator that computes them.
+    dasketch.xarray.eofs : The same analysis for xarray fields.
+    scanpy.pp.pca : The exact peer, whose output layout this follows.
 
     Examples
     --------
