@@ -57,10 +57,14 @@ SOLVERS = ("cg", "paper")
 class DualRandomProjectionResult:
     """Solution of :func:`dual_random_projection`.
 
-    Attributes
+    Made by :func:`dual_random_projection`; the parameters are also its attributes.
+
+    Parameters
     ----------
     coef : ndarray (n_features,) or (n_targets, n_features)
+        The coefficients ``w``.
     intercept : float or ndarray (n_targets,)
+        The intercept ``b`` (0 without ``fit_intercept``).
     optimality_residual : float or ndarray (n_targets,)
         ``||grad F(w, b)|| / ||grad F(0, b0)||`` of the full problem at the
         returned solution: ``grad F = [lambda w + X^T S l'; sum s l']`` with
@@ -83,7 +87,7 @@ class DualRandomProjectionResult:
         Per iteration: ``iteration``, ``passes`` (over X so far),
         ``optimality_residual`` and ``objective`` (per target when several),
         and for Newton-CG ``cg_iterations`` and ``step_size``.
-    naive_coef, naive_intercept
+    naive_coef, naive_intercept : ndarray or float
         The naive solution ``R z / sqrt(m)`` of the first projected problem, the
         baseline the paper shows to be far off.
     best_iteration : int
@@ -93,6 +97,8 @@ class DualRandomProjectionResult:
         The projection dimension used, ``min(n_components, n_samples, n_features)``.
     random_state : int
         The seed of ``R``.
+    _dual : tuple, optional
+        What :meth:`dual_coef` needs; never pass it.
 
     Examples
     --------
@@ -127,8 +133,13 @@ class DualRandomProjectionResult:
     _dual: tuple = field(default=None, repr=False)
 
     def dual_coef(self):
-        """Lazy Dask array ``s l'(X w + b, y)`` (n_samples or n_samples x n_targets):
-        the dual variables of the solution (computing it is one pass over X)."""
+        """Return the dual variables ``s l'(X w + b, y)`` of the solution, lazily.
+
+        Returns
+        -------
+        dask.array.Array of shape (n_samples,) or (n_samples, n_targets)
+            Computing it is one pass over X.
+        """
         blocks, yd, sd, W, b, loss, smoothing, squeeze = self._dual
         dual = dual_variables(blocks, yd, sd, W, b, loss=loss, smoothing=smoothing)
         return dual[:, 0] if squeeze else dual
@@ -227,8 +238,10 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
                            n_components=100, solver="cg", tol=1e-6, max_iter=100,
                            fit_intercept=True, block_rows=None, split_every=None,
                            random_state=None, client=None, sample_weight=None):
-    """Solve ``min_{w,b} alpha/2 ||w||^2 + sum_i s_i l(x_i^T w + b, y_i)`` by dual
-    random projection (Zhang et al., COLT 2013), for one or several targets at once.
+    """Fit a regularised linear model by dual random projection (Zhang et al., COLT 2013).
+
+    Solves ``min_{w,b} alpha/2 ||w||^2 + sum_i s_i l(x_i^T w + b, y_i)`` for one or
+    several targets at once.
 
     Parameters
     ----------
@@ -237,50 +250,61 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     y : array-like (n,) or (n, K)
         Real targets (squared loss) or labels in ``{-1, +1}``; each column is an
         independent problem (one-vs-rest) and all share every pass over X.
-    loss : {"squared", "logistic", "smoothed_hinge"}
-    alpha : float or array (n_targets,)
+    loss : {"squared", "logistic", "smoothed_hinge"}, default "squared"
+        The loss ``l``.
+    alpha : float or array (n_targets,), default 1.0
         ``lambda > 0`` (one per target of a 2-D ``y`` if an array). Dual random
         projection needs ``lambda > 0``: 0 is a ``ValueError``.
-    smoothing : float
+    smoothing : float, default 1.0
         ``s > 0`` of the smoothed hinge loss.
-    n_components : int
+    n_components : int, default 100
         ``m``, the projection dimension; ``min(n_components, n, d)`` is used.
         Algorithm 1 recovers well, and the default solver converges in a few
         iterations, when m is a modest multiple of the rank of X (the paper's
         Theorems 1 and 2 ask ``m = O(r log r)``).
-    solver : {"cg", "paper"}
+    solver : {"cg", "paper"}, default "cg"
         ``"cg"``: conjugate gradients (squared loss) or Newton-CG (other losses)
         on the full problem, preconditioned through the projection and started
         from the Algorithm 1 solution. ``"paper"``: Algorithm 2 (``max_iter=1``:
         Algorithm 1, the one-shot solution).
-    tol : float
+    tol : float, default 1e-6
         Stop when the coefficients are certified to relative accuracy ``tol``:
         ``coef_error_bound <= tol ||w||`` (so ``||w - w*|| <= tol/(1-tol) ||w*||``).
-    max_iter : int
+    max_iter : int, default 100
         At most this many iterations (see ``n_iter`` of the result).
-    fit_intercept : bool
+    fit_intercept : bool, default True
         Fit an unpenalised intercept.
-    block_rows, split_every, client
-        Rows per block, fan-in of the reduction trees and an optional
-        ``distributed.Client`` (default: the current Dask scheduler). The result
-        does not depend on them beyond rounding.
-    sample_weight : None, array-like (n,) or Dask array
-        ``s_i >= 0`` (zeros allowed, negative weights a ``ValueError``); held
-        as one more array aligned with the row blocks of X, never a copy of X.
-        An integer weight is the same as repeating the row.
-    random_state : None, int or numpy random generator
+    block_rows, split_every : int, optional
+        Rows per block and fan-in of the reduction trees (see
+        :func:`dasketch.sketch`); the result does not depend on them beyond
+        rounding.
+    random_state : None, int or numpy.random.Generator, optional
         Seed of the Gaussian ``R`` (d x m), regenerated tile by tile from
         ``(seed, stream, feature index)``; never materialised whole.
+    client : distributed.Client, optional
+        Run on this client; default: the current Dask scheduler.
+    sample_weight : array-like (n,) or Dask array, optional
+        ``s_i >= 0`` (zeros allowed, negative weights a ``ValueError``); held
+        as one more array aligned with the row blocks of X, never a copy of X.
+        An integer weight is the same as repeating the row. Default all 1.
 
     Returns
     -------
     DualRandomProjectionResult
+        The coefficients and intercept with their certificate
+        (``coef_error_bound``, ``optimality_residual``) and the passes taken.
 
     Warns
     -----
     ConvergenceWarning
         Exactly when ``coef_error_bound > tol ||w||`` for some target (including
         every one-shot solution that is not accurate, and Algorithm 2 diverging).
+
+    See Also
+    --------
+    DualRandomProjectionRegressor : The estimator for ridge regression.
+    DualRandomProjectionClassifier : The estimator for classification.
+    dasketch.sketch : The same blocked passes over X for a matrix sketch.
 
     Notes
     -----
