@@ -24,8 +24,9 @@ fill value (``write_empty_chunks=False``), so a chunk key absent when the job
 opens the store reads as the fill value (``missing_chunks="fill"``, the
 default). ``missing_chunks="raise"`` makes any absent chunk an error, for
 stores known to be complete. Remote (fsspec) stores are fingerprinted by their
-metadata and key listing, on the client and once per worker; the per-read
-``stat`` applies to local stores.
+metadata and one detailed listing (each object's size and ETag, content hash,
+generation or modification time), on the client and once per worker; the
+per-read ``stat`` applies to local stores.
 """
 
 from __future__ import annotations
@@ -137,22 +138,56 @@ def _file_signature(path):
     return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
 
 
+# What an fsspec listing says of an object's version, in order of preference: the
+# content hash or generation a cloud store keeps, else a modification time.
+_VERSION_FIELDS = ("ETag", "etag", "md5Hash", "generation", "LastModified",
+                   "last_modified", "mtime", "updated", "created")
+
+
+def _remote_signatures(node):
+    """Stored key -> ``(size, version)`` of a node on an fsspec store, from one
+    detailed listing; None when the store is not an fsspec one."""
+    from zarr.storage import FsspecStore
+
+    store = node.store_path.store
+    if not isinstance(store, FsspecStore):
+        return None
+    from zarr.core.sync import sync
+
+    root = "/".join(part for part in (store.path.rstrip("/"), node.store_path.path) if part)
+    listing = sync(store.fs._find(root, detail=True))
+    signatures = {}
+    for path, info in listing.items():
+        key = path[len(root):].lstrip("/") if path.startswith(root) else path
+        version = next((str(info[f]) for f in _VERSION_FIELDS if info.get(f) is not None),
+                       None)
+        signatures[key] = (info.get("size"), version)
+    return signatures
+
+
 def store_fingerprint(node):
     """The fingerprint of a zarr array or group as it is stored now.
 
     Returns
     -------
     digest : str
-        SHA-256 of the node's metadata, its stored keys and, on a local store,
-        the signature (size, modification time, inode) of each key's file.
+        SHA-256 of the node's metadata, its stored keys and the signature of
+        each key: on a local store (size, modification time, inode) of its
+        file, on an fsspec store (size, version) from one detailed listing (the
+        ETag, content hash or generation of a cloud store, else its modification
+        time).
     signatures : dict
         Stored key (relative to the node) -> file signature, or None on a
-        store that is not local.
+        store that is neither.
     """
-    keys = sorted(stored_keys(node))
     directory = _local_directory(node)
-    signatures = {key: None if directory is None
-                  else _file_signature(os.path.join(directory, key)) for key in keys}
+    remote = None if directory is not None else _remote_signatures(node)
+    if remote is not None:
+        signatures = dict(sorted(remote.items()))
+    else:
+        keys = sorted(stored_keys(node))
+        signatures = {key: None if directory is None
+                      else _file_signature(os.path.join(directory, key)) for key in keys}
     metadata = json.dumps(node.metadata.to_dict(), sort_keys=True, default=str)
     digest = hashlib.sha256(metadata.encode())
     for key, signature in signatures.items():

@@ -4,6 +4,8 @@ absent chunks read as the fill value, as zarr reads them."""
 import subprocess
 import sys
 import textwrap
+import time
+import uuid
 
 import dask.array as da
 import numpy as np
@@ -124,3 +126,18 @@ def test_a_chunk_deleted_after_opening_is_an_error_not_the_fill_value(tmp_path):
     zarr_array[0:10] = 1.0  # rewrites chunk c/0/0 after the opening
     with pytest.raises(ValueError, match="changed under the job|rewritten"):
         Y.sum().compute()
+
+
+def test_a_remote_store_rewritten_after_opening_is_an_error():
+    """An fsspec store (here memory://) keeps its key listing when a chunk is
+    rewritten in place; the fingerprint's per-object version (ETag, generation or
+    modification time) still tells."""
+    url = f"memory://store-changes-{uuid.uuid4().hex}/X.zarr"
+    store = zarr.create_array(url, shape=(3000, 4), chunks=(1000, 4), dtype="f8")
+    store[:] = np.random.default_rng(0).standard_normal((3000, 4))
+    X = open_zarr_array(url)
+    time.sleep(0.01)  # a modification time that differs
+    store[0:10] = 1.0  # same keys, chunk c/0/0 rewritten
+    with pytest.raises(ValueError, match="changed under the job"):
+        X.sum().compute()
+    np.testing.assert_allclose(open_zarr_array(url).sum().compute(), store[:].sum())
