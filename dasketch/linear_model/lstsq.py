@@ -32,9 +32,10 @@ from dasketch.linear_model.preconditioning import check_regression_data, precond
 class LstsqResult:
     """Solution of :func:`sketch_lstsq`.
 
-    Attributes
+    Parameters
     ----------
     x : ndarray (d,)
+        The least-squares solution.
     n_iter : int
         LSQR iterations (each one product with ``A`` and one with ``A^T``).
     istop : int
@@ -113,22 +114,41 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
 
     Parameters
     ----------
-    A : array-like (n, d)
-        numpy, scipy.sparse, Dask array or zarr path, ``n > d``.
-    b : array-like (n,)
-    tol : float
+    A : array-like of shape (n, d)
+        A numpy array, scipy.sparse matrix, Dask array or zarr path, ``n > d``.
+    b : array-like of shape (n,)
+        Targets.
+    tol : float, default 1e-10
         ``atol`` and ``btol`` of LSQR: it stops when ``||(A R^{-1})^T r|| <= tol
         ||A R^{-1}|| ||r||`` (or ``||r|| <= tol ||b||``), then restarts once from
         its solution with a freshly computed residual. ``1e-10`` gives ``x`` to
         about ``1e-9`` relative to ``numpy.linalg.lstsq`` at ``cond(A) = 1e6``.
     max_iter : int, optional
         Default ``max(2 d, 100)``.
-    sketch_size, embedding, nnz_per_column, random_state, client, block_rows
-        See :func:`dasketch.linear_model.sketch_precondition`.
+    sketch_size : int, optional
+        Rows of the sketch ``S A``; default ``4 d`` (see
+        :func:`dasketch.linear_model.sketch_precondition`).
+    embedding : {"osnap", "countsketch", "cauchy"}, default "osnap"
+        The distribution of ``S``.
+    nnz_per_column : int, optional
+        Nonzeros per column of ``S``; default 4 for OSNAP, 1 for the others.
+    random_state : None, int or numpy.random.Generator, optional
+        Seeds the embeddings.
+    client : distributed.Client, optional
+        Run on this client; default: the active scheduler.
+    block_rows : int, optional
+        Rows per block; default about 32 MiB of values per block.
 
     Returns
     -------
     LstsqResult
+        The solution with LSQR's diagnostics.
+
+    See Also
+    --------
+    SketchLstsqRegressor : The estimator form.
+    sketch_precondition : The preconditioner alone.
+    PWSGDRegressor : Preconditioned weighted SGD, also for l1 regression.
 
     Examples
     --------
@@ -195,13 +215,22 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    fit_intercept : bool, default=True
+    fit_intercept : bool, default True
         Fit an intercept, as the coefficient of an appended column of ones
         (the preconditioner absorbs its scale; sparse ``X`` stays sparse).
-    tol, max_iter, sketch_size, embedding, random_state, block_rows
-        See :func:`sketch_lstsq`. The defaults suit any size: ``sketch_size``
-        is ``4 (d + 1)`` and ``max_iter`` ``max(2 (d + 1), 100)`` for ``d``
-        features and the intercept.
+    tol : float, default 1e-10
+        As for :func:`sketch_lstsq`.
+    max_iter : int, optional
+        As for :func:`sketch_lstsq`; default ``max(2 (d + 1), 100)`` for ``d`` features and the
+        intercept.
+    sketch_size : int, optional
+        As for :func:`sketch_lstsq`; default ``4 (d + 1)``.
+    embedding : {"osnap", "countsketch", "cauchy"}, default "osnap"
+        As for :func:`sketch_lstsq`.
+    random_state : None, int or numpy.random.Generator, optional
+        As for :func:`sketch_lstsq`.
+    block_rows : int, optional
+        As for :func:`sketch_lstsq`.
 
     Attributes
     ----------
@@ -219,6 +248,13 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         For a pandas DataFrame ``X``.
+
+    See Also
+    --------
+    sketch_lstsq : The solver, with its diagnostics.
+    PWSGDRegressor : Preconditioned weighted SGD, also for l1 regression.
+    DualRandomProjectionRegressor : Ridge regression for ``d >> n``.
+    dasketch.RFDSONRegressor : Online regression in one pass.
 
     Examples
     --------
@@ -255,8 +291,21 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         self.block_rows = block_rows
 
     def fit(self, X, y):
-        """Fit on ``X`` (n x d: numpy, pandas, scipy.sparse, Dask, ``zarr.Array``
-        or zarr path/URL) and ``y`` (n,)."""
+        """Fit the coefficients and intercept by sketch-preconditioned LSQR.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A numpy array, pandas DataFrame, scipy.sparse matrix, Dask array,
+            ``zarr.Array`` or zarr path or URL.
+        y : array-like of shape (n_samples,)
+            Targets.
+
+        Returns
+        -------
+        self : SketchLstsqRegressor
+            The fitted estimator.
+        """
         self._validate_params()
         design, y, dtype = self._validate_fit_data(X, y)
         res = solve_lstsq(design, y, tol=self.tol, max_iter=self.max_iter,
