@@ -131,6 +131,8 @@ def default_style_errors(path):
                 errors.append(("DF02", PROJECT_CHECKS["DF02"].format(
                     name=name, what=(match.group(0) if match else ", optional")[2:])))
             continue
+        if repr(default) == "<factory>":
+            default = None  # a dataclass field with a default factory
         if default is None and (kind.endswith(", optional") or (
                 match and match.group("value") == "None")):
             continue
