@@ -7,10 +7,9 @@ Dask array), or whose results are combined by a deterministic tree
 function, and for a dense zarr store that task reads the block's rows itself
 (``RowBlocks.reader``): no read task, no rows held between tasks, and with
 ``keeps_block=False`` the rows go into buffers each worker process reuses
-(:func:`dasketch.io.borrowed_rows`). Sketching 1M x 256 zarr rows on two worker
-processes took 1.29x the time of ``X.sum()`` with the reads in the sketch
-tasks, 1.35x with read tasks, and 1.19x reading into reused buffers (medians
-of 7 interleaved rounds).
+(:func:`dasketch.io.borrowed_rows`): a pass costs little more than a plain
+read of the store (measured by benchmarks/bench_sketch.py; figures in
+benchmarks/README.md).
 """
 
 from __future__ import annotations
