@@ -29,6 +29,8 @@ SCRIPTS = {
     "bench_regression": ([], "regression", (), True),
     "bench_online": ([], "online", (), True),  # runs without the JAX reference too
     "bench_faults": ([], "faults", (), True),
+    "bench_user_data": ([], "user_data", ("xeofs", "scanpy"), True),
+    "bench_column_reads": ([], "column_reads", (), True),
 }
 
 
