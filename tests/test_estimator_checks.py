@@ -6,11 +6,26 @@ from tests.test_conventions import exported_estimators
 
 ESTIMATORS = [cls() for cls in exported_estimators()]
 
+# Checks an estimator cannot meet by nature, with the reason.
+_PWSGD_WEIGHTS = ("pwSGD is stochastic and its sketch depends on where rows are, so a "
+                  "weighted fit and a fit on the repeated rows draw different "
+                  "preconditioners (given one, they are equal: "
+                  "tests/linear_model/test_pwsgd_weights.py); it also needs "
+                  "n_samples > n_features, and the check's data are 15 x 30")
+EXPECTED_FAILURES = {
+    "PWSGDRegressor": {"check_sample_weight_equivalence_on_dense_data": _PWSGD_WEIGHTS,
+                       "check_sample_weight_equivalence_on_sparse_data": _PWSGD_WEIGHTS},
+}
+
+
+def _expected_failures(estimator):
+    return EXPECTED_FAILURES.get(type(estimator).__name__, {})
+
 
 def test_every_estimator_is_checked():
     assert len(ESTIMATORS) >= 7
 
 
-@parametrize_with_checks(ESTIMATORS)
+@parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failures)
 def test_scikit_learn_conventions(estimator, check):
     check(estimator)

@@ -1,52 +1,73 @@
-"""What the sketch-preconditioned regressors share: input validation, the
-intercept column and a prediction that validates exactly as ``fit``."""
+"""What the sketch-preconditioned regressors share: input validation (``X``,
+``y``, ``sample_weight``), the fitted coefficients in the dtype of ``X`` and a
+prediction that validates exactly as ``fit``."""
 
 from __future__ import annotations
 
 import numpy as np
 from sklearn.base import RegressorMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
 
-from dasketch._blocks import RowBlocks, append_ones_column
+from dasketch._blocks import RowBlocks, append_ones_column, compute, is_dask_collection
+from dasketch.linear_model.dual_projection.solve import check_weights
 from dasketch.utils.blockwise import affine_rows
 from dasketch.utils.validation import validate_input
 
 
-class SketchedRegressorMixin(RegressorMixin):
-    """Regressors solved through ``QR(S [X 1])`` (pwSGD, sketch-preconditioned LSQR).
+def check_sample_weight(sample_weight, n):
+    """``sample_weight`` as a float64 vector of ``n`` finite weights ``>= 0``,
+    not all 0 (None stays None; a scalar is broadcast; a Dask array of any
+    chunking is computed, ``n`` values like ``y``); errors name
+    ``sample_weight``."""
+    if sample_weight is None:
+        return None
+    if is_dask_collection(sample_weight):
+        (sample_weight,) = compute(sample_weight)
+    values = np.asarray(sample_weight)
+    if values.dtype.kind in "biuf" and values.size and not np.any(values):
+        raise ValueError("sample_weight is all zero: at least one weight must be > 0")
+    return check_weights(values if values.ndim else values.item(), n)
 
-    The intercept is the coefficient of an appended column of ones: the sketch
-    preconditioner absorbs the different scale of that column, so no centring
-    pass over ``X`` is needed and sparse ``X`` stays sparse.
+
+class SketchedRegressorMixin(RegressorMixin):
+    """Regressors solved through a sketch preconditioner (pwSGD, sketch-preconditioned LSQR).
+
+    ``coef_`` is ``(n_features,)`` for 1-D ``y`` and ``(n_targets, n_features)``
+    for 2-D ``y``, in the dtype of ``X`` (float32 stays float32; the solve runs
+    in float64); ``intercept_`` is a numpy scalar or an ``(n_targets,)`` array
+    of that dtype.
     """
 
-    def _validate_fit_data(self, X, y):
-        """``(design, y, dtype)``: ``X`` validated by :func:`validate_input`
-        (setting ``n_features_in_``), with a column of ones when
-        ``fit_intercept`` (in memory stays in memory, out-of-core stays row
-        blocks); ``y`` finite float64; ``dtype`` that of ``X``."""
-        X, y = validate_input(self, X, y, reset=True, accept_sparse="csr", y_numeric=True)
-        design = append_ones_column(X) if self.fit_intercept else X
-        n, d = design.shape
-        if n <= d:
-            extra = " plus one for the intercept" if self.fit_intercept else ""
-            raise ValueError(f"X has n_samples={n} and n_features={self.n_features_in_}"
-                             f"{extra}; {type(self).__name__} solves overdetermined problems "
-                             "and needs more samples than that")
-        return design, np.asarray(y, dtype=np.float64), design.dtype
+    def _validate_fit_data(self, X, y, sample_weight=None, *, ones_column=True,
+                           multi_output=False):
+        """``(design, y, weights, dtype)``: ``X`` validated by
+        :func:`validate_input` (setting ``n_features_in_``), with a column of
+        ones when ``ones_column`` and ``fit_intercept`` (in memory stays in
+        memory, out-of-core stays row blocks); ``y`` finite float64, 1-D or,
+        with ``multi_output``, 2-D; the weights of :func:`check_sample_weight`;
+        ``dtype`` that of ``X``."""
+        if is_dask_collection(y):
+            (y,) = compute(y)
+        # y first: validating y alone resets the feature names that X then sets
+        y = validate_data(self, "no_validation", y, multi_output=multi_output, y_numeric=True)
+        X = validate_input(self, X, reset=True, accept_sparse="csr")
+        n = X.shape[0]
+        check_consistent_length(np.empty((n, 0)), y)
+        weights = check_sample_weight(sample_weight, n)
+        design = append_ones_column(X) if ones_column and self.fit_intercept else X
+        return design, np.asarray(y, dtype=np.float64), weights, X.dtype
 
-    def _set_coef(self, solution, dtype):
-        """``coef_`` and ``intercept_`` from the solution over ``[X 1]``, in the
-        dtype of ``X`` (float32 stays float32; the solve ran in float64)."""
+    def _set_coef(self, coef, intercept, dtype):
+        """``coef_`` ((d,) or, given as (d, k), (k, d)) and ``intercept_`` (scalar
+        or (k,)) in the dtype of ``X`` (float32 stays float32)."""
         dtype = np.dtype(dtype if dtype in (np.float32, np.float64) else np.float64)
-        solution = np.asarray(solution)
-        if self.fit_intercept:
-            self.coef_, self.intercept_ = solution[:-1].astype(dtype), dtype.type(solution[-1])
-        else:
-            self.coef_, self.intercept_ = solution.astype(dtype), dtype.type(0.0)
+        coef = np.asarray(coef)
+        self.coef_ = (coef if coef.ndim == 1 else coef.T).astype(dtype)
+        intercept = np.zeros(coef.shape[1:]) if intercept is None else intercept
+        self.intercept_ = np.asarray(intercept, dtype=dtype)[()]
 
     def predict(self, X):
-        """Predict ``X @ coef_ + intercept_``.
+        """Predict ``X @ coef_.T + intercept_``.
 
         ``X`` is validated exactly as in ``fit`` (finite values, 2-D,
         ``n_features_in_`` columns, feature names).
@@ -59,16 +80,21 @@ class SketchedRegressorMixin(RegressorMixin):
 
         Returns
         -------
-        ndarray or dask.array.Array of shape (n,)
-            The predictions; for out-of-core ``X`` (Dask, ``zarr.Array``, zarr
-            path or URL) a lazy Dask array whose blocks raise on NaN or Inf when
+        ndarray or dask.array.Array of shape (n,) or (n, n_targets)
+            The predictions, in the dtype of the model (float32 for float32
+            ``X``); for out-of-core ``X`` (Dask, ``zarr.Array``, zarr path or
+            URL) a lazy Dask array whose blocks raise on NaN or Inf when
             computed.
         """
         check_is_fitted(self)
         X = validate_input(self, X, reset=False, accept_sparse="csr")
-        if not isinstance(X, RowBlocks):
-            return np.asarray(X @ self.coef_).ravel() + self.intercept_
-        return affine_rows(X, self.coef_[:, None], self.intercept_, self.coef_.dtype)[:, 0]
+        coef = np.atleast_2d(self.coef_).T
+        if isinstance(X, RowBlocks):
+            out = affine_rows(X, coef, self.intercept_, self.coef_.dtype)
+        else:
+            out = (np.asarray(X @ coef) + self.intercept_).astype(
+                np.result_type(X.dtype, self.coef_.dtype), copy=False)
+        return out[:, 0] if self.coef_.ndim == 1 else out
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

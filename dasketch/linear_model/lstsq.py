@@ -3,9 +3,11 @@
 Beyond pwSGD (Yang, Chow, Re, Mahoney, JMLR 2018): the same ``R`` from
 ``QR(S A)`` right-preconditions LSQR (Paige and Saunders, ACM TOMS 1982), as in
 Blendenpik (Avron, Maymounkov, Toledo, SIAM J. Sci. Comput. 2010) and LSRN
-(Meng, Saunders, Mahoney, SIAM J. Sci. Comput. 2014): LSQR on ``A R^{-1}``
-converges at a rate set by ``cond(A R^{-1})`` (about 3 here), independent of
-``cond(A)``.
+(Meng, Saunders, Mahoney, SIAM J. Sci. Comput. 2014): LSQR on ``A N`` (``N =
+R^{-1}`` up to a rotation at full rank, the pseudo-inverse of ``R`` truncated to
+the numerical rank otherwise, as LSRN does) converges at a rate set by
+``cond(A N)`` (about 3 here), independent of ``cond(A)``, to the minimum-norm
+solution.
 """
 
 from __future__ import annotations
@@ -22,34 +24,62 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_scalar
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from dasketch._blocks import as_row_blocks, compute, matvec, rmatvec
+from dasketch._blocks import (
+    as_row_blocks, compute, is_dask_collection, matvec, rmatvec)
 from dasketch.kernels.embeddings import EMBEDDINGS
-from dasketch.linear_model._sketched_regression import SketchedRegressorMixin
-from dasketch.linear_model.preconditioning import check_regression_data, precondition_blocks
+from dasketch.linear_model._sketched_regression import (
+    SketchedRegressorMixin, check_sample_weight)
+from dasketch.linear_model.preconditioning import precondition_blocks
+
+# Unit of the rounding terms of the error bound (as the dual random projection's).
+_ROUNDING = 2.0 * np.finfo(np.float64).eps
+# The error bound holds when the check embedding S' neither stretches nor
+# shrinks a vector of the range of A by more than this factor (an OSNAP
+# embedding of 8 d rows distorts by about 1 +- 0.35).
+_EMBEDDING_SLACK = 2.0
 
 
 @dataclass(frozen=True)
 class LstsqResult:
     """Solution of :func:`sketch_lstsq`.
 
+    Entries described "per target" are floats for 1-D ``b`` and arrays of
+    shape ``(k,)`` for ``b`` of shape ``(n, k)``.
+
     Parameters
     ----------
-    x : ndarray (d,)
-        The least-squares solution.
+    x : ndarray (d,) or (d, k)
+        The minimum-norm least-squares solution (to the accuracy below).
     n_iter : int
-        LSQR iterations (each one product with ``A`` and one with ``A^T``).
-    istop : int
-        LSQR's reason for stopping (see ``scipy.sparse.linalg.lsqr``).
-    residual_norm : float
-        ``||A x - b||_2`` as tracked by LSQR.
+        LSQR iterations over all targets (each one product with ``A`` and one
+        with ``A^T``).
+    istop : int or ndarray
+        LSQR's reason for stopping (see ``scipy.sparse.linalg.lsqr``), per
+        target.
+    residual_norm : float or ndarray
+        ``||A x - b||_2`` (weighted), per target, computed in the final pass.
     condition_number_estimate : float
-        LSQR's estimate of ``cond(A R^{-1})``.
-    sketch_solution : ndarray (d,)
-        The warm start ``R^{-1} Q^T S b``.
-    optimality_residual : float
-        ``||U^T r|| / (||U|| ||r||)`` for ``U = A R^{-1}`` and ``r = b - A x``, as
-        tracked by LSQR: the relative residual of the normal equations (0 at the
-        exact solution; 0 also when ``r = 0``).
+        Estimate of ``cond(A N)`` from the independent check sketch.
+    sketch_solution : ndarray (d,) or (d, k)
+        The warm start ``N U_k^T Q^T S b`` (sketch-and-solve).
+    optimality_residual : float or ndarray
+        ``||U^T r|| / (||U|| ||r||)`` for ``U = A N`` and ``r = b - A x``, as
+        tracked by LSQR, per target: the relative residual of the normal
+        equations (0 at the exact solution; 0 also when ``r = 0``).
+    coef_error_bound : float or ndarray, optional
+        ``||x - x*|| <= coef_error_bound`` per target, ``x*`` the exact
+        minimum-norm solution (of the rank ``rank``), see
+        :func:`error_bound`.
+    rank : int, optional
+        Numerical rank of ``A`` from its sketch (singular values of ``R``
+        above ``max(n, d) eps`` times the largest, as ``numpy.linalg.lstsq``).
+    singular_values : ndarray (d,), optional
+        Singular values of the sketch ``S A``; those of ``A`` lie between them
+        times the smallest and times the largest singular value of ``A N``.
+    intercept : float or ndarray, default 0.0
+        ``mean(b) - mean(A) x`` (weighted means) with ``fit_intercept``, else 0.
+    intercept_error_bound : float or ndarray, default 0.0
+        ``|intercept - intercept*| <= intercept_error_bound``, per target.
 
     Examples
     --------
@@ -57,74 +87,158 @@ class LstsqResult:
     >>> from dasketch.linear_model import sketch_lstsq
     >>> A = np.random.default_rng(0).standard_normal((2000, 6))
     >>> res = sketch_lstsq(A, A @ np.ones(6), random_state=0)
-    >>> bool(np.allclose(res.x, 1.0)), res.n_iter < 50
-    (True, True)
+    >>> bool(np.allclose(res.x, 1.0)), res.n_iter < 50, res.rank
+    (True, True, 6)
     """
 
     x: np.ndarray
     n_iter: int
-    istop: int
-    residual_norm: float
+    istop: object
+    residual_norm: object
     condition_number_estimate: float
     sketch_solution: np.ndarray
-    optimality_residual: float
+    optimality_residual: object
+    coef_error_bound: object = None
+    rank: int = None
+    singular_values: np.ndarray = None
+    intercept: object = 0.0
+    intercept_error_bound: object = 0.0
 
 
-def _products(A, blocks, client):
-    """``(A v, A^T u)`` as functions: on the array itself when it is in memory
-    (numpy or scipy.sparse: one BLAS call, no task overhead per LSQR iteration),
-    else one blocked pass per product over the Dask blocks."""
-    if isinstance(A, np.ndarray) or scipy.sparse.issparse(A):
-        data = A if scipy.sparse.issparse(A) else np.asarray(A)
-        return (lambda v: np.asarray(data @ v, dtype=np.float64).ravel(),
-                lambda u: np.asarray(data.T @ u, dtype=np.float64).ravel())
+class WeightedCentredProducts:
+    """Products with ``A = W^(1/2) (X - 1 m^T)`` (``m`` None: no centring;
+    ``W`` None: no weights) without forming ``A``: on ``X`` itself when it is
+    in memory (numpy or scipy.sparse: one BLAS call, no task overhead per LSQR
+    iteration), else one blocked pass per product over its row blocks.
 
-    def forward(v):
-        (out,) = compute(matvec(blocks, v), client=client)
-        return np.asarray(out).ravel()
+    ``forward(V)`` is ``A V`` and ``adjoint(U)`` is ``A^T U`` for vectors or
+    matrices of several columns (one pass for all of them).
+    """
 
-    def adjoint(u):
-        (out,) = compute(rmatvec(blocks, u), client=client)
-        return np.asarray(out).ravel()
+    def __init__(self, X, blocks, *, root_weights=None, mean=None, client=None):
+        self.data = X if (isinstance(X, np.ndarray) or scipy.sparse.issparse(X)) else None
+        self.blocks, self.root_weights, self.mean, self.client = blocks, root_weights, mean, \
+            client
 
-    return forward, adjoint
+    def forward(self, V):
+        V = np.asarray(V, dtype=np.float64)
+        columns = V.reshape(V.shape[0], -1)
+        if self.data is not None:
+            out = np.asarray(self.data @ columns, dtype=np.float64)
+        else:
+            (out,) = compute(matvec(self.blocks, columns), client=self.client)
+            out = np.asarray(out, dtype=np.float64)
+        if self.mean is not None:
+            out = out - self.mean @ columns
+        if self.root_weights is not None:
+            out = out * self.root_weights[:, None]
+        return out.reshape(out.shape[:1] + V.shape[1:])
+
+    def adjoint(self, U):
+        U = np.asarray(U, dtype=np.float64)
+        columns = U.reshape(U.shape[0], -1)
+        if self.root_weights is not None:
+            columns = columns * self.root_weights[:, None]
+        if self.data is not None:
+            out = np.asarray(self.data.T @ columns, dtype=np.float64)
+        else:
+            (out,) = compute(rmatvec(self.blocks, columns), client=self.client)
+            out = np.asarray(out, dtype=np.float64).reshape(-1, columns.shape[1])
+        if self.mean is not None:
+            out = out - np.outer(self.mean, columns.sum(axis=0))
+        return out.reshape(out.shape[:1] + U.shape[1:])
 
 
-def preconditioned_operator(forward, adjoint, precond, shape):
-    """``A R^{-1}`` as a ``scipy.sparse.linalg.LinearOperator``."""
-    return scipy.sparse.linalg.LinearOperator(
-        shape, dtype=np.float64,
-        matvec=lambda v: forward(precond.solve(np.ravel(v))),
-        rmatvec=lambda u: precond.solve_transpose(adjoint(np.ravel(u))))
+def error_bound(precond, x, residual, gradient, targets_norm):
+    """A bound on ``||x - x*||`` per target (columns) for the minimum-norm
+    least-squares solution ``x*`` of ``A``.
+
+    With ``U = A N`` (``N`` the preconditioner's ``basis``, spanning the row
+    space of ``A``), ``x = N z`` and ``x* = N z*`` with ``U^T U (z - z*) =
+    -U^T r``, so ``||x - x*|| <= ||N|| ||U^T r|| / sigma_min(U)^2``, with
+    ``||N|| = 1 / sigma_k(R)`` and ``sigma_min(U)`` at least the smallest
+    singular value of the check sketch ``S' U`` over ``_EMBEDDING_SLACK``
+    (a high-probability bound: it holds when ``S'`` distorts no vector of the
+    range of ``A`` by more than that factor). ``U^T r`` is computed in floating
+    point; with ``u = 2 eps``, ``F`` the Frobenius norm of the weighted rows
+    before centring plus ``sqrt(sum w) ||m||`` and ``||b||`` the weighted
+    targets' norm plus ``sqrt(sum w) |mean(b)|``, its rounding error is taken
+    as ``sigma_max(U) u (sqrt(d) F ||x|| + ||b||) + ||N|| u sqrt(n) F ||r||``
+    (the residual's entries, then the sums over rows, errors growing as the
+    square root of the number of terms) and is added: the bound then also
+    covers the accuracy floor of about ``eps kappa ||x||`` (plus ``eps
+    kappa^2 ||r|| / ||A||``) of ill-conditioned problems.
+
+    Parameters
+    ----------
+    precond : SketchPreconditioner
+    x : ndarray (d, k)
+    residual : ndarray (n, k)
+        ``b - A x``.
+    gradient : ndarray (rank, k)
+        ``U^T r``, computed.
+    targets_norm : ndarray (k,)
+        ``||W^(1/2) b|| + sqrt(sum w) |mean(b)|`` per target.
+
+    Returns
+    -------
+    ndarray (k,)
+    """
+    k = precond.rank
+    if k == 0:
+        return np.zeros(x.shape[1])
+    n, d = residual.shape[0], x.shape[0]
+    norm_n = 1.0 / precond.singular_values[k - 1]
+    check = precond.check_singular_values
+    low, high = check[-1] / _EMBEDDING_SLACK, check[0] * _EMBEDDING_SLACK
+    frobenius = precond.frobenius
+    if precond.mean is not None:
+        frobenius += np.sqrt(precond.weight_sum) * np.linalg.norm(precond.mean)
+    x_norm, r_norm = np.linalg.norm(x, axis=0), np.linalg.norm(residual, axis=0)
+    rounding = (high * _ROUNDING * (np.sqrt(d) * frobenius * x_norm + targets_norm)
+                + norm_n * _ROUNDING * np.sqrt(n) * frobenius * r_norm)
+    return norm_n * (np.linalg.norm(gradient, axis=0) + rounding) / low ** 2
 
 
 def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding="osnap",
-                 nnz_per_column=None, random_state=None, client=None, block_rows=None):
-    """Least squares ``min ||A x - b||_2`` by LSQR right-preconditioned with a sketch.
+                 nnz_per_column=None, random_state=None, client=None, block_rows=None,
+                 sample_weight=None, fit_intercept=False):
+    """Solve weighted least squares by LSQR right-preconditioned with a sketch.
 
-    1. ``S [A b]`` in one blocked pass (OSNAP by default), ``QR(S A) = Q R``;
-    2. warm start ``x0 = R^{-1} Q^T S b`` (sketch-and-solve);
-    3. ``scipy.sparse.linalg.lsqr`` on the ``LinearOperator`` ``A R^{-1}`` from
-       ``y0 = R x0``, then ``x = R^{-1} y``.
+    ``min_x sum_i w_i (a_i^T x - b_i)^2``; the minimum-norm solution when ``A`` is
+    rank deficient.
+
+    1. ``S W^(1/2) [A b]`` in one blocked pass (OSNAP by default) with an
+       independent check sketch, ``QR(S A) = Q R``, the SVD ``R = U Sigma V^T``
+       and ``N = V_k Sigma_k^{-1}`` over the numerical rank ``k``;
+    2. warm start ``x0 = N U_k^T Q^T S b`` (sketch-and-solve);
+    3. ``scipy.sparse.linalg.lsqr`` on the ``LinearOperator`` ``A N`` from
+       ``z0 = Sigma_k V_k^T x0``, then ``x = N z``: in the row space of ``A``,
+       hence the minimum-norm solution, as ``numpy.linalg.lstsq`` returns;
+    4. one more pass for ``A^T (b - A x)``, which gives the a-posteriori
+       bound ``coef_error_bound`` (:func:`error_bound`).
 
     Each product of the operator is a blocked pass over a Dask or zarr ``A``
     (correct at any size, but every LSQR iteration then pays two passes over
     the data and the task overhead); numpy and scipy.sparse inputs are
     multiplied in place instead, through the same preconditioned operator.
+    Several targets (``b`` of shape ``(n, k)``) share the sketch and the final
+    pass; LSQR runs once per target.
 
     Parameters
     ----------
     A : array-like of shape (n, d)
-        A numpy array, scipy.sparse matrix, Dask array or zarr path, ``n > d``.
-    b : array-like of shape (n,)
-        Targets.
+        A numpy array, scipy.sparse matrix, Dask array or zarr path; any shape
+        (``n < d`` too: the minimum-norm solution).
+    b : array-like of shape (n,) or (n, k)
+        Targets, one column per problem.
     tol : float, default 1e-10
-        ``atol`` and ``btol`` of LSQR: it stops when ``||(A R^{-1})^T r|| <= tol
-        ||A R^{-1}|| ||r||`` (or ``||r|| <= tol ||b||``), then restarts once from
+        ``atol`` and ``btol`` of LSQR: it stops when ``||(A N)^T r|| <= tol
+        ||A N|| ||r||`` (or ``||r|| <= tol ||b||``), then restarts once from
         its solution with a freshly computed residual. ``1e-10`` gives ``x`` to
         about ``1e-9`` relative to ``numpy.linalg.lstsq`` at ``cond(A) = 1e6``.
     max_iter : int, optional
-        Default ``max(2 d, 100)``.
+        Per target; default ``max(2 rank, 100)``.
     sketch_size : int, optional
         Rows of the sketch ``S A``; default ``4 d`` (see
         :func:`dasketch.linear_model.sketch_precondition`).
@@ -138,6 +252,18 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
         Run on this client; default: the active scheduler.
     block_rows : int, optional
         Rows per block; default about 32 MiB of values per block.
+    sample_weight : array-like of shape (n,), optional
+        Weights ``w_i >= 0`` of the squared residuals (numpy, a scalar, or a
+        Dask array of any chunking, computed like ``b``): the rows and targets
+        are ``sqrt(w_i) [a_i b_i]``, formed block by block in every pass
+        (never a weighted copy of ``A``). Integer weights give the solution of
+        the rows repeated.
+    fit_intercept : bool, default False
+        Solve for an intercept too, by weighted centring: ``A`` and ``b``
+        minus their weighted column means, applied inside every product (sparse
+        ``A`` stays sparse); ``intercept = mean(b) - mean(A) x``. With a rank
+        deficient ``A`` the intercept is not part of the minimised norm, as in
+        ``sklearn.linear_model.LinearRegression``.
 
     Returns
     -------
@@ -161,70 +287,150 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
     >>> x = np.linalg.lstsq(A, b, rcond=None)[0]
     >>> bool(np.linalg.norm(res.x - x) <= 1e-8 * np.linalg.norm(x))
     True
+    >>> bool(np.linalg.norm(res.x - x) <= res.coef_error_bound)
+    True
+
+    A duplicated column: the minimum-norm solution splits its coefficient.
+
+    >>> A2 = np.column_stack([A[:, :3], A[:, 2]])
+    >>> res = sketch_lstsq(A2, A2 @ [1.0, 2.0, 3.0, 3.0], random_state=0)
+    >>> res.rank, np.round(res.x, 8).tolist()
+    (3, [1.0, 2.0, 3.0, 3.0])
     """
     tol = check_scalar(tol, "tol", numbers.Real, min_val=0, max_val=1,
                        include_boundaries="neither")
-    blocks, b = check_regression_data(A, b, block_rows=block_rows)
+    blocks = as_row_blocks(A, block_rows=block_rows, name="A")
+    b = _check_targets(b, blocks.n_rows)
+    weights = check_sample_weight(sample_weight, blocks.n_rows)
     return solve_lstsq(A if _in_memory(A) else blocks, b, tol=tol, max_iter=max_iter,
                        sketch_size=sketch_size, embedding=embedding,
                        nnz_per_column=nnz_per_column, random_state=random_state,
-                       client=client, block_rows=block_rows)
+                       client=client, block_rows=block_rows,
+                       sample_weight=weights, fit_intercept=fit_intercept)
+
+
+def _check_targets(b, n):
+    """``b`` as a finite float64 array of shape ``(n,)`` or ``(n, k)``."""
+    if is_dask_collection(b):
+        (b,) = compute(b)
+    b = np.asarray(b)
+    if b.ndim not in (1, 2) or b.shape[0] != n:
+        raise ValueError(f"b has shape {b.shape} but A has {n} rows; b must be (n,) or "
+                         "(n, k) with one row per row of A")
+    if b.dtype.kind not in "biuf":
+        raise TypeError(f"b must hold real numbers, got dtype {b.dtype}")
+    b = b.astype(np.float64)
+    if not np.isfinite(b).all():
+        raise ValueError("b contains NaN or Inf; only finite values are accepted")
+    return b
 
 
 def _in_memory(A):
     return isinstance(A, np.ndarray) or scipy.sparse.issparse(A)
 
 
+def _scalar_per_target(values, one_target):
+    values = np.asarray(values)
+    return values.ravel()[0].item() if one_target else values
+
+
 def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
-                nnz_per_column=None, client=None, block_rows=None, name="A"):
+                nnz_per_column=None, client=None, block_rows=None, name="A",
+                sample_weight=None, fit_intercept=False):
     """:func:`sketch_lstsq` on validated input: ``A`` an ndarray, a sparse matrix
     (products in place) or :class:`~dasketch._blocks.RowBlocks`, ``b`` a finite
-    float64 vector; errors about the data name it ``name``."""
+    float64 array (n,) or (n, k), ``sample_weight`` None or checked weights;
+    errors about the data name it ``name``."""
     blocks = as_row_blocks(A, block_rows=block_rows, name=name)
     n, d = blocks.shape
-    if max_iter is None:
-        max_iter = max(2 * d, 100)
-    max_iter = check_scalar(max_iter, "max_iter", numbers.Integral, min_val=1)
     precond = precondition_blocks(blocks, b, sketch_size=sketch_size, embedding=embedding,
-                                  nnz_per_column=nnz_per_column, check_size=0,
-                                  random_state=random_state, client=client, name=name)
-    forward, adjoint = _products(A, blocks, client)
-    op = preconditioned_operator(forward, adjoint, precond, (n, d))
-    y = precond.R @ precond.x0
-    n_iter = 0
-    # LSQR updates its residual by a recurrence that drifts from b - A R^{-1} y
-    # at about 1e-8 relative accuracy in x when cond(A) = 1e6; one restart from
-    # the computed y (scipy recomputes the residual for x0) removes the drift.
-    for _ in range(2):
-        y, istop, itn, r1norm, _, anorm, acond, arnorm, _, _ = scipy.sparse.linalg.lsqr(
-            op, b, atol=tol, btol=tol, conlim=1e12, iter_lim=int(max_iter), x0=y)
-        n_iter += int(itn)
-    denominator = anorm * r1norm
-    optimality = float(arnorm / denominator) if denominator > 0 else 0.0
-    if istop == 7:  # iteration limit
-        warnings.warn(f"LSQR stopped at max_iter={max_iter} iterations with relative "
-                      f"normal-equation residual {optimality:.3g} > tol={tol:g}; increase "
-                      "max_iter (or sketch_size, for a better preconditioner)",
-                      ConvergenceWarning, stacklevel=3)
-    return LstsqResult(precond.solve(y), n_iter, int(istop), float(r1norm),
-                       float(acond), precond.x0, optimality)
+                                  nnz_per_column=nnz_per_column, random_state=random_state,
+                                  client=client, name=name, sample_weight=sample_weight,
+                                  centre=fit_intercept, full_rank=False)
+    k = precond.rank
+    if max_iter is None:
+        max_iter = max(2 * k, 100)
+    max_iter = check_scalar(max_iter, "max_iter", numbers.Integral, min_val=1)
+    root_w = None if sample_weight is None else np.sqrt(sample_weight)
+    products = WeightedCentredProducts(A if _in_memory(A) else blocks, blocks,
+                                       root_weights=root_w, mean=precond.mean, client=client)
+    targets = b.reshape(n, -1)
+    shift = precond.target_mean if fit_intercept else np.zeros(targets.shape[1])
+    centred = targets - shift
+    if root_w is not None:
+        centred = centred * root_w[:, None]
+    N = precond.basis
+    op = scipy.sparse.linalg.LinearOperator(
+        (n, k), dtype=np.float64, matvec=lambda z: products.forward(N @ np.ravel(z)),
+        rmatvec=lambda u: N.T @ products.adjoint(np.ravel(u)))
+    starts = precond.singular_values[:k, None] ** 2 * (N.T @ precond.x0.reshape(d, -1))
+    Z, istops, optimality, n_iter = np.zeros((k, targets.shape[1])), [], [], 0
+    for j in range(targets.shape[1] if k else 0):
+        z = starts[:, j]
+        # LSQR updates its residual by a recurrence that drifts from b - A N z at
+        # about 1e-8 relative accuracy in x when cond(A) = 1e6; one restart from
+        # the computed z (scipy recomputes the residual for x0) removes the drift.
+        for _ in range(2):
+            z, istop, itn, r1norm, _, anorm, _, arnorm, _, _ = scipy.sparse.linalg.lsqr(
+                op, centred[:, j], atol=tol, btol=tol, conlim=1e12, iter_lim=int(max_iter),
+                x0=z)
+            n_iter += int(itn)
+        Z[:, j] = z
+        istops.append(int(istop))
+        denominator = anorm * r1norm
+        optimality.append(float(arnorm / denominator) if denominator > 0 else 0.0)
+        if istop == 7:  # iteration limit
+            which = "" if b.ndim == 1 else f" for target {j}"
+            warnings.warn(f"LSQR stopped at max_iter={max_iter} iterations{which} with "
+                          f"relative normal-equation residual {optimality[-1]:.3g} > "
+                          f"tol={tol:g}; increase max_iter (or sketch_size, for a better "
+                          "preconditioner)", ConvergenceWarning, stacklevel=3)
+    if not k:
+        istops, optimality = [0] * targets.shape[1], [0.0] * targets.shape[1]
+    X = N @ Z
+    residual = centred - products.forward(X)
+    gradient = N.T @ products.adjoint(residual)
+    targets_norm = np.linalg.norm(targets if root_w is None else targets * root_w[:, None],
+                                  axis=0) + np.sqrt(precond.weight_sum) * np.abs(shift)
+    bound = error_bound(precond, X, residual, gradient, targets_norm)
+    intercept = intercept_bound = np.zeros(targets.shape[1])
+    if fit_intercept:
+        intercept = shift - precond.mean @ X
+        intercept_bound = np.linalg.norm(precond.mean) * bound + _ROUNDING * (
+            np.abs(shift) + np.abs(precond.mean) @ np.abs(X))
+    one = b.ndim == 1
+    return LstsqResult(
+        x=X.reshape((d,) + b.shape[1:]), n_iter=n_iter,
+        istop=_scalar_per_target(istops, one),
+        residual_norm=_scalar_per_target(np.linalg.norm(residual, axis=0), one),
+        condition_number_estimate=precond.condition_number_estimate,
+        sketch_solution=precond.x0, optimality_residual=_scalar_per_target(optimality, one),
+        coef_error_bound=_scalar_per_target(bound, one), rank=k,
+        singular_values=precond.singular_values,
+        intercept=_scalar_per_target(intercept, one),
+        intercept_error_bound=_scalar_per_target(intercept_bound, one))
 
 
 class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
     """Estimator form of :func:`sketch_lstsq` (sketch-preconditioned LSQR).
 
+    It has the semantics of ``sklearn.linear_model.LinearRegression``: the
+    minimum-norm solution for rank-deficient ``X`` (``rank_``,
+    ``singular_``), sample weights, several targets.
+
     Parameters
     ----------
     fit_intercept : bool, default True
-        Fit an intercept, as the coefficient of an appended column of ones
-        (the preconditioner absorbs its scale; sparse ``X`` stays sparse).
+        Fit an intercept by weighted centring, applied inside every product
+        with ``X`` (no centred copy; sparse ``X`` stays sparse): the
+        intercept is not part of the minimised norm, as in
+        ``LinearRegression``.
     tol : float, default 1e-10
         As for :func:`sketch_lstsq`.
     max_iter : int, optional
-        As for :func:`sketch_lstsq`; default ``max(2 (d + 1), 100)`` for ``d`` features and the
-        intercept.
+        As for :func:`sketch_lstsq`; default ``max(2 rank, 100)`` per target.
     sketch_size : int, optional
-        As for :func:`sketch_lstsq`; default ``4 (d + 1)``.
+        As for :func:`sketch_lstsq`; default ``4 d``.
     embedding : {"osnap", "countsketch", "cauchy"}, default "osnap"
         As for :func:`sketch_lstsq`.
     random_state : None, int or numpy.random.Generator, optional
@@ -234,17 +440,33 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
 
     Attributes
     ----------
-    coef_ : ndarray (n_features,)
-        In the dtype of ``X`` (float32 stays float32; the solve runs in float64).
-    intercept_ : float
-        0.0 when ``fit_intercept=False``.
+    coef_ : ndarray (n_features,) or (n_targets, n_features)
+        In the dtype of ``X`` (float32 stays float32; the solve runs in
+        float64); 2-D for 2-D ``y``, as ``LinearRegression``.
+    intercept_ : numpy float or ndarray (n_targets,)
+        0 when ``fit_intercept=False``; in the dtype of ``coef_``.
     n_iter_ : int
+        LSQR iterations over all targets.
+    rank_ : int
+        Numerical rank of the (centred, weighted) ``X`` from its sketch.
+    singular_ : ndarray (n_features,)
+        Singular values of the sketch of the (centred, weighted) ``X``: those
+        of ``X`` up to the embedding's distortion (about ``1 +- 0.5`` at the
+        default ``sketch_size``), not exactly ``LinearRegression``'s.
     condition_number_estimate_ : float
-        LSQR's estimate of ``cond(X R^{-1})``.
-    optimality_residual_ : float
-        Relative normal-equation residual of the solution (see
+        Estimate of ``cond(X N)`` from an independent check sketch.
+    optimality_residual_ : float or ndarray (n_targets,)
+        Relative normal-equation residual of the solution per target (see
         :class:`LstsqResult`); a ``ConvergenceWarning`` is raised when LSQR
         stops at ``max_iter`` before reaching ``tol``.
+    coef_error_bound_ : float or ndarray (n_targets,)
+        ``||coef_ - coef*|| <= coef_error_bound_`` per target for the exact
+        minimum-norm solution ``coef*`` (of rank ``rank_``), including the
+        rounding to float32 for float32 input: see
+        :func:`dasketch.linear_model.lstsq.error_bound`.
+    intercept_error_bound_ : float or ndarray (n_targets,)
+        ``|intercept_ - intercept*| <= intercept_error_bound_``:
+        ``||mean(X)|| coef_error_bound_`` plus rounding.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         For a pandas DataFrame ``X``.
@@ -266,8 +488,10 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
     >>> model = SketchLstsqRegressor(random_state=0).fit(X, y)
     >>> bool(np.allclose(model.coef_, np.arange(8.0), atol=1e-9))
     True
-    >>> round(float(model.intercept_), 9)
-    5.0
+    >>> round(float(model.intercept_), 9), model.rank_
+    (5.0, 8)
+    >>> bool(model.coef_error_bound_ < 1e-6)
+    True
     """
 
     _parameter_constraints = {
@@ -290,7 +514,7 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.block_rows = block_rows
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the coefficients and intercept by sketch-preconditioned LSQR.
 
         Parameters
@@ -298,8 +522,10 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         X : array-like of shape (n_samples, n_features)
             A numpy array, pandas DataFrame, scipy.sparse matrix, Dask array,
             ``zarr.Array`` or zarr path or URL.
-        y : array-like of shape (n_samples,)
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets.
+        sample_weight : array-like of shape (n_samples,), optional
+            Weights ``>= 0`` of the squared residuals; default all 1.
 
         Returns
         -------
@@ -307,13 +533,25 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
             The fitted estimator.
         """
         self._validate_params()
-        design, y, dtype = self._validate_fit_data(X, y)
-        res = solve_lstsq(design, y, tol=self.tol, max_iter=self.max_iter,
+        X, y, weights, dtype = self._validate_fit_data(X, y, sample_weight, ones_column=False,
+                                                       multi_output=True)
+        res = solve_lstsq(X, y, tol=self.tol, max_iter=self.max_iter,
                           sketch_size=self.sketch_size, embedding=self.embedding,
                           random_state=self.random_state, block_rows=self.block_rows,
-                          name="X")
-        self._set_coef(res.x, dtype)
+                          name="X", sample_weight=weights, fit_intercept=self.fit_intercept)
+        self._set_coef(res.x, res.intercept if self.fit_intercept else None, dtype)
+        rounding = np.linalg.norm(np.atleast_2d(self.coef_) - np.atleast_2d(res.x.T), axis=1)
+        self.coef_error_bound_ = _scalar_per_target(res.coef_error_bound + rounding,
+                                                    y.ndim == 1)
+        self.intercept_error_bound_ = res.intercept_error_bound
         self.n_iter_ = res.n_iter
+        self.rank_ = res.rank
+        self.singular_ = res.singular_values
         self.condition_number_estimate_ = res.condition_number_estimate
         self.optimality_residual_ = res.optimality_residual
         return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags

@@ -18,9 +18,10 @@ import numpy as np
 import scipy.linalg
 from sklearn.utils import check_scalar
 
-from dasketch._blocks import as_row_blocks, compute, map_rows, sparse_embed_streams
+from dasketch._blocks import as_row_blocks, compute, map_rows
 from dasketch._blocks.block_functions import leverage_block
 from dasketch.kernels.embeddings import EMBEDDINGS, resolve_seed
+from dasketch.linear_model._regression_passes import weighted_sketch_pass
 from dasketch.utils.validation import as_target_vector
 
 # Streams of the random operators derived from one seed.
@@ -36,12 +37,15 @@ class SketchPreconditioner:
     Parameters
     ----------
     R : ndarray of shape (d, d)
-        Upper triangular; ``A R^{-1}`` is well conditioned.
-    x0 : ndarray of shape (d,) or None
-        Sketch-and-solve solution ``R^{-1} Q^T S b`` when ``b`` was given.
+        Upper triangular; ``A R^{-1}`` is well conditioned (when ``A`` has full
+        rank).
+    x0 : ndarray of shape (d,) or (d, k), or None
+        Sketch-and-solve solution ``N U_k^T Q^T S b`` (``R^{-1} Q^T S b`` at full
+        rank, the minimum-norm one otherwise) when ``b`` was given.
     check_singular_values : ndarray or None
-        Singular values of ``S' A R^{-1}`` for an independent OSNAP embedding ``S'``:
-        estimates of the singular values of ``A R^{-1}``.
+        Singular values of ``S' A N`` for an independent OSNAP embedding ``S'``:
+        estimates of the singular values of ``A N`` (of ``A R^{-1}`` at full
+        rank).
     check_sketch : ndarray or None
         ``S' A`` itself, to estimate the conditioning of other metrics.
     embedding : str
@@ -50,6 +54,27 @@ class SketchPreconditioner:
         Rows of ``S A`` and nonzeros per column of ``S``.
     seed : int
         Seed of ``S`` and of the check sketch.
+    singular_values : ndarray of shape (d,), optional
+        Singular values of ``R`` (those of ``S A``), descending; the
+        multiplicative Weyl inequality puts those of ``A`` between them times
+        the smallest and the largest singular value of ``A N``.
+    rank : int, optional
+        How many singular values exceed ``rcond`` times the largest.
+    basis : ndarray of shape (d, rank), optional
+        ``N = V_k Sigma_k^{-1}`` from the SVD ``R = U Sigma V^T`` truncated to
+        the rank: ``A N`` is a well-conditioned basis of the range of ``A``,
+        and ``N`` spans the row space of ``S A``, that of ``A`` when ``S`` is a
+        subspace embedding; so for the least-squares ``z`` of ``A N``,
+        ``x = N z`` is the minimum-norm least-squares solution of ``A``.
+        ``R^{-1} U`` at full rank.
+    mean, target_mean : ndarray, optional
+        The weighted column means of the data and of ``b`` when ``A`` is the
+        centred data (``centre=True`` in :func:`precondition_blocks`), else
+        None.
+    weight_sum : float, optional
+        ``sum_i w_i`` of the sample weights (``n`` without weights).
+    frobenius : float, optional
+        ``(sum_i w_i ||x_i||^2)^(1/2)`` of the data rows before centring.
 
     See Also
     --------
@@ -75,12 +100,22 @@ class SketchPreconditioner:
     sketch_size: int
     nnz_per_column: int
     seed: int
+    singular_values: np.ndarray = None
+    rank: int = None
+    basis: np.ndarray = None
+    mean: object = None
+    target_mean: object = None
+    weight_sum: float = None
+    frobenius: float = None
 
     @property
     def condition_number_estimate(self):
-        """Estimate of ``cond(A R^{-1})`` (NaN when no check sketch was taken)."""
+        """Estimate of ``cond(A N)`` from the check sketch.
+
+        ``cond(A R^{-1})`` at full rank; NaN when no check sketch was taken.
+        """
         s = self.check_singular_values
-        if s is None:
+        if s is None or s.size == 0:
             return float("nan")
         return float(s[0] / s[-1]) if s[-1] > 0 else float("inf")
 
@@ -197,9 +232,23 @@ def sketch_precondition(A, b=None, *, sketch_size=None, embedding="osnap", nnz_p
 
 def precondition_blocks(blocks, b=None, *, sketch_size=None, embedding="osnap",
                         nnz_per_column=None, check_size=None, random_state=None, client=None,
-                        name="A"):
+                        name="A", sample_weight=None, power=2, centre=False, full_rank=True,
+                        rcond=None):
     """:func:`sketch_precondition` for validated row blocks ``blocks`` and
-    targets ``b``; errors about the data name it ``name``."""
+    targets ``b`` ((n,) or (n, k)); errors about the data name it ``name``.
+
+    With ``sample_weight`` ``w`` (float64, ``>= 0``) the rows are
+    ``w_i^(1/power) x_i`` (and the targets scaled alike): the problem
+    ``min sum_i w_i |x_i^T x - b_i|^power``, sketched in the same pass, the
+    weighted rows formed block by block. With ``centre=True`` ``A`` is the
+    weighted-centred data ``W^(1/2) (X - 1 m^T)``, ``m`` the weighted column
+    means, and ``b`` is centred alike: the sketch of the centred data is
+    ``S W^(1/2) X - (S W^(1/2) 1) m^T``, from the same pass (no centred copy
+    of ``X``; sparse stays sparse). ``full_rank=True`` refuses a numerically
+    rank-deficient ``A``; otherwise the preconditioner's ``basis`` spans the
+    numerical row space (rank decided with ``rcond``, default
+    ``max(n, d) eps``, as ``numpy.linalg.lstsq``).
+    """
     n, d = blocks.shape
     if embedding not in EMBEDDINGS:
         raise ValueError(f"embedding must be one of {EMBEDDINGS}, got {embedding!r}")
@@ -217,29 +266,44 @@ def precondition_blocks(blocks, b=None, *, sketch_size=None, embedding="osnap",
     specs = [(STREAM_SKETCH, sketch_size, embedding, nnz_per_column)]
     if check_size:
         specs.append((STREAM_CHECK, check_size, "osnap", min(4, check_size)))
-    extra = () if b is None else (b,)
-    (stacked,) = compute(sparse_embed_streams(blocks, specs, seed, extra=extra),
-                         client=client)
-    if not np.all(np.isfinite(stacked)):
+    targets = np.zeros((n, 0)) if b is None else np.reshape(b, (n, -1))
+    extra = np.hstack([np.ones((n, 1)), targets]) if centre else targets
+    weights = np.ones(n) if sample_weight is None else sample_weight
+    stacked, sums, frobenius_sq = weighted_sketch_pass(blocks, extra, weights, specs, seed,
+                                                       power=power, client=client)
+    if not (np.all(np.isfinite(stacked)) and np.all(np.isfinite(sums))):
         raise ValueError(f"{name} contains NaN or Inf (found in its sketch); entries must "
                          "be finite")
+    weight_sum = float(np.sum(weights))
+    mean = target_mean = None
+    if centre:
+        mean, target_mean = sums[:d] / weight_sum, sums[d + 1:] / weight_sum
+        ones = stacked[:, d]
+        stacked = np.hstack([stacked[:, :d] - np.outer(ones, mean),
+                             stacked[:, d + 1:] - np.outer(ones, target_mean)])
     SA = stacked[:sketch_size, :d]
     Q, R = np.linalg.qr(SA)
-    diag = np.abs(np.diag(R))
-    if diag.min() <= d * np.finfo(np.float64).eps * diag.max():
-        raise ValueError(f"{name} is numerically rank deficient (its sketch has a zero "
-                         "pivot in QR); drop linearly dependent columns first (with an "
-                         "intercept, a constant column is one)")
+    left, singular_values, right = np.linalg.svd(R)
+    rcond = max(n, d) * np.finfo(np.float64).eps if rcond is None else rcond
+    rank = int(np.count_nonzero(singular_values > rcond * singular_values[0])) \
+        if singular_values[0] > 0 else 0
+    if full_rank and rank < d:
+        raise ValueError(f"{name} is numerically rank deficient (its sketch has rank {rank} "
+                         f"of {d} columns); drop linearly dependent columns first (with an "
+                         "intercept, a constant column is one), or use sketch_lstsq or "
+                         "SketchLstsqRegressor, which return the minimum-norm solution")
+    basis = right[:rank].T / singular_values[:rank]
     x0 = None
     if b is not None:
-        x0 = scipy.linalg.solve_triangular(R, Q.T @ stacked[:sketch_size, d])
+        x0 = basis @ (left[:, :rank].T @ (Q.T @ stacked[:sketch_size, d:]))
+        x0 = x0.reshape((d,) + np.shape(b)[1:])
     check, singular = None, None
     if check_size:
         check = stacked[sketch_size:, :d]
-        singular = scipy.linalg.svdvals(
-            scipy.linalg.solve_triangular(R, check.T, trans="T").T)
+        singular = scipy.linalg.svdvals(check @ basis) if rank else np.zeros(0)
     return SketchPreconditioner(R, x0, singular, check, embedding, sketch_size,
-                                int(nnz_per_column), seed)
+                                int(nnz_per_column), seed, singular_values, rank, basis,
+                                mean, target_mean, weight_sum, float(np.sqrt(frobenius_sq)))
 
 
 def metric_singular_values(precond, P):

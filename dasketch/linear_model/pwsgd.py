@@ -19,6 +19,7 @@ from sklearn.utils._param_validation import Interval, Options, StrOptions
 from dasketch._blocks import as_row_blocks, gather_rows
 from dasketch.kernels.embeddings import EMBEDDINGS
 from dasketch.kernels.weighted_sgd import run_pwsgd, step_schedule, to_metric
+from dasketch.linear_model._regression_passes import row_power
 from dasketch.linear_model._sketched_regression import SketchedRegressorMixin
 from dasketch.linear_model.preconditioning import (
     STREAM_DRAWS, leverage_scores, metric_singular_values, precondition_blocks)
@@ -81,6 +82,14 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
        ``H = I`` (``"none"``), started from ``x0`` (clipped to the box); the last
        iterate (p = 2) or the average (p = 1) is returned.
 
+    With ``sample_weight`` the problem is ``min sum_i w_i |a_i x - b_i|^p``,
+    that of the rows ``w_i^(1/p) [a_i b_i]``: step 1 sketches them (formed
+    block by block in the pass), step 2 weights row ``i`` by ``w_i lambda_i``
+    (its leverage as a weighted row) and step 4 scales the gathered rows. Given
+    the preconditioner, the draws and steps are those of the rows repeated
+    ``w_i`` times for integer weights; only the sketch differs, as it depends
+    on where rows are.
+
     **Default step sizes** (derivation). In ``y = P x`` (``H = P^T P``) the
     problem is ``F(y) = sum_i |u_i y - b_i|^p`` with ``U = A P^{-1}`` whose
     singular values ``sigma`` are estimated from the check sketch. With sampling
@@ -97,7 +106,8 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
     drawn rows; ``eta0 = F(x0) / (2 G^2)`` is the level ``F(x0) / 4``, and when
     residuals have a density near 0 (Laplace or Gaussian noise) ``F`` is locally
     quadratic with curvature about ``sigma_min^2 n / F*``; we take
-    ``mu = sigma_min^2 n / (2 F(x0))``. Default ``n_iter`` is
+    ``mu = sigma_min^2 n / (2 F(x0))``, ``n`` the rows of weight > 0 (which
+    keeps ``mu`` invariant to a common scale of the weights). Default ``n_iter`` is
     ``500 ||U||_F^2 / sigma_min^2`` (at most 10^6): a relative error of about
     ``2e-3`` by the estimate above (the relative errors the defaults reach are
     checked by tests/linear_model/test_pwsgd.py and reported by
@@ -142,8 +152,8 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
     ----------
     coef_ : ndarray (n_features,)
         In the dtype of ``X`` (float32 stays float32; the steps run in float64).
-    intercept_ : float
-        0.0 when ``fit_intercept=False``.
+    intercept_ : numpy float
+        In the dtype of ``coef_``; 0 when ``fit_intercept=False``.
     n_iter_ : int
     n_features_in_ : int
     feature_names_in_ : ndarray of str
@@ -227,7 +237,7 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
             raise ValueError("bounds need preconditioner='diag' or 'none': projecting onto "
                              "a box in the full metric R^T R is itself a QP")
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the coefficients by pwSGD.
 
         Parameters
@@ -237,6 +247,15 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
             ``zarr.Array`` or zarr path or URL.
         y : array-like of shape (n,)
             Targets.
+        sample_weight : array-like of shape (n,), optional
+            Weights ``w_i >= 0`` of the loss terms: pwSGD minimises
+            ``sum_i w_i |x_i^T coef + intercept - y_i|^p``, the problem of the
+            rows ``w_i^(1/p) [x_i 1 y_i]``, which the sketch pass forms block by
+            block; the rows are then drawn with probability proportional to
+            ``w_i lambda_i`` (the leverage of the weighted row) and scaled as
+            they are gathered. A scalar, numpy or a Dask array of any chunking
+            (computed, like ``y``). Integer weights give the problem of the rows
+            repeated.
 
         Returns
         -------
@@ -245,17 +264,38 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
         """
         start_time = time.perf_counter()
         self._check_params()
-        blocks, b, dtype = self._validate_fit_data(X, y)
+        blocks, b, sample_weight, dtype = self._validate_fit_data(X, y, sample_weight)
         blocks = as_row_blocks(blocks, block_rows=self.block_rows, name="X")
         n, d = blocks.shape
+        if n <= d:
+            extra = " plus one for the intercept" if self.fit_intercept else ""
+            raise ValueError(f"X has n_samples={n} and n_features={self.n_features_in_}"
+                             f"{extra}; {type(self).__name__} solves overdetermined problems "
+                             "and needs more samples than that")
         box = check_bounds(self.bounds, self.n_features_in_)
         if box is not None and self.fit_intercept:  # the intercept is not bounded
             box = tuple(np.append(side, value) for side, value in zip(box, (-np.inf, np.inf)))
-        p = int(self.p)
         precond = precondition_blocks(blocks, b, sketch_size=self.sketch_size,
-                                      embedding=self.embedding,
-                                      random_state=self.random_state, name="X")
+                                      embedding=self.embedding, random_state=self.random_state,
+                                      name="X", sample_weight=sample_weight, power=int(self.p))
+        return self._fit_preconditioned(blocks, b, sample_weight, precond, box=box,
+                                        dtype=dtype, start_time=start_time)
+
+    def _fit_preconditioned(self, blocks, b, sample_weight, precond, *, box=None,
+                            dtype=np.float64, start_time=None):
+        """Steps 2-4 of :meth:`fit` on the row blocks ``blocks`` (with the
+        intercept column when ``fit_intercept``), given the preconditioner
+        ``precond`` of the weighted rows: a deterministic function of
+        ``precond`` (and its seed)."""
+        start_time = time.perf_counter() if start_time is None else start_time
+        n, d = blocks.shape
+        p = int(self.p)
         weights = leverage_scores(blocks, precond, p=p, exact=self.leverage == "exact")
+        scale = None
+        if sample_weight is not None:
+            # ||(w^(1/p) x_i) M||_p^p = w ||x_i M||_p^p: the leverage of the weighted row
+            weights = weights * sample_weight
+            scale = row_power(sample_weight, p)
         total = weights.sum()
         if not (np.isfinite(total) and total > 0):
             raise ValueError("X has no row with nonzero leverage; is it all zeros?")
@@ -282,6 +322,9 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
                            n - 1)
         distinct, draws, counts = np.unique(drawn, return_inverse=True, return_counts=True)
         rows = gather_rows(blocks, distinct)
+        if scale is not None:
+            rows *= scale[distinct, None]
+            b = b * scale
         b_drawn, p_drawn = b[drawn], probs[drawn]
 
         x0 = precond.x0
@@ -300,7 +343,9 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
             U = to_metric(sample, P)
             G2 = float(np.mean(np.einsum("ij,ij->i", U, U) / sample_p ** 2))
             f0 = max(objective(x0), np.finfo(float).tiny)
-            eta0, mu = f0 / (2.0 * G2), smin2 * n / (2.0 * f0)
+            # n counts the rows of the problem, those of weight 0 excluded
+            rows_in = n if sample_weight is None else np.count_nonzero(sample_weight)
+            eta0, mu = f0 / (2.0 * G2), smin2 * rows_in / (2.0 * f0)
         etas, ends = step_schedule(n_iter, eta0, mu, self.step_size)
 
         def from_metric(v):
@@ -321,7 +366,10 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
         coef = from_metric(y_final)
         if box is not None:  # undo rounding in the change of metric
             coef = np.clip(coef, *box)
-        self._set_coef(coef, dtype)
+        if self.fit_intercept:
+            self._set_coef(coef[:-1], coef[-1], dtype)
+        else:
+            self._set_coef(coef, None, dtype)
         self.n_iter_ = n_iter
         self.history_steps_ = np.asarray(steps)
         self.history_times_ = np.asarray(times)

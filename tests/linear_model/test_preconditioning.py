@@ -1,10 +1,15 @@
 """Sketch preconditioner QR(S A) and leverage estimates (Yang et al., JMLR 2018)."""
 
+import subprocess
+import sys
+
 import dask.array as da
 import numpy as np
 import pytest
 
+from dasketch._blocks import as_row_blocks
 from dasketch.linear_model import leverage_scores, sketch_precondition
+from dasketch.linear_model.preconditioning import precondition_blocks
 from dasketch.datasets import ill_conditioned_regression
 
 
@@ -97,3 +102,51 @@ def test_bad_input(problem):
         sketch_precondition(A, embedding="srht")
     with pytest.raises(ValueError, match="p must be 1 or 2"):
         leverage_scores(A, sketch_precondition(A, random_state=0), p=3)
+
+
+@pytest.mark.parametrize("power", [1, 2])
+def test_weighted_centred_sketch_is_that_of_the_weighted_centred_rows(problem, power):
+    # one pass over X gives the sketch of the rows w^(1/p) x_i, and, centred,
+    # of W^(1/2) (X - 1 m^T) with m the weighted means: the same embedding S
+    # (its columns follow the row positions) applied to the rows formed explicitly
+    A, b = problem
+    A, b = A[:5000], b[:5000]
+    w = np.random.default_rng(0).integers(0, 4, 5000).astype(float)
+    blocks = as_row_blocks(A, block_rows=1500)
+    scaled = w[:, None] ** (1 / power)
+    weighted = precondition_blocks(blocks, b, sample_weight=w, power=power, random_state=2,
+                                   full_rank=False)
+    explicit = precondition_blocks(as_row_blocks(scaled * A), scaled[:, 0] * b,
+                                   random_state=2)
+    np.testing.assert_allclose(weighted.R, explicit.R, atol=1e-10 * np.abs(explicit.R).max())
+    np.testing.assert_allclose(weighted.x0, explicit.x0, rtol=1e-8)
+    assert weighted.weight_sum == w.sum()
+    assert weighted.frobenius == pytest.approx(np.sqrt(w @ (A ** 2).sum(axis=1)))
+    if power == 2:
+        m, ym = w @ A / w.sum(), w @ b / w.sum()
+        centred = precondition_blocks(blocks, b, sample_weight=w, centre=True, random_state=2)
+        explicit = precondition_blocks(as_row_blocks(scaled * (A - m)), scaled[:, 0] * (b - ym),
+                                       random_state=2)
+        np.testing.assert_allclose(centred.mean, m, rtol=1e-12)
+        assert centred.target_mean == pytest.approx(ym, rel=1e-12)
+        np.testing.assert_allclose(centred.R, explicit.R, atol=1e-10 * np.abs(explicit.R).max())
+        np.testing.assert_allclose(centred.x0, explicit.x0, rtol=1e-8)
+
+
+def test_rank_deficient_basis_spans_the_row_space(problem):
+    A, _ = problem
+    X = np.column_stack([A[:, :6], A[:, 1] - 2 * A[:, 4]])
+    with pytest.raises(ValueError, match="rank deficient .*rank 6 of 7 columns.*minimum-norm"):
+        sketch_precondition(X, random_state=0)
+    P = precondition_blocks(as_row_blocks(X), random_state=0, full_rank=False)
+    assert P.rank == 6 and P.basis.shape == (7, 6)
+    null = np.array([0, 1, 0, 0, -2, 0, -1.0]) / np.sqrt(6)
+    assert np.abs(null @ P.basis).max() <= 1e-10 * np.abs(P.basis).max()  # N in row(X)
+    assert np.linalg.cond(X @ P.basis) < 10 and 1 <= P.condition_number_estimate < 10
+
+
+def test_the_weighted_sketch_pass_runs_without_scikit_learn():
+    # workers import the module of the block function they unpickle
+    code = ("import sys, dasketch.linear_model._regression_passes; "
+            "sys.exit('sklearn' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0

@@ -1,0 +1,76 @@
+"""The weighted sketch pass of pwSGD and sketch-preconditioned LSQR.
+
+One pass over the row blocks of ``B`` (through
+:func:`~dasketch._blocks.map_reduce`) gives the sparse embeddings of the
+weighted rows, ``S_j W^(1/p) [B E]`` for every embedding ``S_j`` of ``specs``
+(``W = diag(w)`` the sample weights, ``E`` extra row-aligned columns such as the
+targets or a column of ones), together with the weighted column sums
+``w^T [B E]`` and ``sum_i w_i ||B_i||^2``: what weighted centring and the
+accuracy bounds need, from the same read of every block. Weighted rows are
+formed block by block in the task, never as a copy of ``B``. This module
+imports numpy, scipy and the bridge only (workers unpickle its block function).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+import scipy.sparse
+
+from dasketch._blocks import add, as_row_aligned, compute, map_reduce
+from dasketch._blocks.block_functions import embed_block
+
+
+def scale_rows(block, scale):
+    """``diag(scale) @ block`` for an ndarray (float64) or a sparse block (CSR)."""
+    if scipy.sparse.issparse(block):
+        return scipy.sparse.csr_matrix(scipy.sparse.diags(scale) @ block)
+    return np.asarray(block, dtype=np.float64) * scale[:, None]
+
+
+def row_power(weights, power):
+    """``w^(1/p)``: the row scale under which ``sum_i w_i |r_i|^p`` is
+    ``||W^(1/p) r||_p^p``."""
+    return np.sqrt(weights) if power == 2 else weights ** (1.0 / power)
+
+
+def _weighted_embed_block(block, start, stop, weights, extra, *, seed, specs, power):
+    """``[S_1 W^(1/p) [B E]; ...; w^T [B E], sum_i w_i ||B_i||^2]`` for the block
+    (float64, the last row holding the sums and, in its last entry, the squared
+    weighted Frobenius norm; the sums row has one entry more than the others,
+    the sketch rows are padded with a zero)."""
+    w = np.asarray(weights, dtype=np.float64).ravel()
+    E = np.asarray(extra, dtype=np.float64).reshape(stop - start, -1)
+    scale = row_power(w, power)
+    unit = bool(np.all(scale == 1.0))
+    sketches = embed_block(block if unit else scale_rows(block, scale), start, stop,
+                           E if unit else E * scale[:, None], seed=seed, specs=specs)
+    if scipy.sparse.issparse(block):
+        sums = np.asarray(block.T @ w).ravel()
+        squares = np.asarray(block.multiply(block).sum(axis=1)).ravel()
+    else:
+        dense = np.asarray(block, dtype=np.float64)
+        sums, squares = w @ dense, np.einsum("ij,ij->i", dense, dense)
+    last = np.concatenate([sums, w @ E, [w @ squares]])
+    return np.vstack([np.hstack([sketches, np.zeros((sketches.shape[0], 1))]), last])
+
+
+def weighted_sketch_pass(blocks, extra, weights, specs, seed, *, power=2, client=None,
+                         split_every=None):
+    """One pass: ``(sketch, sums, frobenius_sq)``.
+
+    ``sketch`` stacks ``S_j W^(1/p) [B E]`` for the embeddings ``specs`` (tuples
+    ``(stream, sketch_size, embedding, nnz_per_column)``, see
+    :func:`dasketch._blocks.sparse_embed_streams`); ``sums`` is ``w^T [B E]``;
+    ``frobenius_sq`` is ``sum_i w_i ||B_i||^2``. ``extra`` is an ``(n, k)``
+    array (numpy) and ``weights`` an ``(n,)`` array of weights ``>= 0``. The
+    result depends on the blocks only, not on how the input is chunked.
+    """
+    specs = tuple((int(st), int(s), str(kd), int(k)) for st, s, kd, k in specs)
+    func = partial(_weighted_embed_block, seed=int(seed), specs=specs, power=power)
+    lazy = map_reduce(blocks, func, add, as_row_aligned(weights, blocks, name="sample_weight"),
+                      as_row_aligned(extra, blocks, name="extra"), split_every=split_every,
+                      keeps_block=False)
+    (stacked,) = compute(lazy, client=client)
+    return stacked[:-1, :-1], stacked[-1, :-1], float(stacked[-1, -1])
