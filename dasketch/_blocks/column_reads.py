@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dasketch.io import open_store_array, open_zarr_rows, undecodable_chunk_error
-from dasketch.store_checks import check_chunk_files
+from dasketch.io import open_store_array, open_zarr_rows
+from dasketch.store_checks import check_chunk_files, first_line
 
 logger = logging.getLogger("dasketch")
 
@@ -57,6 +57,26 @@ def column_groups(width, chunk, decoded_per_chunk, budget):
     """
     per_group = max(1, int(budget) // max(int(decoded_per_chunk), 1)) * int(chunk)
     return tuple((lo, min(lo + per_group, int(width))) for lo in range(0, int(width), per_group))
+
+
+def undecodable_chunk(array, rows, columns, exc, name):
+    """A ``ValueError`` naming the store and the first chunk within ``rows`` x
+    ``columns`` (``(start, stop)`` each) that does not decode, read again one
+    chunk at a time, for a read that failed with ``exc``."""
+    (row_chunk, column_chunk), (n, d) = (array.shards or array.chunks), array.shape
+    where, cause = f"rows {rows[0]}-{rows[1]}", exc
+    cells = [(r, c) for r in range(rows[0] - rows[0] % row_chunk, rows[1], row_chunk)
+             for c in range(columns[0] - columns[0] % column_chunk, columns[1], column_chunk)]
+    for r, c in cells:
+        try:
+            array[r:min(r + row_chunk, n), c:min(c + column_chunk, d)]
+        except Exception as chunk_exc:  # noqa: BLE001 - this is the chunk to name
+            key = array.metadata.encode_chunk_key((r // row_chunk, c // column_chunk))
+            where, cause = (f"chunk {key!r} (rows {r}-{min(r + row_chunk, n)}, columns "
+                            f"{c}-{min(c + column_chunk, d)})", chunk_exc)
+            break
+    return ValueError(f"{name}: the zarr store {str(array.store_path)!r} cannot decode "
+                      f"{where}: {first_line(cause)}; the chunk is damaged, rewrite the store")
 
 
 class ColumnChunkedRows:
@@ -88,8 +108,9 @@ class ColumnChunkedRows:
                     array.get_basic_selection((slice(start, stop), slice(lo, hi)),
                                               out=wrap(out[:, lo:hi]))
         except Exception as exc:  # noqa: BLE001 - a chunk that does not decode, named there
-            rows = (0, array.shape[0]) if self.transposed else (start, stop)
-            raise undecodable_chunk_error(array, *rows, exc, self.name) from None
+            cells = ((0, array.shape[0]), (start, stop)) if self.transposed else \
+                ((start, stop), (0, array.shape[1]))
+            raise undecodable_chunk(array, *cells, exc, self.name) from None
         if self.check_files:  # after the read: any change since the fingerprint shows
             rows = (0, array.shape[0]) if self.transposed else (start, stop)
             check_chunk_files(array, *rows, self.name,
