@@ -8,6 +8,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.optimize
+import scipy.sparse
 from scipy.special import expit
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
@@ -249,3 +250,17 @@ def test_alpha_zero_is_a_clear_error(kind):
     with pytest.raises(ValueError, match=r"alpha must be a finite number > 0 \(dual random "
                                          r"projection needs lambda > 0"):
         ESTIMATORS[kind](alpha=0.0).fit(X, targets(kind, y))
+
+
+def test_classifier_attributes_as_logistic_regression():
+    X, y, _ = small_problem(8)
+    labels = targets("classifier", y)
+    clf = quiet_fit(DualRandomProjectionClassifier(n_components=10), X, labels)
+    lr = LogisticRegression().fit(X, labels)
+    assert clf.n_iter_.shape == lr.n_iter_.shape == (1,)
+    scores, predicted = clf.decision_function(X), clf.predict(X)
+    clf.sparsify()                       # as LogisticRegression's SparseCoefMixin
+    assert scipy.sparse.issparse(clf.coef_)
+    np.testing.assert_allclose(clf.decision_function(X), scores, rtol=1e-12)
+    np.testing.assert_array_equal(clf.predict(X), predicted)
+    assert isinstance(clf.densify().coef_, np.ndarray)

@@ -7,8 +7,10 @@ They hold no client: they compute on the current Dask scheduler (an active
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.linear_model._base import SparseCoefMixin
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
@@ -64,7 +66,9 @@ _ATTRIBUTES_DOC = """
         returned model (``b0`` the best constant model): the accuracy
         certificate, computed in the last pass over X.
     objective_ : float or ndarray
-    n_iter_ : int
+    n_iter_ : int, or ndarray (1,) for the classifier
+        Iterations of the solver (all targets, or classes, share them); the
+        classifier's is an array of one, as ``LogisticRegression``'s.
     n_passes_ : int
         Passes over X, the projection included.
     history_ : list of dict
@@ -134,7 +138,8 @@ class _DualRandomProjectionBase(BaseEstimator):
     def _decision(self, X):
         check_is_fitted(self, "coef_")
         X = validate_input(self, X, reset=False)
-        coef = np.atleast_2d(self.coef_).T.astype(np.float64)
+        dense = self.coef_.toarray() if scipy.sparse.issparse(self.coef_) else self.coef_
+        coef = np.atleast_2d(dense).T.astype(np.float64)
         intercept = np.atleast_1d(self.intercept_).astype(np.float64)
         if isinstance(X, RowBlocks):
             scores = matvec(X, coef) + intercept
@@ -252,7 +257,8 @@ class DualRandomProjectionRegressor(RegressorMixin, _DualRandomProjectionBase):
         return self._decision(X)
 
 
-class DualRandomProjectionClassifier(ClassifierMixin, _DualRandomProjectionBase):
+class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
+                                     _DualRandomProjectionBase):
     __doc__ = """Linear classifier by dual random projection (Zhang et al., COLT 2013).
 
     Minimises ``alpha/2 ||w||^2 + sum_i l(y_i (x_i^T w + b))`` with labels mapped
@@ -355,7 +361,9 @@ class DualRandomProjectionClassifier(ClassifierMixin, _DualRandomProjectionBase)
             sample_weight = check_weights(sample_weight, y.shape[0])
             sample_weight = sample_weight * compute_class_weight(
                 self.class_weight, classes=classes, y=y, sample_weight=sample_weight)[codes]
-        return self._solve(X, targets, self.loss, self.smoothing, sample_weight)
+        self._solve(X, targets, self.loss, self.smoothing, sample_weight)
+        self.n_iter_ = np.array([self.n_iter_])     # as LogisticRegression
+        return self
 
     def decision_function(self, X):
         """Compute the scores ``X w + b`` of every class.
