@@ -41,7 +41,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from dasketch._blocks import as_row_blocks, compute, tree_sum  # noqa: E402
+from dasketch._blocks import add, as_row_blocks, compute, map_reduce  # noqa: E402
 from dasketch.datasets import write_sparse_synthetic  # noqa: E402
 from dasketch.kernels.embeddings import gaussian_rows  # noqa: E402
 
@@ -115,7 +115,7 @@ def sparse_case(client, tmp, rows, features, density, sketch_size):
                                          os.path.join(tmp, "sparse.npz"))
     blocks = as_row_blocks(path)
     start = time.perf_counter()
-    compute(tree_sum(blocks, partial(_projection_gram, seed=0, width=sketch_size)),
+    compute(map_reduce(blocks, partial(_projection_gram, seed=0, width=sketch_size), add),
             client=client)
     projection = time.perf_counter() - start
     shutil.rmtree(path)

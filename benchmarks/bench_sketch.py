@@ -34,7 +34,7 @@ import numpy as np
 from distributed import futures_of, wait
 
 import dasketch
-from dasketch._blocks import as_row_blocks, compute, tree_sum
+from dasketch._blocks import add, as_row_blocks, compute, map_reduce
 
 if __package__ in (None, ""):  # run as a file: python benchmarks/bench_sketch.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -93,7 +93,8 @@ def main(argv=None):
 
         def reused_read():
             blocks = as_row_blocks(path)
-            return compute(tree_sum(blocks, block_sum, keeps_block=False), client=client)[0]
+            return compute(map_reduce(blocks, block_sum, add, keeps_block=False),
+                           client=client)[0]
 
         runs = {
             "read (X.sum())": lambda: X.sum().compute(),

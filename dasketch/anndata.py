@@ -17,17 +17,12 @@ from __future__ import annotations
 import numbers
 import warnings
 
-import dask
 import numpy as np
 import scipy.sparse
 
-from dasketch._blocks import RowBlocks, as_row_blocks, compute
+from dasketch._blocks import as_row_blocks, compute, select_columns
 from dasketch._optional import import_optional
 from dasketch.decomposition import SketchPCA
-
-
-def _columns(block, index):
-    return block[:, index]
 
 
 def _matrix(adata, layer):
@@ -71,18 +66,12 @@ def _mask(adata, mask_var):
 def _masked_input(X, mask, block_rows):
     """``X`` restricted to the genes of ``mask``: in-memory matrices sliced,
     out-of-core ones as row blocks sliced block by block."""
-    if mask is None or mask.all():
-        if isinstance(X, np.ndarray) or scipy.sparse.issparse(X):
-            return X
-        return as_row_blocks(X, block_rows=block_rows, name="adata.X")
-    index = np.flatnonzero(mask)
-    if isinstance(X, np.ndarray) or scipy.sparse.issparse(X):
-        return X[:, index]
+    in_memory = isinstance(X, np.ndarray) or scipy.sparse.issparse(X)
+    everything = mask is None or mask.all()
+    if in_memory:
+        return X if everything else X[:, np.flatnonzero(mask)]
     blocks = as_row_blocks(X, block_rows=block_rows, name="adata.X")
-    select = dask.delayed(_columns, pure=True)
-    return RowBlocks(tuple(select(block, index) for block in blocks.blocks), blocks.offsets,
-                     int(index.size), blocks.dtype, blocks.sparse,
-                     blocks.read_bytes)
+    return blocks if everything else select_columns(blocks, np.flatnonzero(mask))
 
 
 def pca(adata, n_comps=None, *, layer=None, zero_center=True, mask_var="auto",

@@ -177,6 +177,41 @@ def borrowed_rows(array, start, stop, check_files, name):
         yield read_rows(array, start, stop, check_files, name, out=out)
 
 
+class ZarrRows:
+    """How a task reads rows ``[start, stop)`` of a checked dense zarr array
+    itself: ``ZarrRows(check_files, name)(array, start, stop, reuse)`` is a
+    context manager giving the rows (:func:`borrowed_rows` when ``reuse``, the
+    rows must then not outlive it; else a fresh array, :func:`read_rows`)."""
+
+    def __init__(self, check_files, name):
+        self.check_files, self.name = check_files, name
+
+    def __call__(self, array, start, stop, reuse=False):
+        if reuse:
+            return borrowed_rows(array, start, stop, self.check_files, self.name)
+        return contextlib.nullcontext(read_rows(array, start, stop, self.check_files,
+                                                self.name))
+
+    def __dask_tokenize__(self):
+        return (type(self).__name__, self.check_files, self.name)
+
+
+class CsrRows:
+    """How a task reads rows ``[start, stop)`` of a checked sparse-by-rows group
+    itself (:func:`csr_rows`), as :class:`ZarrRows` does for dense arrays: the
+    CSR matrix holds only the block's nonzeros, so there is no buffer to reuse."""
+
+    def __init__(self, check_files, name):
+        self.check_files, self.name = check_files, name
+
+    def __call__(self, group, start, stop, reuse=False):
+        return contextlib.nullcontext(csr_rows(group, start, stop, self.check_files,
+                                               self.name))
+
+    def __dask_tokenize__(self):
+        return (type(self).__name__, self.check_files, self.name)
+
+
 def _read_chunk(array, check_files, name, block_info=None):
     (start, stop), _ = block_info[None]["array-location"][:2]
     return read_rows(array, start, stop, check_files, name)
@@ -249,11 +284,10 @@ def open_zarr_rows(path, *, component=None, storage_options=None, chunks=None,
     array : dask.array.Array
         As :func:`open_zarr_array` returns it.
     reader : tuple
-        ``(checked, check_files, name)``: ``checked`` a Delayed that opens and
-        checks the store on a worker (:func:`checked_array`), the arguments of
-        :func:`read_rows` after it. A task given these reads any range of rows
-        itself (one task instead of a read and a compute, and no rows held
-        between them).
+        ``(checked, read)``: ``checked`` a Delayed that opens and checks the
+        store on a worker (:func:`checked_array`), ``read`` a :class:`ZarrRows`.
+        A task given these reads any range of rows itself (one task instead of
+        a read and a compute, and no rows held between them).
     """
     import dask
     import dask.array as da
@@ -278,7 +312,7 @@ def open_zarr_rows(path, *, component=None, storage_options=None, chunks=None,
     check_files = digest  # read tasks check their chunk files against this fingerprint
     lazy = da.map_blocks(_read_chunk, checked, check_files, name, chunks=block_chunks,
                          dtype=array.dtype, meta=np.empty((0, 0), array.dtype))
-    return lazy, (checked, check_files, name)
+    return lazy, (checked, ZarrRows(check_files, name))
 
 
 def is_sparse_store(path, *, component=None, storage_options=None):

@@ -294,6 +294,27 @@ class Job:
         return self
 
 
+def _rss():
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+def run_sampling_memory(client, func, timeout=JOB_TIMEOUT, interval=0.25):
+    """Run ``func`` as a :class:`Job`, sampling the RSS of every worker every
+    ``interval`` s; returns the joined job and the peak RSS per worker address."""
+    job, peak = Job(func), {}
+    deadline = time.monotonic() + timeout
+    while job.running and time.monotonic() < deadline:
+        try:
+            for address, value in client.run(_rss).items():
+                peak[address] = max(peak.get(address, 0), value)
+        except Exception:  # noqa: BLE001 - a worker may be restarting
+            pass
+        time.sleep(interval)
+    return job.join(max(deadline - time.monotonic(), 1)), peak
+
+
 def kill_mid_job(client, func, *, kill, at_fraction=0.3, timeout=JOB_TIMEOUT):
     """Start ``func`` and, once ``at_fraction`` of the scheduler's tasks are done and
     a worker holds results, kill the worker holding the most (``kill(addr, pid)``).

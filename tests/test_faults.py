@@ -24,7 +24,7 @@ import zarr
 import dasketch
 from cluster_procs import (Job, ProcessCluster, kill_mid_job, kill_process,
                            kill_while_running, kill_worker_and_nanny, measure, progress,
-                           wait_until)
+                           run_sampling_memory, wait_until)
 from dasketch.datasets import write_synthetic
 from dasketch.io import open_zarr_array
 
@@ -194,24 +194,9 @@ def _memory_job(tmp_path_factory, n_rows, n_features, limit, n_workers, timeout)
         total_limit = sum(w["memory_limit"] for w in workers.values())
         assert total_limit == n_workers * parse_bytes(limit)
         ratio = store.nbytes / total_limit
-        peak = {}
-
-        def rss():
-            import psutil
-
-            return psutil.Process().memory_info().rss
-
-        job = Job(lambda: dasketch.sketch(path, 8, client=client, block_rows=block_rows,
-                                          update="buffered"))
-        deadline = time.monotonic() + timeout
-        while job.running and time.monotonic() < deadline:  # sample worker memory
-            try:
-                for address, value in client.run(rss).items():
-                    peak[address] = max(peak.get(address, 0), value)
-            except Exception:  # noqa: BLE001 - a worker may be restarting
-                pass
-            time.sleep(0.25)
-        job.join(max(deadline - time.monotonic(), 1))
+        job, peak = run_sampling_memory(
+            client, lambda: dasketch.sketch(path, 8, client=client, block_rows=block_rows,
+                                            update="buffered"), timeout)
         assert job.error is None, f"job over a store {ratio:.1f}x memory failed: {job.error!r}"
         # No worker was killed or restarted for memory: same workers, no nanny restarts.
         assert set(client.scheduler_info()["workers"]) == set(workers)

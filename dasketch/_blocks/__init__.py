@@ -4,28 +4,29 @@ Inputs are normalised to :class:`RowBlocks` (:mod:`.row_blocks`). Every pass
 over the blocks is one of two primitives (:mod:`.mapping`): :func:`map_rows`,
 per-block results aligned with the rows, or :func:`map_reduce`, per-block
 results combined by a deterministic tree (:mod:`.tasks`, fan-in
-:func:`check_split_every`); the task of a block reads a zarr store's rows
-itself. The functions tasks run live in :mod:`.block_functions` (numpy, scipy
-and the kernels only: workers never import scikit-learn); :mod:`.operators`
-holds the blocked products with ``X`` and :mod:`.scheduler` computes on a
-client or the active scheduler. Only small per-block results travel between
-workers.
+:func:`check_split_every`), or both from one read. The task of a block reads a
+store's rows itself, unless the decoded blocks are kept in worker memory for
+algorithms of many passes (:func:`cache_blocks`, :mod:`.cache`). The functions
+tasks run live in :mod:`.block_functions` (numpy, scipy and the kernels only:
+workers never import scikit-learn); :mod:`.operators` holds the blocked
+products with ``X`` and :mod:`.scheduler` computes on a client or the active
+scheduler. Only small per-block results travel between workers.
 """
 
+from dasketch._blocks.cache import CacheChoice, cache_blocks
 from dasketch._blocks.operators import (
     gather_rows, iter_row_blocks, matvec, random_projection, rmatvec, sparse_embed_streams)
-from dasketch._blocks.mapping import (
-    block_tasks, map_reduce, map_row_chunks, map_rows, tree_sum, tree_sum_rows)
+from dasketch._blocks.mapping import block_tasks, map_reduce, map_rows
 from dasketch._blocks.row_blocks import (
-    RowBlocks, append_ones_column, as_row_aligned, as_row_blocks, default_block_rows,
-    rechunk_rows)
+    RowBlocks, append_ones_column, as_row_aligned, as_row_blocks, chunk_blocks,
+    default_block_rows, rechunk_rows, select_columns)
 from dasketch._blocks.scheduler import compute, is_dask_collection, persist
 from dasketch._blocks.tasks import DEFAULT_SPLIT_EVERY, add, check_split_every, tree_reduce
 
 __all__ = [
-    "DEFAULT_SPLIT_EVERY", "RowBlocks", "add", "append_ones_column", "as_row_aligned",
-    "as_row_blocks", "block_tasks", "check_split_every", "compute", "default_block_rows",
-    "gather_rows", "is_dask_collection", "iter_row_blocks", "map_reduce", "map_row_chunks",
-    "map_rows", "matvec", "persist", "random_projection", "rechunk_rows", "rmatvec",
-    "sparse_embed_streams", "tree_reduce", "tree_sum", "tree_sum_rows",
+    "DEFAULT_SPLIT_EVERY", "CacheChoice", "RowBlocks", "add", "append_ones_column",
+    "as_row_aligned", "as_row_blocks", "block_tasks", "cache_blocks", "check_split_every",
+    "chunk_blocks", "compute", "default_block_rows", "gather_rows", "is_dask_collection",
+    "iter_row_blocks", "map_reduce", "map_rows", "matvec", "persist", "random_projection",
+    "rechunk_rows", "rmatvec", "select_columns", "sparse_embed_streams", "tree_reduce",
 ]

@@ -19,14 +19,14 @@ again after reading, so a file rewritten during the job is an error.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
-import dask
 import numpy as np
 import scipy.sparse
 
-from dasketch.io import checked_sparse_store, csr_rows, sparse_store_info
+from dasketch.io import CsrRows, checked_sparse_store, sparse_store_info
 from dasketch.store_checks import is_local_path, local_path
 
 CSR, CSC = "csr_matrix", "csc_matrix"
@@ -84,6 +84,23 @@ def h5_rows(filename, component, start, stop, signature, name="X"):
                 shape=(stop - start, int(node.attrs["shape"][1])))
     _check_file(filename, signature, name)
     return block
+
+
+class H5Rows:
+    """How a task reads rows ``[start, stop)`` of the matrix ``component`` of an
+    HDF5 file itself: ``H5Rows(component, signature, name)(filename, start,
+    stop, reuse)`` is a context manager giving :func:`h5_rows` (a fresh block;
+    ``reuse`` is ignored)."""
+
+    def __init__(self, component, signature, name):
+        self.component, self.signature, self.name = component, tuple(signature), name
+
+    def __call__(self, filename, start, stop, reuse=False):
+        return contextlib.nullcontext(h5_rows(filename, self.component, start, stop,
+                                              self.signature, self.name))
+
+    def __dask_tokenize__(self):
+        return (type(self).__name__, self.component, self.signature, self.name)
 
 
 def _split_h5_path(path, component):
@@ -145,10 +162,7 @@ def _h5_fields(filename, component, rows, name):
     if len(shape) != 2:
         raise ValueError(f"{name} must be a 2-D array (rows are samples), got "
                          f"{len(shape)}-D input with shape {shape}")
-    read = dask.delayed(h5_rows, pure=True)
-    return _fields(shape, dtype, nnz, rows,
-                   lambda start, stop: read(filename, component, start, stop, signature,
-                                            name))
+    return _fields(shape, dtype, nnz, rows, (filename, H5Rows(component, signature, name)))
 
 
 def _zarr_fields(path, component, storage_options, missing_chunks, rows, name):
@@ -174,14 +188,12 @@ def _zarr_fields(path, component, storage_options, missing_chunks, rows, name):
     group, fingerprint = checked_sparse_store(
         path, component=component, storage_options=storage_options,
         missing_chunks=missing_chunks, name=name)
-    read = dask.delayed(csr_rows, pure=True)
-    return _fields((n_rows, n_features), dtype, nnz, rows,
-                   lambda start, stop: read(group, start, stop, fingerprint, name))
+    return _fields((n_rows, n_features), dtype, nnz, rows, (group, CsrRows(fingerprint, name)))
 
 
-def _fields(shape, dtype, nnz, rows, read):
-    """The fields of a :class:`~dasketch._blocks.RowBlocks` whose block
-    ``[start, stop)`` is ``read(start, stop)``."""
+def _fields(shape, dtype, nnz, rows, reader):
+    """The fields of a :class:`~dasketch._blocks.RowBlocks` read by ``reader``
+    (``(source, read)``, see :func:`~dasketch._blocks.row_blocks.reader_blocks`)."""
     n_rows, n_features = (int(v) for v in shape)
     if n_rows == 0 or n_features == 0:
         raise ValueError(f"the matrix has shape {shape}; at least one row and one column "
@@ -194,9 +206,8 @@ def _fields(shape, dtype, nnz, rows, read):
         read_bytes = (dtype.itemsize + 8) * math.ceil(nnz / n_rows * block)
     else:
         read_bytes = block * n_features * dtype.itemsize
-    return dict(blocks=tuple(read(a, b) for a, b in zip(offsets[:-1], offsets[1:])),
-                offsets=offsets, n_features=n_features, dtype=dtype, sparse=sparse,
-                read_bytes=int(read_bytes))
+    return dict(offsets=offsets, n_features=n_features, dtype=dtype, sparse=sparse,
+                read_bytes=int(read_bytes), reader=reader)
 
 
 def anndata_row_blocks(X, *, component, storage_options, missing_chunks, name, rows):

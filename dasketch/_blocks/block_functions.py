@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse
 
 from dasketch.kernels.embeddings import TILE, gaussian_rows, sparse_embedding_block
+from dasketch.kernels.shrink import check_finite_rows
 
 
 def add(*terms):
@@ -23,6 +24,16 @@ def add(*terms):
     for term in terms[1:]:
         total += term
     return total
+
+
+def read_block(block, start, stop):
+    """The block itself: what a task that only reads rows returns."""
+    return block
+
+
+def take_columns(block, *, index):
+    """Columns ``index`` of the block (a new ndarray or CSR matrix)."""
+    return block[:, index]
 
 
 def append_ones(block):
@@ -47,14 +58,46 @@ def project_block(block, start, stop, *, seed, stream, n_components):
     return out
 
 
-def matvec_block(block, start, stop, *, w):
-    """``block @ w`` as float64 ``(rows, k)``; a ``ValueError`` naming the rows when
-    it is not finite (NaN or Inf in ``X`` always reaches ``X w``)."""
-    out = np.asarray(block @ w, dtype=np.float64).reshape(stop - start, -1)
+def finite_rows(out, start, stop):
+    """``out``, the result of rows ``[start, stop)`` of ``X``, or a ``ValueError``
+    naming those rows when it is not finite (NaN or Inf in ``X`` always reaches
+    a product with it)."""
     if not np.all(np.isfinite(out)):
-        raise ValueError(f"X contains NaN or Inf in rows [{start}, {stop}) (or X w "
+        raise ValueError(f"X contains NaN or Inf in rows [{start}, {stop}) (or the result "
                          "overflows); only finite values are accepted")
     return out
+
+
+def matvec_block(block, start, stop, *, w):
+    """``block @ w`` as float64 ``(rows, k)``, checked by :func:`finite_rows`."""
+    return finite_rows(np.asarray(block @ w, dtype=np.float64).reshape(stop - start, -1),
+                       start, stop)
+
+
+def affine_block(block, start, stop, *, matrix, offset, dtype):
+    """``block @ matrix + offset`` in ``dtype``, checked by :func:`finite_rows`."""
+    out = finite_rows(np.asarray(block @ matrix) + offset, start, stop)
+    return out.astype(dtype, copy=False)
+
+
+def squared_norms_block(block, start, stop, *, axes_t, shift):
+    """``||block v_j - shift_j||^2`` for the columns ``v_j`` of ``axes_t``."""
+    projected = np.asarray(block @ axes_t, dtype=np.float64)
+    projected -= shift
+    return np.einsum("ij,ij->j", projected, projected)
+
+
+def gaussian_log_likelihood_block(block, start, stop, *, mean, precision, constant):
+    """Log-density of each row under ``N(mean, precision^{-1})`` (``precision``
+    None: ``-inf``), shape ``(rows, 1)``; NaN or Inf in the block is a
+    ``ValueError`` naming its rows."""
+    check_finite_rows(block, start)  # names the rows of X, never the result
+    if precision is None:
+        return np.full((stop - start, 1), -np.inf)
+    dense = block.toarray() if scipy.sparse.issparse(block) else np.asarray(block)
+    centred = dense - mean
+    out = -0.5 * np.einsum("ij,ij->i", centred @ precision, centred) + constant
+    return out.reshape(-1, 1)
 
 
 def rmatvec_block(block, start, stop, v):

@@ -3,62 +3,24 @@
 Every pass over the row blocks of a matrix is one of them: a function of each
 block whose results are rows aligned with the blocks (:func:`map_rows`, a lazy
 Dask array), or whose results are combined by a deterministic tree
-(:func:`map_reduce`, a Delayed). Either way one task per block applies the
-function, and for a dense zarr store that task reads the block's rows itself
-(``RowBlocks.reader``): no read task, no rows held between tasks, and with
-``keeps_block=False`` the rows go into buffers each worker process reuses
-(:func:`dasketch.io.borrowed_rows`): a pass costs little more than a plain
-read of the store (measured by benchmarks/bench_sketch.py; figures in
-benchmarks/README.md).
+(:func:`map_reduce`, a Delayed), or both from one read of each block
+(:func:`map_reduce` with ``rows``). Either way one task per block applies the
+function, and for a store (dense or sparse zarr, HDF5) that task reads the
+block's rows itself (``RowBlocks.reader``): no read task, no rows held between
+tasks, and with ``keeps_block=False`` dense rows go into buffers each worker
+process reuses (:func:`dasketch.io.borrowed_rows`): a pass costs little more
+than a plain read of the store (measured by benchmarks/bench_sketch.py; figures
+in benchmarks/README.md).
 """
 
 from __future__ import annotations
-
-import numbers
 
 import dask
 import dask.array as da
 import numpy as np
 
-from dasketch._blocks.block_functions import add
-from dasketch._blocks.row_blocks import RowBlocks, as_row_aligned
-from dasketch._blocks.scheduler import client_holding
-from dasketch._blocks.tasks import task, tree_reduce
-from dasketch.io import borrowed_rows, read_rows
-
-
-class _ReadThenApply:
-    """``func(rows, start, stop, *args, **kwargs)`` of the rows ``[start, stop)``
-    that the task reads from a checked zarr array itself
-    (:func:`dasketch.io.read_rows`), after the block's ``transform``."""
-
-    def __init__(self, func, check_files, name, reuse, transform=()):
-        self.func, self.check_files, self.name = func, check_files, name
-        self.reuse, self.transform = reuse, tuple(transform)
-        self.__name__ = dask.utils.funcname(func)
-
-    def _apply(self, rows, start, stop, args, kwargs):
-        for step in self.transform:
-            rows = step(rows)
-        return self.func(rows, start, stop, *args, **kwargs)
-
-    def __call__(self, array, start, stop, *args, **kwargs):
-        if not self.reuse:
-            rows = read_rows(array, start, stop, self.check_files, self.name)
-            return self._apply(rows, start, stop, args, kwargs)
-        with borrowed_rows(array, start, stop, self.check_files, self.name) as rows:
-            return self._apply(rows, start, stop, args, kwargs)
-
-    def __dask_tokenize__(self):
-        return (type(self).__name__, dask.base.tokenize(self.func), self.check_files,
-                self.name, self.reuse, dask.base.tokenize(self.transform))
-
-
-def _pieces(array):
-    """The row chunks of a Dask array as Delayed objects (graphs of persisted
-    arrays are not optimised, which would hide the futures that name their client)."""
-    persisted = client_holding([array]) is not None
-    return array.to_delayed(optimize_graph=not persisted).ravel()
+from dasketch._blocks.row_blocks import as_row_aligned, delayed_row_chunks
+from dasketch._blocks.tasks import ReadThenApply, task, tree_reduce
 
 
 def block_tasks(blocks, func, per_block=None, *, shared=None, keeps_block=True,
@@ -76,10 +38,9 @@ def block_tasks(blocks, func, per_block=None, *, shared=None, keeps_block=True,
     shared = {key: dask.delayed(value, pure=True) for key, value in (shared or {}).items()}
     ranges = blocks.ranges()
     if blocks.reader is not None:
-        checked, check_files, name = blocks.reader
-        mapped = task(_ReadThenApply(func, check_files, name, not keeps_block,
-                                     blocks.transform))
-        return [mapped(checked, *ranges[i], *per_block[i], **shared) for i in which]
+        source, read = blocks.reader
+        mapped = task(ReadThenApply(func, read, not keeps_block, blocks.transform))
+        return [mapped(source, *ranges[i], *per_block[i], **shared) for i in which]
     mapped = task(func)
     return [mapped(blocks.blocks[i], *ranges[i], *per_block[i], **shared) for i in which]
 
@@ -89,7 +50,7 @@ def _aligned_pieces(blocks, aligned):
     if not aligned:
         return None
     arrays = [as_row_aligned(a, blocks, name=f"aligned[{i}]") for i, a in enumerate(aligned)]
-    return list(zip(*(_pieces(a) for a in arrays)))
+    return list(zip(*(delayed_row_chunks(a) for a in arrays)))
 
 
 def map_rows(blocks, func, *aligned, n_columns=None, dtype=np.float64, shared=None,
@@ -122,12 +83,13 @@ def map_rows(blocks, func, *aligned, n_columns=None, dtype=np.float64, shared=No
     >>> map_rows(blocks, lambda b, start, stop, y: b.sum(axis=1) * y, np.arange(5.0)).compute()
     array([ 0.,  5., 18., 39., 68.])
     """
-    if aligned and isinstance(aligned[0], numbers.Integral):
-        # The earlier signature map_rows(blocks, func, n_columns, dtype) (still
-        # used by dasketch.utils.blockwise): an integer is never a row-aligned array.
-        n_columns, aligned = aligned[0], aligned[1:]
     parts = block_tasks(blocks, func, _aligned_pieces(blocks, aligned), shared=shared,
                         keeps_block=keeps_block)
+    return _concatenated(blocks, parts, n_columns, dtype)
+
+
+def _concatenated(blocks, parts, n_columns, dtype):
+    """The Delayed rows ``parts`` of the blocks as one lazy Dask array."""
     pieces = [da.from_delayed(part, shape=(stop - start,) if n_columns is None
                               else (stop - start, int(n_columns)), dtype=dtype)
               for part, (start, stop) in zip(parts, blocks.ranges())]
@@ -135,7 +97,7 @@ def map_rows(blocks, func, *aligned, n_columns=None, dtype=np.float64, shared=No
 
 
 def map_reduce(blocks, func, combine, *aligned, split_every=None, shared=None,
-               keeps_block=True):
+               keeps_block=True, rows=None):
     """Delayed tree combination, by ``combine(*parts)`` with fan-in ``split_every``
     (:func:`~dasketch._blocks.tasks.check_split_every`), of
     ``func(block, start, stop, *pieces, **shared)`` over the blocks.
@@ -144,6 +106,12 @@ def map_reduce(blocks, func, combine, *aligned, split_every=None, shared=None,
     shape, so the result is the same for any chunking, scheduler or number of
     workers. ``aligned``, ``shared`` and ``keeps_block`` are as in
     :func:`map_rows`. Compute the result with :func:`~dasketch._blocks.compute`.
+
+    With ``rows=(n_columns, dtype)`` the pass is fused: ``func`` returns
+    ``(block_rows, part)`` and the result is ``(array, total)``, the rows as
+    :func:`map_rows` returns them (``n_columns`` None for one value a row) and
+    the tree of the parts, from one read of every block (e.g. the margins
+    ``X w`` kept for a later step beside the gradient ``X^T l'(X w)``).
 
     Examples
     --------
@@ -155,67 +123,8 @@ def map_reduce(blocks, func, combine, *aligned, split_every=None, shared=None,
     """
     parts = block_tasks(blocks, func, _aligned_pieces(blocks, aligned), shared=shared,
                         keeps_block=keeps_block)
-    return tree_reduce(parts, combine, split_every)
-
-
-# ------------------------------------------------ names kept for earlier callers
-def tree_sum(blocks, func, *, split_every=None, keeps_block=True):
-    """:func:`map_reduce` with the sum as ``combine``."""
-    return map_reduce(blocks, func, add, split_every=split_every, keeps_block=keeps_block)
-
-
-class _ChunkFunction:
-    """``func(*chunks)`` called as a block function ``(block, start, stop, *pieces)``."""
-
-    def __init__(self, func):
-        self.func = func
-        self.__name__ = dask.utils.funcname(func)
-
-    def __call__(self, block, start, stop, *pieces):
-        return self.func(block, *pieces)
-
-    def __dask_tokenize__(self):
-        return (type(self).__name__, dask.base.tokenize(self.func))
-
-
-def _chunk_blocks(array):
-    """The row chunks of a Dask array, as they are, as :class:`RowBlocks`."""
-    offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(array.chunks[0])]))
-    if any(len(c) > 1 for c in array.chunks[1:]):
-        array = array.rechunk({ax: -1 for ax in range(1, array.ndim)})
-    width = int(np.prod(array.shape[1:], dtype=np.int64))
-    return RowBlocks(tuple(_pieces(array)), offsets, width, array.dtype, False)
-
-
-def tree_sum_rows(arrays, func, *, split_every=None):
-    """Delayed sum over row chunks of ``func(*chunks)`` for Dask arrays with the
-    row chunks of ``arrays[0]`` (e.g. a projection ``X R``, labels and margins):
-    :func:`map_reduce` over the chunks of the first.
-
-    Examples
-    --------
-    >>> import numpy as np, dask.array as da
-    >>> from dasketch._blocks import tree_sum_rows
-    >>> a = da.from_array(np.arange(6.0).reshape(3, 2), chunks=(2, 2))
-    >>> b = da.from_array(np.ones(3), chunks=2)
-    >>> tree_sum_rows((a, b), lambda x, y: x.T @ y).compute()
-    array([6., 9.])
-    """
-    return map_reduce(_chunk_blocks(arrays[0]), _ChunkFunction(func), add, *arrays[1:],
-                      split_every=split_every)
-
-
-def map_row_chunks(arrays, func, n_columns=None, dtype=np.float64):
-    """Lazy Dask array of ``func(*chunks)`` over the row chunks of ``arrays[0]``
-    and the same rows of the others: :func:`map_rows` over the chunks of the first.
-
-    Examples
-    --------
-    >>> import numpy as np, dask.array as da
-    >>> from dasketch._blocks import map_row_chunks
-    >>> a = da.from_array(np.arange(6.0).reshape(3, 2), chunks=(2, 2))
-    >>> map_row_chunks((a,), lambda x: x.sum(axis=1)).compute()
-    array([1., 5., 9.])
-    """
-    return map_rows(_chunk_blocks(arrays[0]), _ChunkFunction(func), *arrays[1:],
-                    n_columns=n_columns, dtype=dtype)
+    if rows is None:
+        return tree_reduce(parts, combine, split_every)
+    n_columns, dtype = rows
+    return (_concatenated(blocks, [part[0] for part in parts], n_columns, dtype),
+            tree_reduce([part[1] for part in parts], combine, split_every))

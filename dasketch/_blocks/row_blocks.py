@@ -10,7 +10,8 @@ from __future__ import annotations
 import numbers
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 
 import dask
 import dask.array as da
@@ -18,10 +19,11 @@ import numpy as np
 import scipy.sparse
 
 from dasketch._blocks.anndata_blocks import anndata_row_blocks
-from dasketch._blocks.block_functions import append_ones
+from dasketch._blocks.block_functions import append_ones, read_block, take_columns
 from dasketch._blocks.scheduler import client_holding
+from dasketch._blocks.tasks import ReadThenApply, task
 from dasketch.io import (
-    REUSED_READ_BYTES, checked_sparse_store, csr_rows, is_local_path, is_sparse_store,
+    REUSED_READ_BYTES, CsrRows, checked_sparse_store, is_local_path, is_sparse_store,
     local_path, open_zarr_rows, sparse_store_info)
 
 # A dense block holds about this many values (32 MiB in float64).
@@ -61,15 +63,20 @@ class RowBlocks:
         least the block itself; for sparse inputs the CSR rows of a block at the
         mean number of nonzeros a row (16 bytes each).
     reader : tuple or None
-        For dense zarr stores, ``(checked, check_files, name)`` of
-        :func:`dasketch.io.open_zarr_rows`: a task can read its block's rows
-        itself (:func:`dasketch.io.read_rows`) instead of depending on the
-        block's read task; None for other inputs, and for blocks of more than
-        :data:`~dasketch.io.REUSED_READ_BYTES`.
+        For stores (dense and sparse zarr, HDF5), ``(source, read)``: a task
+        reads its block's rows itself, ``read(source, start, stop, reuse)``
+        (:class:`dasketch.io.ZarrRows`, :class:`dasketch.io.CsrRows`,
+        :class:`~dasketch._blocks.anndata_blocks.H5Rows`), instead of
+        depending on a read task; ``source`` is the Delayed store check (or
+        the file name). None for inputs in memory, Dask arrays, and dense
+        blocks of more than :data:`~dasketch.io.REUSED_READ_BYTES`.
     transform : tuple of callables
-        Applied in order to the rows a task reads through ``reader`` (e.g. the
-        intercept column of :func:`append_ones_column`); ``blocks`` already
-        include them.
+        Applied in order to the rows a task reads through ``reader`` (the
+        intercept column of :func:`append_ones_column`, the columns of
+        :func:`select_columns`); ``blocks`` already include them.
+    resident : bool
+        Whether the blocks are in memory already (in-memory input, a persisted
+        Dask array, blocks kept by :func:`~dasketch._blocks.cache.cache_blocks`).
     """
 
     blocks: tuple
@@ -80,6 +87,7 @@ class RowBlocks:
     read_bytes: int = 0
     reader: tuple | None = None
     transform: tuple = ()
+    resident: bool = False
 
     @property
     def n_rows(self):
@@ -177,7 +185,7 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
             block_rows, nnz, n_rows, n_features, default_rows) if sparse else _block_rows(
             block_rows, (n_rows, n_features), default_rows))
     if stored is not None:
-        return RowBlocks(**stored)
+        return RowBlocks(reader_blocks(stored["offsets"], stored["reader"]), **stored)
     reader = None
     if isinstance(X, (str, os.PathLike)) and _is_zip_store(X):
         X = _open_zip_array(X, component, name)
@@ -229,7 +237,44 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
         # Wide blocks: a task reading its own block raises the peak memory of a
         # worker and is no faster (bench_scale.py --wide; benchmarks/README.md).
         reader = None
-    return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, False, read_bytes, reader)
+    if reader is not None:
+        blocks = reader_blocks(offsets, reader)
+    return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, False, read_bytes, reader,
+                     resident=persisted)
+
+
+def reader_blocks(offsets, reader, transform=()):
+    """One task per block that reads its rows ``[start, stop)`` through
+    ``reader`` (``(source, read)``, see :class:`RowBlocks`) and applies
+    ``transform``: the ``blocks`` of an input read by its tasks, for what needs
+    the rows themselves (a cache, a walk over the blocks)."""
+    source, read = reader
+    apply = task(ReadThenApply(read_block, read, False, transform))
+    return tuple(apply(source, start, stop) for start, stop in zip(offsets[:-1], offsets[1:]))
+
+
+def delayed_row_chunks(array):
+    """The row chunks of a Dask array as Delayed objects (graphs of persisted
+    arrays are not optimised, which would hide the futures that name their client)."""
+    persisted = client_holding([array]) is not None
+    return array.to_delayed(optimize_graph=not persisted).ravel()
+
+
+def chunk_blocks(array):
+    """The row chunks of a Dask array, as they are, as :class:`RowBlocks` (e.g. a
+    persisted projection ``X R``, to pass over with the bridge's primitives).
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> chunk_blocks(da.ones((5, 3), chunks=(2, 1))).offsets
+    (0, 2, 4, 5)
+    """
+    offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(array.chunks[0])]))
+    if any(len(c) > 1 for c in array.chunks[1:]):
+        array = array.rechunk({ax: -1 for ax in range(1, array.ndim)})
+    width = int(np.prod(array.shape[1:], dtype=np.int64))
+    return RowBlocks(tuple(delayed_row_chunks(array)), offsets, width, array.dtype, False)
 
 
 def _is_zarr_array(X):
@@ -288,7 +333,8 @@ def _in_memory_row_blocks(X, rows, dtype, sparse, read_bytes):
     token = dask.base.tokenize(X, getattr(X, "strides", None), rows)
     blocks = tuple(dask.delayed(X[start:stop], name=f"rows-{start}-{token}")
                    for start, stop in zip(offsets[:-1], offsets[1:]))
-    return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, sparse, int(read_bytes))
+    return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, sparse, int(read_bytes),
+                     resident=True)
 
 
 def _csr_block_bytes(nnz, n_rows, rows):
@@ -306,11 +352,9 @@ def _sparse_store_blocks(path, block_rows, component, storage_options, missing_c
     group, fingerprint = checked_sparse_store(
         path, component=component, storage_options=storage_options,
         missing_chunks=missing_chunks, name=name)
-    read = dask.delayed(csr_rows, pure=True)
-    blocks = tuple(read(group, start, stop, fingerprint, name)
-                   for start, stop in zip(offsets[:-1], offsets[1:]))
-    return RowBlocks(blocks, offsets, n_features, np.dtype(dtype), True,
-                     _csr_block_bytes(nnz, n_rows, rows))
+    reader = (group, CsrRows(fingerprint, name))
+    return RowBlocks(reader_blocks(offsets, reader), offsets, n_features, np.dtype(dtype), True,
+                     _csr_block_bytes(nnz, n_rows, rows), reader)
 
 
 def append_ones_column(X):
@@ -329,10 +373,36 @@ def append_ones_column(X):
     """
     if not isinstance(X, RowBlocks):
         return append_ones(X)
-    append = dask.delayed(append_ones, pure=True)
-    return RowBlocks(tuple(append(block) for block in X.blocks), X.offsets,
-                     X.n_features + 1, X.dtype, X.sparse, X.read_bytes, X.reader,
-                     X.transform + (append_ones,))
+    return _transformed(X, append_ones, X.n_features + 1)
+
+
+def select_columns(blocks, index):
+    """:class:`RowBlocks` of the columns ``index`` (integers) of every block,
+    taken in the task that reads the block (or from the block's task).
+
+    Examples
+    --------
+    >>> import numpy as np, dask
+    >>> from dasketch._blocks import as_row_blocks, select_columns
+    >>> blocks = select_columns(as_row_blocks(np.arange(6.0).reshape(2, 3)), [0, 2])
+    >>> blocks.shape, dask.compute(blocks.blocks[0])[0]
+    ((2, 2), array([[0., 2.],
+           [3., 5.]]))
+    """
+    index = np.asarray(index, dtype=np.int64)
+    return _transformed(blocks, partial(take_columns, index=index), int(index.size))
+
+
+def _transformed(blocks, step, n_features):
+    """``blocks`` with ``step`` applied to every block (worker-side functions
+    only: it is pickled into every task), ``n_features`` columns after it."""
+    if blocks.reader is not None:
+        transform = blocks.transform + (step,)
+        return replace(blocks, blocks=reader_blocks(blocks.offsets, blocks.reader, transform),
+                       n_features=n_features, transform=transform)
+    apply = task(step)
+    return replace(blocks, blocks=tuple(apply(block) for block in blocks.blocks),
+                   n_features=n_features)
 
 
 def as_row_aligned(v, blocks, name="v"):

@@ -53,7 +53,7 @@ def compute(*objs, client=None, progress=False):
         return _compute(objs, client, progress)
 
 
-def _active_client():
+def active_client():
     """The ``distributed.Client`` that ``dask.compute`` would use now, or None
     (a local scheduler chosen by ``dask.config``, or no client)."""
     scheduler = dask.base.get_scheduler()
@@ -66,7 +66,7 @@ def _active_client():
 
 
 def _compute(objs, client, progress):
-    client = client if client is not None else _active_client()
+    client = client if client is not None else active_client()
     if client is None:
         if not progress:
             return dask.compute(*objs)

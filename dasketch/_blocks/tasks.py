@@ -1,4 +1,5 @@
-"""Block tasks (one BLAS thread each) and deterministic tree reductions over them."""
+"""Block tasks (one BLAS thread each, reading their rows themselves) and
+deterministic tree reductions over them."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from threadpoolctl import ThreadpoolController
 
 from dasketch._blocks.block_functions import add
 
-__all__ = ["DEFAULT_SPLIT_EVERY", "SPLIT_EVERY_KEY", "add", "check_split_every",
-           "one_blas_thread_while_computing", "task", "tree_reduce"]
+__all__ = ["DEFAULT_SPLIT_EVERY", "SPLIT_EVERY_KEY", "ReadThenApply", "add",
+           "check_split_every", "one_blas_thread_while_computing", "task", "tree_reduce"]
 
 # Fan-in of tree reductions when neither the caller nor dask.config sets one.
 DEFAULT_SPLIT_EVERY = 8
@@ -89,6 +90,29 @@ def one_blas_thread_while_computing():
         finally:
             with _OneBlasThread._lock:
                 _OneBlasThread._callers_holding -= 1
+
+
+class ReadThenApply:
+    """``func(rows, start, stop, *args, **kwargs)`` of the rows ``[start, stop)``
+    that the task reads itself, ``read(source, start, stop, reuse)`` (a context
+    manager, e.g. :class:`dasketch.io.ZarrRows`), after the steps of
+    ``transform`` in order. ``reuse`` says the rows may go into a buffer the
+    process reuses (``func``'s result keeps no reference to them)."""
+
+    def __init__(self, func, read, reuse=False, transform=()):
+        self.func, self.read = func, read
+        self.reuse, self.transform = bool(reuse), tuple(transform)
+        self.__name__ = dask.utils.funcname(func)
+
+    def __call__(self, source, start, stop, *args, **kwargs):
+        with self.read(source, start, stop, self.reuse) as rows:
+            for step in self.transform:
+                rows = step(rows)
+            return self.func(rows, start, stop, *args, **kwargs)
+
+    def __dask_tokenize__(self):
+        return (type(self).__name__, dask.base.tokenize(self.func),
+                dask.base.tokenize(self.read), self.reuse, dask.base.tokenize(self.transform))
 
 
 def task(func):

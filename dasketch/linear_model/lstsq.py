@@ -25,7 +25,7 @@ from sklearn.utils import check_scalar
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from dasketch._blocks import (
-    as_row_blocks, compute, is_dask_collection, matvec, rmatvec)
+    CacheChoice, as_row_blocks, cache_blocks, compute, is_dask_collection, matvec, rmatvec)
 from dasketch.kernels.embeddings import EMBEDDINGS
 from dasketch.linear_model._sketched_regression import (
     SketchedRegressorMixin, check_sample_weight)
@@ -66,6 +66,9 @@ class LstsqResult:
         ``||U^T r|| / (||U|| ||r||)`` for ``U = A N`` and ``r = b - A x``, as
         tracked by LSQR, per target: the relative residual of the normal
         equations (0 at the exact solution; 0 also when ``r = 0``).
+    cache : dasketch._blocks.CacheChoice, optional
+        Whether the decoded blocks of ``A`` were kept in (worker) memory after
+        the first pass, and why.
     coef_error_bound : float or ndarray, optional
         ``||x - x*|| <= coef_error_bound`` per target, ``x*`` the exact
         minimum-norm solution (of the rank ``rank``), see
@@ -98,6 +101,7 @@ class LstsqResult:
     condition_number_estimate: float
     sketch_solution: np.ndarray
     optimality_residual: object
+    cache: CacheChoice = None
     coef_error_bound: object = None
     rank: int = None
     singular_values: np.ndarray = None
@@ -202,7 +206,7 @@ def error_bound(precond, x, residual, gradient, targets_norm):
 
 def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding="osnap",
                  nnz_per_column=None, random_state=None, client=None, block_rows=None,
-                 sample_weight=None, fit_intercept=False):
+                 cache="auto", sample_weight=None, fit_intercept=False):
     """Solve weighted least squares by LSQR right-preconditioned with a sketch.
 
     ``min_x sum_i w_i (a_i^T x - b_i)^2``; the minimum-norm solution when ``A`` is
@@ -252,6 +256,11 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
         Run on this client; default: the active scheduler.
     block_rows : int, optional
         Rows per block; default about 32 MiB of values per block.
+    cache : {"auto", True, False}, default "auto"
+        Keep the decoded blocks of a Dask or zarr ``A`` in (worker) memory after
+        the first pass, so that LSQR's passes do not read the store again
+        (``"auto"``: when they fit, see :mod:`dasketch._blocks.cache`); the
+        result's ``cache`` records the choice.
     sample_weight : array-like of shape (n,), optional
         Weights ``w_i >= 0`` of the squared residuals (numpy, a scalar, or a
         Dask array of any chunking, computed like ``b``): the rows and targets
@@ -305,7 +314,7 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
     return solve_lstsq(A if _in_memory(A) else blocks, b, tol=tol, max_iter=max_iter,
                        sketch_size=sketch_size, embedding=embedding,
                        nnz_per_column=nnz_per_column, random_state=random_state,
-                       client=client, block_rows=block_rows,
+                       client=client, block_rows=block_rows, cache=cache,
                        sample_weight=weights, fit_intercept=fit_intercept)
 
 
@@ -335,13 +344,14 @@ def _scalar_per_target(values, one_target):
 
 
 def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
-                nnz_per_column=None, client=None, block_rows=None, name="A",
+                nnz_per_column=None, client=None, block_rows=None, name="A", cache="auto",
                 sample_weight=None, fit_intercept=False):
     """:func:`sketch_lstsq` on validated input: ``A`` an ndarray, a sparse matrix
     (products in place) or :class:`~dasketch._blocks.RowBlocks`, ``b`` a finite
     float64 array (n,) or (n, k), ``sample_weight`` None or checked weights;
     errors about the data name it ``name``."""
-    blocks = as_row_blocks(A, block_rows=block_rows, name=name)
+    blocks, cache = cache_blocks(as_row_blocks(A, block_rows=block_rows, name=name), cache,
+                                 client=client)
     n, d = blocks.shape
     precond = precondition_blocks(blocks, b, sketch_size=sketch_size, embedding=embedding,
                                   nnz_per_column=nnz_per_column, random_state=random_state,
@@ -405,7 +415,7 @@ def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
         residual_norm=_scalar_per_target(np.linalg.norm(residual, axis=0), one),
         condition_number_estimate=precond.condition_number_estimate,
         sketch_solution=precond.x0, optimality_residual=_scalar_per_target(optimality, one),
-        coef_error_bound=_scalar_per_target(bound, one), rank=k,
+        cache=cache, coef_error_bound=_scalar_per_target(bound, one), rank=k,
         singular_values=precond.singular_values,
         intercept=_scalar_per_target(intercept, one),
         intercept_error_bound=_scalar_per_target(intercept_bound, one))

@@ -1,8 +1,9 @@
-"""What the estimators compute block by block for out-of-core ``X``.
-
-The block functions live here, apart from the estimators, so that a worker
-unpickling one imports numpy and the bridge only, not scikit-learn (about
-110 MiB per worker process).
+"""What the estimators compute block by block for out-of-core ``X``:
+``X @ matrix + offset`` (transform, predict), squared norms along axes and
+Gaussian log-likelihoods, each one pass of the bridge's primitives
+(:func:`~dasketch._blocks.map_rows`, :func:`~dasketch._blocks.map_reduce`) over
+functions of :mod:`dasketch._blocks.block_functions` (so that workers never
+import scikit-learn).
 """
 
 from __future__ import annotations
@@ -10,22 +11,10 @@ from __future__ import annotations
 from functools import partial
 
 import numpy as np
-import scipy.sparse
 
-from dasketch._blocks import RowBlocks, map_rows, tree_sum
-from dasketch.kernels.shrink import check_finite_rows as check_finite_input
-
-
-def check_finite_rows(out, start, stop):
-    if not np.all(np.isfinite(out)):
-        raise ValueError(f"X contains NaN or Inf in rows [{start}, {stop}) (or the result "
-                         "overflows); only finite values are accepted")
-    return out
-
-
-def _affine_block(block, start, stop, matrix, offset, dtype):
-    out = np.asarray(block @ matrix) + offset
-    return check_finite_rows(out, start, stop).astype(dtype, copy=False)
+from dasketch._blocks import RowBlocks, add, map_reduce, map_rows
+from dasketch._blocks.block_functions import (
+    affine_block, gaussian_log_likelihood_block, squared_norms_block)
 
 
 def affine_rows(blocks, matrix, offset, dtype):
@@ -42,14 +31,9 @@ def affine_rows(blocks, matrix, offset, dtype):
     array([1.5, 5.5, 9.5])
     """
     matrix = np.asarray(matrix)
-    func = partial(_affine_block, matrix=matrix, offset=offset, dtype=np.dtype(dtype))
-    return map_rows(blocks, func, matrix.shape[1], dtype=dtype)
-
-
-def _squared_norms_block(block, start, stop, axes_t, shift):
-    projected = np.asarray(block @ axes_t, dtype=np.float64)
-    projected -= shift
-    return np.einsum("ij,ij->j", projected, projected)
+    return map_rows(blocks, affine_block, n_columns=matrix.shape[1], dtype=dtype,
+                    shared={"matrix": matrix, "offset": offset, "dtype": np.dtype(dtype)},
+                    keeps_block=False)
 
 
 def squared_norms_along(blocks, axes, shift, *, split_every=None):
@@ -68,19 +52,9 @@ def squared_norms_along(blocks, axes, shift, *, split_every=None):
     array([8., 8.])
     """
     axes_t = np.ascontiguousarray(np.asarray(axes, dtype=np.float64).T)
-    func = partial(_squared_norms_block, axes_t=axes_t,
-                   shift=np.asarray(shift, dtype=np.float64))
-    return tree_sum(blocks, func, split_every=split_every, keeps_block=False)
-
-
-def _gaussian_log_likelihood_block(block, start, stop, mean, precision, constant):
-    check_finite_input(block, start)  # names the rows of X, never the result
-    if precision is None:
-        return np.full((stop - start, 1), -np.inf)
-    dense = block.toarray() if scipy.sparse.issparse(block) else np.asarray(block)
-    centred = dense - mean
-    out = -0.5 * np.einsum("ij,ij->i", centred @ precision, centred) + constant
-    return out.reshape(-1, 1)
+    shift = np.asarray(shift, dtype=np.float64)
+    return map_reduce(blocks, squared_norms_block, add, split_every=split_every,
+                      shared={"axes_t": axes_t, "shift": shift}, keeps_block=False)
 
 
 def gaussian_log_likelihood(X, mean, precision):
@@ -94,8 +68,8 @@ def gaussian_log_likelihood(X, mean, precision):
     if precision is not None:
         sign, logdet = np.linalg.slogdet(precision)
         constant = -0.5 * (d * np.log(2.0 * np.pi) - (logdet if sign > 0 else -np.inf))
-    func = partial(_gaussian_log_likelihood_block, mean=mean, precision=precision,
-                   constant=constant)
+    shared = {"mean": mean, "precision": precision, "constant": constant}
     if isinstance(X, RowBlocks):
-        return map_rows(X, func, 1)[:, 0]
-    return func(X, 0, X.shape[0]).ravel()
+        return map_rows(X, gaussian_log_likelihood_block, n_columns=1, shared=shared,
+                        keeps_block=False)[:, 0]
+    return gaussian_log_likelihood_block(X, 0, X.shape[0], **shared).ravel()

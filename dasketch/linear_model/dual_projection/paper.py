@@ -20,7 +20,7 @@ from functools import partial
 import numpy as np
 import scipy.linalg
 
-from dasketch._blocks import compute, tree_sum_rows
+from dasketch._blocks import add, chunk_blocks, compute, map_reduce
 from dasketch.linear_model.dual_projection.passes import recovery_pass
 from dasketch.linear_model.dual_projection.losses import (
     loss_curvature, loss_derivative, loss_value)
@@ -29,7 +29,7 @@ SOLVER_TOL = 1e-11
 MAX_SOLVER_ITER = 100
 
 
-def _projected_terms(xhat, y, s, c=None, *, z, b, loss, smoothing, hessian):
+def _projected_terms(xhat, start, stop, y, s, c=None, *, z, b, loss, smoothing, hessian):
     """Packed ``[sum s l, X_hat^T s l', sum s l', vec([X_hat 1]^T diag(s l'') [X_hat 1])]``
     of one chunk at the projected margins ``t = X_hat z + c + b``."""
     t = xhat @ z + b
@@ -52,7 +52,8 @@ class ProjectedProblem:
 
     def __init__(self, xhat, y, s, c, a, *, lam, loss, smoothing, fit_intercept,
                  split_every, client):
-        self.arrays = (xhat, y, s) if c is None else (xhat, y, s, c)
+        self.xhat_blocks = chunk_blocks(xhat)
+        self.aligned = (y, s) if c is None else (y, s, c)
         self.a, self.m = a, a.size
         self.lam, self.loss, self.smoothing = lam, loss, smoothing
         self.fit_intercept = fit_intercept
@@ -68,8 +69,8 @@ class ProjectedProblem:
             z, b = self._split(v)
             func = partial(_projected_terms, z=z, b=b, loss=self.loss,
                            smoothing=self.smoothing, hessian=hessian)
-            (packed,) = compute(tree_sum_rows(self.arrays, func, split_every=self.split_every),
-                                client=self.client)
+            (packed,) = compute(map_reduce(self.xhat_blocks, func, add, *self.aligned,
+                                           split_every=self.split_every), client=self.client)
             self.cache = {key: packed}
         return self.cache[key]
 

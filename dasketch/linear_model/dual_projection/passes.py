@@ -1,10 +1,12 @@
 """Blocked passes over X for dual random projection.
 
-Every function here is one pass over the row blocks of X (each block is read
-once, by one task, and only small per-block results are tree-summed), built on
-:mod:`dasketch._blocks`. Vectors of length ``d`` (or ``d + 1`` with the intercept
-as the last entry) are stacked as columns, one per target of a one-vs-rest fit,
-so that all targets share every pass. The sample weights ``s`` (n x 1) are one
+Every function here is one pass over the row blocks of X through the bridge's
+primitives (:func:`~dasketch._blocks.map_reduce`, fused with the rows it keeps
+where a later step needs them, and :func:`~dasketch._blocks.map_rows`): each
+block is read once, by one task, and only small per-block results are
+tree-summed. Vectors of length ``d`` (or ``d + 1`` with the intercept as the
+last entry) are stacked as columns, one per target of a one-vs-rest fit, so
+that all targets share every pass. The sample weights ``s`` (n x 1) are one
 more array aligned with the blocks: every loss term, derivative and curvature
 of row ``i`` is multiplied by ``s_i`` (``s = 1`` for an unweighted fit).
 """
@@ -15,12 +17,10 @@ from functools import partial
 
 import numpy as np
 import scipy.sparse
-from dask import delayed
 
 from dasketch._blocks import (
-    as_row_aligned, compute, map_reduce, map_row_chunks, matvec, persist, random_projection,
-    tree_sum_rows)
-from dasketch._blocks.tasks import add, task, tree_reduce
+    add, as_row_aligned, chunk_blocks, compute, map_reduce, map_rows, persist)
+from dasketch._blocks.block_functions import matvec_block, project_block
 from dasketch.linear_model.dual_projection.losses import (
     loss_curvature, loss_derivative, loss_value)
 
@@ -36,24 +36,7 @@ def _with_ones(xhat):
     return np.hstack([xhat, np.ones((xhat.shape[0], 1))])
 
 
-def _sum_over_blocks(blocks, func, aligned, split_every, **shared):
-    """Delayed sum over blocks of ``func(block, *aligned_pieces, **shared)``: one
-    task per block reads it once; ``aligned`` are Dask arrays with the blocks' row
-    chunks; ``shared`` arrays (points and directions, d x K) enter the graph once,
-    not once per task."""
-    pieces = [a.to_delayed(optimize_graph=True).ravel() for a in aligned]
-    shared = {name: delayed(value, pure=True) for name, value in shared.items()}
-    mapped = task(func)
-    parts = [mapped(block, *row, **shared) for block, *row in zip(blocks.blocks, *pieces)]
-    return tree_reduce(parts, add, split_every)
-
-
 # ------------------------------------------------------------ the projection pass
-def _projection_columns(xhat, y, s, *, b0, loss, smoothing):
-    """``s [X_hat_b, 1, l'(b0, y_b)]``: the columns ``X_b^T`` is applied to."""
-    return s * np.hstack([_with_ones(xhat), loss_derivative(b0, y, loss, smoothing)])
-
-
 def _gram_terms(xhat, y, s):
     """``[X_hat 1]^T S [X_hat 1 y]`` and the count of non-finite projected values."""
     xa = _with_ones(xhat)
@@ -61,9 +44,9 @@ def _gram_terms(xhat, y, s):
                            [np.count_nonzero(~np.isfinite(xhat))]])
 
 
-def _products_block(block, start, stop, columns, s):
-    """``X_b^T columns`` and, last, ``sum_i s_i ||x_i||^2`` and the largest norm of
-    a row of weight > 0 (scaled, as LAPACK's ``nrm2``: finite rows never overflow)."""
+def _row_norm_terms(block, s):
+    """``sum_i s_i ||x_i||^2`` and the largest norm of a row of weight > 0 (scaled,
+    as LAPACK's ``nrm2``: finite rows never overflow)."""
     positive = np.flatnonzero(s[:, 0] > 0)
     rows = block[positive]
     scale = float(abs(rows).max()) if min(rows.shape) > 0 else 0.0
@@ -74,9 +57,17 @@ def _products_block(block, start, stop, columns, s):
                    if scipy.sparse.issparse(scaled)
                    else np.einsum("ij,ij->i", scaled, scaled, dtype=np.float64))
         norms = scale * np.sqrt(np.ravel(squares))
-    weighted = float(s[positive, 0] @ norms ** 2)
-    largest = norms.max() if norms.size else 0.0
-    return np.concatenate([_dense(block.T @ columns).ravel(), [weighted, largest]])
+    return [float(s[positive, 0] @ norms ** 2), norms.max() if norms.size else 0.0]
+
+
+def _projection_block(block, start, stop, y, s, *, seed, n_components, b0, loss, smoothing):
+    """``X_hat_b = X_b R / sqrt(m)`` and, packed, ``X_b^T S [X_hat_b, 1, l'(b0, y_b)]``,
+    the Gram terms of ``X_hat_b`` and the row norm terms (the largest last)."""
+    xhat = project_block(block, start, stop, seed=seed, stream=PROJECTION_STREAM,
+                         n_components=n_components)
+    columns = s * np.hstack([_with_ones(xhat), loss_derivative(b0, y, loss, smoothing)])
+    return xhat, np.concatenate([_dense(block.T @ columns).ravel(), _gram_terms(xhat, y, s),
+                                 _row_norm_terms(block, s)])
 
 
 def _sum_then_max(*parts):
@@ -100,27 +91,27 @@ def projection_pass(blocks, targets, weights, n_components, seed, *, b0, loss, s
     not, or overflows), and ``(sum_i s_i ||x_i||^2, max_{s_i > 0} ||x_i||)``.
     """
     m, k = int(n_components), targets.shape[1]
-    xhat = random_projection(blocks, m, seed, stream=PROJECTION_STREAM)
     yd = as_row_aligned(targets, blocks, name="y")
     sd = as_row_aligned(np.reshape(weights, (-1, 1)), blocks, name="sample_weight")
-    columns = map_row_chunks((xhat, yd, sd), partial(
-        _projection_columns, b0=b0, loss=loss, smoothing=smoothing), n_columns=m + 1 + k)
-    products = map_reduce(blocks, _products_block, _sum_then_max, columns, sd,
-                          split_every=split_every, keeps_block=False)
-    gram = tree_sum_rows((xhat, yd, sd), _gram_terms, split_every=split_every)
-    xhat, yd, sd, products, gram = persist(xhat, yd, sd, products, gram, client=client)
-    products, gram = compute(products, gram, client=client)
-    finite = gram[-1] == 0
-    gram = gram[:-1].reshape(m + 1, m + 1 + k)
-    row_norms = (float(products[-2]), float(products[-1]))
-    products = _dense(products[:-2]).reshape(blocks.n_features, m + 1 + k)
-    return xhat, yd, sd, products, gram, finite, row_norms
+    func = partial(_projection_block, seed=int(seed), n_components=m, b0=b0, loss=loss,
+                   smoothing=smoothing)
+    xhat, total = map_reduce(blocks, func, _sum_then_max, yd, sd, split_every=split_every,
+                             keeps_block=False, rows=(m, np.float64))
+    xhat, yd, sd, total = persist(xhat, yd, sd, total, client=client)
+    (packed,) = compute(total, client=client)
+    d = blocks.n_features
+    products, packed = packed[:d * (m + 1 + k)], packed[d * (m + 1 + k):]
+    gram, packed = packed[:(m + 1) * (m + 1 + k)], packed[(m + 1) * (m + 1 + k):]
+    finite, row_norms = packed[0] == 0, (float(packed[1]), float(packed[2]))
+    return (xhat, yd, sd, products.reshape(d, m + 1 + k), gram.reshape(m + 1, m + 1 + k),
+            finite, row_norms)
 
 
 # ------------------------------------------------------------ evaluations
-def _evaluate_block(block, xhat, y, s, *, W, b, loss, smoothing, curvature_gram, S=None,
-                    sb=None, steps=None):
-    T = _dense(block @ W) + b
+def _evaluate_block(block, start, stop, xhat, y, s, *, W, b, loss, smoothing, curvature_gram,
+                    keep_margins=False, S=None, sb=None, steps=None):
+    margins = _dense(block @ W)
+    T = margins + b
     path = []
     if S is not None:
         U = _dense(block @ S) + sb
@@ -134,7 +125,8 @@ def _evaluate_block(block, xhat, y, s, *, W, b, loss, smoothing, curvature_gram,
         xa = _with_ones(xhat)
         weights = s * loss_curvature(T, y, loss, smoothing)
         parts.append(np.einsum("ik,ia,ib->kab", weights, xa, xa).ravel())
-    return np.concatenate(parts + [np.ravel(path)])
+    packed = np.concatenate(parts + [np.ravel(path)])
+    return (margins, packed) if keep_margins else packed
 
 
 def evaluate_pass(blocks, xhat, yd, sd, W, b, *, loss, smoothing, curvature_gram, split_every,
@@ -145,7 +137,7 @@ def evaluate_pass(blocks, xhat, yd, sd, W, b, *, loss, smoothing, curvature_gram
     ``[X_hat 1]^T diag(s l'') [X_hat 1]`` per
     target (the projected Hessian the preconditioner is built from). With
     ``keep_margins`` the margins ``X W`` are kept in (worker) memory from the same
-    pass (their tasks share the blocks' reads) and returned last.
+    tasks (each block is read once) and returned last.
 
     With a ``direction`` ``(S, sb)`` everything is taken at ``(W + S, b + sb)``,
     and the loss sums along the segment, at ``(W + eta S, b + eta sb)`` for every
@@ -154,11 +146,14 @@ def evaluate_pass(blocks, xhat, yd, sd, W, b, *, loss, smoothing, curvature_gram
     d, k = W.shape
     S, sb = direction if direction is not None else (None, None)
     func = partial(_evaluate_block, b=b, loss=loss, smoothing=smoothing,
-                   curvature_gram=curvature_gram, sb=sb, steps=steps)
-    total = _sum_over_blocks(blocks, func, (xhat, yd, sd), split_every, W=W, S=S)
+                   curvature_gram=curvature_gram, keep_margins=keep_margins, sb=sb,
+                   steps=steps)
+    total = map_reduce(blocks, func, add, xhat, yd, sd, split_every=split_every,
+                       shared={"W": W, "S": S}, keeps_block=False,
+                       rows=(k, np.float64) if keep_margins else None)
     margins = None
     if keep_margins:
-        margins, total = persist(matvec(blocks, W), total, client=client)
+        margins, total = persist(*total, client=client)
     (packed,) = compute(total, client=client)
     value, rest = packed[:k], packed[k:]
     gradient, rest = rest[:d * k].reshape(d, k), rest[d * k:]
@@ -172,7 +167,7 @@ def evaluate_pass(blocks, xhat, yd, sd, W, b, *, loss, smoothing, curvature_gram
     return value, gradient, dual_sum, curvature
 
 
-def _constant_curvature_terms(xhat, y, s, *, b, loss, smoothing):
+def _constant_curvature_block(xhat, start, stop, y, s, *, b, loss, smoothing):
     xa = _with_ones(xhat)
     weights = s * loss_curvature(np.broadcast_to(b, y.shape), y, loss, smoothing)
     return np.einsum("ik,ia,ib->kab", weights, xa, xa).ravel()
@@ -181,14 +176,14 @@ def _constant_curvature_terms(xhat, y, s, *, b, loss, smoothing):
 def curvature_at_constant(xhat, yd, sd, b, *, loss, smoothing, split_every, client):
     """``[X_hat 1]^T diag(s l''(b_k, y_k)) [X_hat 1]`` per target at constant margins
     ``b`` (K): a pass over the persisted ``X_hat``, not over X."""
-    func = partial(_constant_curvature_terms, b=b, loss=loss, smoothing=smoothing)
-    (packed,) = compute(tree_sum_rows((xhat, yd, sd), func, split_every=split_every),
-                        client=client)
+    func = partial(_constant_curvature_block, b=b, loss=loss, smoothing=smoothing)
+    (packed,) = compute(map_reduce(chunk_blocks(xhat), func, add, yd, sd,
+                                   split_every=split_every), client=client)
     m1 = xhat.shape[1] + 1
     return packed.reshape(yd.shape[1], m1, m1)
 
 
-def _hessian_block(block, y, s, *, W, b, P, pb, loss, smoothing):
+def _hessian_block(block, start, stop, y, s, *, W, b, P, pb, loss, smoothing):
     U = s * (_dense(block @ P) + pb)
     if loss != "squared":
         U *= loss_curvature(_dense(block @ W) + b, y, loss, smoothing)
@@ -201,12 +196,13 @@ def hessian_pass(blocks, yd, sd, W, b, P, pb, *, loss, smoothing, split_every, c
     directions may be any number of columns, else one per target."""
     d, j = P.shape
     func = partial(_hessian_block, b=b, pb=pb, loss=loss, smoothing=smoothing)
-    (packed,) = compute(_sum_over_blocks(blocks, func, (yd, sd), split_every, W=W, P=P),
+    (packed,) = compute(map_reduce(blocks, func, add, yd, sd, split_every=split_every,
+                                   shared={"W": W, "P": P}, keeps_block=False),
                         client=client)
     return packed[:d * j].reshape(d, j), packed[d * j:]
 
 
-def _recovery_block(block, xhat, y, s, *, Z, b, W, loss, smoothing):
+def _recovery_block(block, start, stop, xhat, y, s, *, Z, b, W, loss, smoothing):
     T = xhat @ Z + b
     if W is not None:
         T += _dense(block @ W)
@@ -220,16 +216,18 @@ def recovery_pass(blocks, xhat, yd, sd, Z, b, *, W=None, loss, smoothing, split_
     of projected solutions ``Z`` (m x K) around ``W`` (Algorithms 1 and 2 of Zhang
     et al.: the recovery is ``w = -(1/lambda) X^T alpha``)."""
     func = partial(_recovery_block, Z=Z, b=b, loss=loss, smoothing=smoothing)
-    (packed,) = compute(_sum_over_blocks(blocks, func, (xhat, yd, sd), split_every, W=W),
-                        client=client)
+    (packed,) = compute(map_reduce(blocks, func, add, xhat, yd, sd, split_every=split_every,
+                                   shared={"W": W}, keeps_block=False), client=client)
     return packed.reshape(blocks.n_features, Z.shape[1])
 
 
-def _dual_chunk(margins, y, s, *, b, loss, smoothing):
-    return s * loss_derivative(margins + b, y, loss, smoothing)
+def _dual_block(block, start, stop, y, s, *, W, b, loss, smoothing):
+    margins = matvec_block(block, start, stop, w=W) + b
+    return s * loss_derivative(margins, y, loss, smoothing)
 
 
 def dual_variables(blocks, yd, sd, W, b, *, loss, smoothing):
-    """Lazy ``s l'(X W + b, y)`` (n x K): the dual variables of ``(W, b)``."""
-    return map_row_chunks((matvec(blocks, W), yd, sd), partial(
-        _dual_chunk, b=b, loss=loss, smoothing=smoothing), n_columns=W.shape[1])
+    """Lazy ``s l'(X W + b, y)`` (n x K): the dual variables of ``(W, b)``; a block
+    with NaN or Inf raises a ``ValueError`` naming its rows when computed."""
+    return map_rows(blocks, partial(_dual_block, b=b, loss=loss, smoothing=smoothing), yd, sd,
+                    n_columns=W.shape[1], shared={"W": W}, keeps_block=False)

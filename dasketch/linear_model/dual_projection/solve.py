@@ -37,7 +37,8 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import _check_sample_weight
 
-from dasketch._blocks import as_row_blocks, compute, is_dask_collection
+from dasketch._blocks import (
+    CacheChoice, as_row_blocks, cache_blocks, compute, is_dask_collection)
 from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
 from dasketch.linear_model.dual_projection.losses import (
     LOSSES, intercept_only, loss_derivative, loss_value)
@@ -97,6 +98,9 @@ class DualRandomProjectionResult:
         The projection dimension used, ``min(n_components, n_samples, n_features)``.
     random_state : int
         The seed of ``R``.
+    cache : dasketch._blocks.CacheChoice, optional
+        Whether the decoded blocks of X were kept in (worker) memory after the
+        first pass, and why.
     _dual : tuple, optional
         What :meth:`dual_coef` needs; never pass it.
 
@@ -130,6 +134,7 @@ class DualRandomProjectionResult:
     best_iteration: int
     n_components: int
     random_state: int
+    cache: CacheChoice = None
     _dual: tuple = field(default=None, repr=False)
 
     def dual_coef(self):
@@ -237,7 +242,7 @@ def _warn(result, tol, solver, loss, diverged):
 def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
                            n_components=100, solver="cg", tol=1e-6, max_iter=100,
                            fit_intercept=True, block_rows=None, split_every=None,
-                           random_state=None, client=None, sample_weight=None):
+                           random_state=None, client=None, sample_weight=None, cache="auto"):
     """Fit a regularised linear model by dual random projection (Zhang et al., COLT 2013).
 
     Solves ``min_{w,b} alpha/2 ||w||^2 + sum_i s_i l(x_i^T w + b, y_i)`` for one or
@@ -287,6 +292,12 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         ``s_i >= 0`` (zeros allowed, negative weights a ``ValueError``); held
         as one more array aligned with the row blocks of X, never a copy of X.
         An integer weight is the same as repeating the row. Default all 1.
+    cache : {"auto", True, False}, default "auto"
+        Keep the decoded blocks of X in (worker) memory after the first pass,
+        so that the later passes do not read the store again: ``"auto"`` when
+        they fit within a fraction of the workers' free memory
+        (:mod:`dasketch._blocks.cache`; X in memory is never copied). The
+        result's ``cache`` records the choice; the solution does not depend on it.
 
     Returns
     -------
@@ -338,8 +349,8 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     m = _check_number(n_components, "n_components", integer=True)
     max_iter = _check_number(max_iter, "max_iter", integer=True)
     tol = _check_number(tol, "tol", strict=False)
-    blocks = as_row_blocks(X, block_rows=block_rows)
-    n, d = blocks.shape
+    source = as_row_blocks(X, block_rows=block_rows)
+    n, d = source.shape
     m = min(m, n, d)
     Y = _check_targets(y, n, loss)
     K = Y.shape[1]
@@ -349,6 +360,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     seed = resolve_seed(random_state)
     fit_intercept = bool(fit_intercept)
     b0 = intercept_only(Y, loss, smoothing, weights) if fit_intercept else np.zeros(K)
+    blocks, cache_choice = cache_blocks(source, cache, client=client)
 
     xhat, yd, sd, products, gram, finite, row_norms = projection_pass(
         blocks, Y, weights, m, seed, b0=b0, loss=loss, smoothing=smoothing,
@@ -409,8 +421,8 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         converged=bool(np.all(converged)), n_iter=int(n_iter), n_passes=full.passes,
         history=history, naive_coef=naive[:, 0] if squeeze else naive.T,
         naive_intercept=pick(B), best_iteration=int(best if best else n_iter),
-        n_components=m, random_state=seed,
-        _dual=(blocks, yd, sd, W, b, loss, smoothing, squeeze))
+        n_components=m, random_state=seed, cache=cache_choice,
+        _dual=(source, yd, sd, W, b, loss, smoothing, squeeze))
     if not result.converged:
         _warn(result, tol, solver, loss, diverged)
     return result
