@@ -20,6 +20,7 @@ import scipy.sparse
 
 from dasketch._blocks.anndata_blocks import anndata_row_blocks
 from dasketch._blocks.block_functions import append_ones, read_block, take_columns
+from dasketch._blocks.column_reads import column_read_reader, state_plan, zarr_behind
 from dasketch._blocks.scheduler import client_holding
 from dasketch._blocks.tasks import ReadThenApply, task
 from dasketch.io import (
@@ -77,6 +78,12 @@ class RowBlocks:
     resident : bool
         Whether the blocks are in memory already (in-memory input, a persisted
         Dask array, blocks kept by :func:`~dasketch._blocks.cache.cache_blocks`).
+    plan : str
+        How the tasks get their rows: ``"rows"`` (the input's own rows, or a
+        task reading a store's rows), ``"column reads"`` (a task reading its
+        rows across the column chunks of a store,
+        :mod:`dasketch._blocks.column_reads`) or ``"rechunk"`` (a Dask array
+        chunked along columns, rechunked to whole rows).
     """
 
     blocks: tuple
@@ -88,6 +95,7 @@ class RowBlocks:
     reader: tuple | None = None
     transform: tuple = ()
     resident: bool = False
+    plan: str = "rows"
 
     @property
     def n_rows(self):
@@ -186,13 +194,14 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
             block_rows, (n_rows, n_features), default_rows))
     if stored is not None:
         return RowBlocks(reader_blocks(stored["offsets"], stored["reader"]), **stored)
-    reader = None
+    reader = source = None
     if isinstance(X, (str, os.PathLike)) and _is_zip_store(X):
         X = _open_zip_array(X, component, name)
     elif isinstance(X, (str, os.PathLike)):
         if is_sparse_store(X, component=component, storage_options=storage_options):
             return _sparse_store_blocks(X, block_rows, component, storage_options,
                                         missing_chunks, name, default_rows)
+        source = X
         X, reader = open_zarr_rows(X, component=component, storage_options=storage_options,
                                    missing_chunks=missing_chunks, name=name)
     elif component is not None or storage_options is not None:
@@ -201,6 +210,7 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     if scipy.sparse.issparse(X):
         return _sparse_row_blocks(X, block_rows, name, default_rows)
     if _is_zarr_array(X):
+        source = X
         X, reader = open_zarr_rows(X, missing_chunks=missing_chunks, name=name)
     elif not isinstance(X, da.Array) and (
             isinstance(X, (np.ndarray, list, tuple)) or np.isscalar(X)
@@ -218,10 +228,27 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     dtype = _check_dtype(X.dtype, name)
     if any(np.isnan(c) for c in X.chunks[0]):
         raise ValueError(f"{name} has unknown chunk sizes; call {name}.compute_chunk_sizes()")
-    if len(X.chunks[1]) > 1:
-        warnings.warn(f"{name} is chunked along columns ({len(X.chunks[1])} column "
-                      "chunks); rechunking to whole rows", stacklevel=3)
+    plan = "rows"
+    if len(X.chunks[1]) > 1 and zarr_behind(X) is not None:
+        source = zarr_behind(X)  # dask.array.from_zarr: its tasks read the store instead
+        X, reader = open_zarr_rows(source, missing_chunks=missing_chunks, name=name)
+    elif len(X.chunks[1]) > 1:
+        plan = "rechunk"
+        warnings.warn(f"{name} is chunked along columns ({len(X.chunks[1])} column chunks); "
+                      f"rechunking to whole rows moves all its {X.nbytes / 2 ** 20:.0f} MiB "
+                      "between tasks (a zarr store, or dask.array.from_zarr of one, is read "
+                      "by rows in the tasks instead)", stacklevel=3)
     rows = _block_rows(block_rows, X.shape, default_rows)
+    if reader is not None:
+        offsets = tuple(range(0, X.shape[0], rows)) + (X.shape[0],)
+        planned = column_read_reader(source, offsets, name=name, component=component,
+                                     storage_options=storage_options, reader=reader)
+        if planned is not None:  # chunked along columns: each task reads across them
+            reader, column_plan = planned
+            state_plan(column_plan, rows)
+            return RowBlocks(reader_blocks(offsets, reader), offsets, int(X.shape[1]), dtype,
+                             False, column_plan.block_bytes + column_plan.decoded_bytes,
+                             reader, plan="column reads")
     row_chunks = X.chunks[0]
     canonical = all(c == rows for c in row_chunks[:-1]) and row_chunks[-1] <= rows
     read_rows = max(max(row_chunks), rows) if canonical else max(row_chunks) + rows
@@ -240,7 +267,7 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     if reader is not None:
         blocks = reader_blocks(offsets, reader)
     return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, False, read_bytes, reader,
-                     resident=persisted)
+                     resident=persisted, plan=plan)
 
 
 def reader_blocks(offsets, reader, transform=()):

@@ -1,0 +1,334 @@
+"""Principal components of genotype matrices, as statistical geneticists run them.
+
+A genotype matrix holds, per variant and sample, the dosage of the alternate
+allele (``0..ploidy``, usually ``int8``) or a sentinel for a missing call. Its
+principal components of samples are those of the matrix with samples as rows,
+every variant centred on the mean of its called dosages and divided by
+Patterson's scale ``sqrt(p (1 - p))`` (``p`` the allele frequency, Patterson,
+Price and Reich, PLoS Genetics 2006), and every missing call imputed to the
+variant's mean. :func:`pca` takes the matrix as sgkit, scikit-allel and plink
+lay it out, variants by samples, and returns ``(coords, model)`` as
+``allel.pca`` does; :class:`GenotypePCA` is the estimator, with samples as rows
+as every scikit-learn estimator has them.
+
+The dosages are never copied as floats: one blocked pass computes every
+variant's mean, scale and missing calls
+(:func:`dasketch._blocks.scaling.column_summary`), and each block task of the
+sketch and of the later passes centres, scales and imputes the block it reads
+(:class:`dasketch.kernels.column_scaling.ColumnScaler`), one float block at a
+time. Missing calls are counted per variant and per sample and reported on
+the model.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from dasketch._blocks import RowBlocks, as_row_blocks, compute, is_dask_collection
+from dasketch._blocks.scaling import column_summary, scaled_blocks
+from dasketch._blocks.transposed_store import stored_array, transposed_store_blocks
+from dasketch.decomposition import SketchPCA
+from dasketch.kernels.column_scaling import (
+    COUNT,
+    HIGH,
+    LOW,
+    ColumnScaler,
+    check_missing,
+    column_scaling,
+)
+from dasketch.utils.validation import is_out_of_core
+
+
+class GenotypePCA(SketchPCA):
+    """PCA of samples by variants, each variant scaled inside the block tasks.
+
+    :class:`dasketch.SketchPCA` of samples (rows) by variants (columns), each
+    variant centred, scaled and its missing calls imputed by the task that reads
+    its block. :meth:`fit` makes one blocked pass for the variants' means, scales and
+    missing calls, then fits :class:`~dasketch.SketchPCA` to the scaled matrix
+    (its sketch pass and the pass that measures the variance along the
+    components); :meth:`transform` scales new samples with the fitted means and
+    scales. The results are those of :class:`~dasketch.SketchPCA` on the
+    explicitly scaled float matrix, up to rounding, and carry its certified
+    ``eigenvalue_bound_``.
+
+    Parameters
+    ----------
+    n_components : int, float in (0, 1), "mle" or None, default=10
+        As :class:`~dasketch.SketchPCA`.
+    sketch_size : int, "exact" or None, default=None
+        As :class:`~dasketch.SketchPCA`.
+    scaler : {"patterson", "standard"} or None, default="patterson"
+        ``"patterson"`` (as as scikit-allel's and sgkit's ``pca``): divide
+        each variant by ``sqrt(p (1 - p))``, ``p = mean / ploidy``, which needs
+        every called dosage in ``[0, ploidy]``; ``"standard"``: by the standard
+        deviation of the variant with its missing calls imputed (as
+        scikit-learn's ``SimpleImputer(strategy="mean")`` then
+        ``StandardScaler``); None: centre only. A variant with the
+        same dosage at every called sample (scale 0) becomes zero.
+    ploidy : int, default=2
+        Copies of each chromosome; the dosages lie in ``[0, ploidy]``.
+    missing : int, float, NaN or None, default=-1
+        The value of a missing call; NaN for float dosages with
+        NaN gaps; None when nothing is missing. Missing calls are imputed to
+        the variant's mean (0 after centring), as plink's ``--pca`` and
+        scikit-allel do.
+    method : {"rfd", "fd"}, default="rfd"
+        As :class:`~dasketch.SketchPCA`.
+    whiten : bool, default=False
+        As :class:`~dasketch.SketchPCA`.
+    split_every : int, optional
+        As :class:`~dasketch.SketchPCA`.
+    block_rows : int, optional
+        As :class:`~dasketch.SketchPCA`; blocks of samples.
+    random_state : int, numpy.random.Generator or None, default=None
+        As :class:`~dasketch.SketchPCA`.
+
+    Attributes
+    ----------
+    scaler_mean_ : ndarray of shape (n_features,)
+        Mean dosage of each variant's called entries (``ploidy`` times the
+        allele frequency).
+    scaler_scale_ : ndarray of shape (n_features,)
+        The divisor of each centred variant.
+    missing_per_variant_ : ndarray of shape (n_features,)
+        Missing calls imputed, per variant, by :meth:`fit`.
+    missing_per_sample_ : ndarray of shape (n_samples,)
+        Missing calls imputed, per sample (row), by :meth:`fit`.
+    n_missing_ : int
+        Missing calls imputed by :meth:`fit`.
+    components_, explained_variance_, explained_variance_ratio_, eigenvalue_bound_, ...
+        Those of :class:`~dasketch.SketchPCA`, of the scaled matrix (whose
+        ``mean_`` is zero up to rounding).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch.genotype import GenotypePCA
+    >>> rng = np.random.default_rng(0)
+    >>> G = rng.binomial(2, rng.uniform(0.1, 0.9, 40), size=(60, 40)).astype(np.int8)
+    >>> G[3, 5] = -1  # a missing call
+    >>> model = GenotypePCA(n_components=2).fit(G)
+    >>> model.transform(G).shape, model.n_missing_, int(model.missing_per_sample_[3])
+    ((60, 2), 1, 1)
+    """
+
+    _parameter_constraints = {
+        **SketchPCA._parameter_constraints,
+        "scaler": [StrOptions({"patterson", "standard"}), None],
+        "ploidy": [Interval(numbers.Integral, 1, None, closed="left")],
+        "missing": [numbers.Real, None],
+    }
+
+    def __init__(self, n_components=10, sketch_size=None, *, scaler="patterson", ploidy=2,
+                 missing=-1, method="rfd", whiten=False, split_every=None, block_rows=None,
+                 random_state=None):
+        super().__init__(n_components, sketch_size, method=method, whiten=whiten,
+                         split_every=split_every, block_rows=block_rows,
+                         random_state=random_state)
+        self.scaler = scaler
+        self.ploidy = ploidy
+        self.missing = missing
+
+    def _blocks(self, X):
+        """``X`` as row blocks, never converted whole (validated by the pass that
+        reads it)."""
+        if isinstance(X, RowBlocks):
+            return X
+        return as_row_blocks(X, block_rows=self.block_rows, name="X")
+
+    def _learn_scaling(self, blocks):
+        missing = check_missing(self.missing, blocks.dtype)
+        moments, row_missing = column_summary(blocks, missing, split_every=self.split_every)
+        called = moments[COUNT] > 0
+        if self.scaler == "patterson":
+            outside = called & ((moments[LOW] < 0) | (moments[HIGH] > self.ploidy))
+            if outside.any():
+                j = int(np.flatnonzero(outside)[0])
+                raise ValueError(
+                    f"X has dosages outside [0, ploidy={self.ploidy}] in {int(outside.sum())} "
+                    f"variants (first: column {j}, from {moments[LOW, j]:g} to "
+                    f"{moments[HIGH, j]:g}); Patterson scaling needs allele counts: set "
+                    f"missing= to the missing-call value (now {self.missing!r}) or ploidy=, "
+                    "or use scaler='standard'")
+        mean, scale = column_scaling(moments, self.scaler, self.ploidy, blocks.n_rows)
+        self.scaler_mean_, self.scaler_scale_ = mean, scale
+        self.missing_per_variant_ = (blocks.n_rows - moments[COUNT]).astype(np.int64)
+        self.missing_per_sample_ = row_missing
+        self.n_missing_ = int(row_missing.sum())
+        return ColumnScaler(mean, scale, missing)
+
+    def fit(self, X, y=None):
+        """Learn the variants' scaling, then fit the PCA of the scaled samples.
+
+        One pass for the variants' means, scales and missing calls, then
+        :meth:`dasketch.SketchPCA.fit` of the samples each task scales.
+
+        Parameters
+        ----------
+        X : array-like, dask.array.Array, zarr.Array, str or os.PathLike
+            Samples (rows) by variants (columns), dense: numpy (``int8`` is
+            read as it is), Dask, ``zarr.Array`` or zarr path/URL.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : GenotypePCA
+            Fitted.
+        """
+        self._validate_params()
+        blocks = self._blocks(X)
+        return super().fit(scaled_blocks(blocks, self._learn_scaling(blocks)))
+
+    def _scaled(self, X):
+        check_is_fitted(self, "scaler_mean_")
+        blocks = self._blocks(X)
+        if blocks.n_features != self.n_features_in_:
+            raise ValueError(f"X has {blocks.n_features} features, but {type(self).__name__} "
+                             f"is expecting {self.n_features_in_} features as input.")
+        missing = check_missing(self.missing, blocks.dtype)
+        return scaled_blocks(blocks, ColumnScaler(self.scaler_mean_, self.scaler_scale_,
+                                                  missing))
+
+    def transform(self, X):
+        """Project samples on the components, scaled as in :meth:`fit`.
+
+        Parameters
+        ----------
+        X : array-like, dask.array.Array, zarr.Array, str or os.PathLike
+            Samples by the fitted variants, as in :meth:`fit`; missing calls
+            are imputed to the fitted means.
+
+        Returns
+        -------
+        ndarray or dask.array.Array of shape (n_samples, n_components_)
+            The coordinates; lazy for out-of-core ``X``.
+        """
+        return self._in_kind_of(X, super().transform(self._scaled(X)))
+
+    def score_samples(self, X):
+        """Log-likelihood of each sample, scaled as in :meth:`fit`.
+
+        Parameters
+        ----------
+        X : array-like, dask.array.Array, zarr.Array, str or os.PathLike
+            Samples by the fitted variants.
+
+        Returns
+        -------
+        ndarray or dask.array.Array of shape (n_samples,)
+            :meth:`dasketch.SketchPCA.score_samples` of the scaled samples.
+        """
+        return self._in_kind_of(X, super().score_samples(self._scaled(X)))
+
+    @staticmethod
+    def _in_kind_of(X, result):
+        """``result`` computed for in-memory ``X``, lazy for out-of-core ``X``."""
+        if is_out_of_core(X) or isinstance(result, np.ndarray):
+            return result
+        (result,) = compute(result)
+        return result
+
+    def partial_fit(self, X, y=None):
+        """Refuse: the scaling needs the moments of every sample first.
+
+        Parameters
+        ----------
+        X : array-like
+            Ignored.
+        y : None
+            Ignored.
+
+        Raises
+        ------
+        NotImplementedError
+            Always; use :meth:`fit`.
+        """
+        raise NotImplementedError(f"{type(self).__name__} scales each variant by the moments "
+                                  "of all samples, which needs the whole matrix: use fit")
+
+
+def _samples_by_variants(dosages, block_rows):
+    """The transpose of a variants-by-samples matrix, without reading it: a
+    zarr store (or a Dask array reading one) as row blocks read across its row
+    chunks by the tasks, other inputs transposed as they are."""
+    if type(dosages).__module__.split(".")[0] == "xarray":
+        dosages = dosages.data
+    store = stored_array(dosages)
+    if store is not None:
+        return transposed_store_blocks(store, block_rows=block_rows, name="dosages")
+    if not is_dask_collection(dosages):
+        dosages = np.asarray(dosages)
+    if dosages.ndim != 2:
+        raise ValueError(f"dosages must be 2-D (variants, samples), got shape "
+                         f"{tuple(dosages.shape)}")
+    return dosages.T
+
+
+def pca(dosages, n_components=10, *, scaler="patterson", ploidy=2, missing=-1,
+        sketch_size=None, method="rfd", block_rows=None, split_every=None, random_state=None):
+    """Principal components of the samples of a genotype matrix.
+
+    As ``allel.pca(gn, n_components, scaler=, ploidy=)`` computes them, from a
+    sketch with a certified bound, with missing calls imputed in the tasks.
+
+    Parameters
+    ----------
+    dosages : array-like, dask.array.Array, xarray.DataArray, zarr.Array, str or os.PathLike
+        Alternate-allele dosages of shape ``(n_variants, n_samples)``, as
+        sgkit (``call_dosage``), scikit-allel and plink lay them out; integer
+        (``int8``) or float. A zarr path or array is read lazily.
+    n_components : int, default=10
+        Components to keep.
+    scaler : {"patterson", "standard"} or None, default="patterson"
+        Of :class:`GenotypePCA`.
+    ploidy : int, default=2
+        Of :class:`GenotypePCA`.
+    missing : int, float, NaN or None, default=-1
+        Of :class:`GenotypePCA`.
+    sketch_size : int, "exact" or None, default=None
+        Of :class:`GenotypePCA`.
+    method : {"rfd", "fd"}, default="rfd"
+        Of :class:`GenotypePCA`.
+    block_rows : int, optional
+        Samples per block.
+    split_every : int, optional
+        Of :class:`GenotypePCA`.
+    random_state : int, numpy.random.Generator or None, default=None
+        Of :class:`GenotypePCA`.
+
+    Returns
+    -------
+    coords : ndarray of shape (n_samples, n_components)
+        The samples' coordinates on the components.
+    model : GenotypePCA
+        Fitted to the samples: ``components_`` (variant loadings),
+        ``explained_variance_`` (measured on the data),
+        ``explained_variance_ratio_``, ``eigenvalue_bound_`` (the sketch's
+        certified bound on every covariance eigenvalue), ``scaler_mean_``
+        (``ploidy`` times each variant's allele frequency), ``scaler_scale_``,
+        ``missing_per_variant_``, ``missing_per_sample_`` and ``n_missing_``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dasketch.genotype import pca
+    >>> rng = np.random.default_rng(1)
+    >>> gn = rng.binomial(2, 0.3, size=(200, 30)).astype(np.int8)  # variants x samples
+    >>> coords, model = pca(gn, n_components=3)
+    >>> coords.shape, model.components_.shape
+    ((30, 3), (3, 200))
+    """
+    model = GenotypePCA(n_components, sketch_size, scaler=scaler, ploidy=ploidy,
+                        missing=missing, method=method, block_rows=block_rows,
+                        split_every=split_every, random_state=random_state)
+    blocks = model._blocks(_samples_by_variants(dosages, block_rows))
+    coords = model.fit(blocks).transform(blocks)
+    if not isinstance(coords, np.ndarray):
+        (coords,) = compute(coords)
+    return coords, model

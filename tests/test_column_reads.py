@@ -1,0 +1,162 @@
+"""Zarr stores chunked along columns are read by rows in the block tasks: no
+rechunk, no shuffle, the sketch of the same data stored by rows."""
+
+import logging
+import tracemalloc
+import warnings
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import zarr
+
+import dasketch
+from dasketch import SketchPCA
+from dasketch._blocks import as_row_blocks
+from dasketch._blocks.column_reads import ColumnChunkedRows, plan_column_reads
+from dasketch._blocks.transposed_store import transposed_store_blocks
+
+N, D, BLOCK = 1200, 96, 128
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """The same data stored by space (each chunk holds all the rows of 16
+    columns, as a time-series layout) and by time (whole rows)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((N, 12)) @ rng.standard_normal((12, D)) * 3 \
+        + rng.standard_normal((N, D))
+    root = tmp_path_factory.mktemp("column_reads")
+    space, time = str(root / "space.zarr"), str(root / "time.zarr")
+    zarr.create_array(space, data=X, chunks=(N, 16))
+    zarr.create_array(time, data=X, chunks=(BLOCK, D))
+    return X, space, time
+
+
+class _Recorder:
+    """A scheduler that keeps every graph it computes (run synchronously)."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, dsk, keys, **kwargs):
+        if not isinstance(dsk, dict):
+            dsk = dict(dsk.__dask_graph__())
+        self.graphs.append(dsk)
+        return dask.local.get_sync(dsk, keys, **kwargs)
+
+
+def _tasks(graph):
+    """The tasks of a graph, and those of the subgraphs fused into its tasks."""
+    for task in graph.values():
+        yield task
+        for arg in getattr(task, "args", ()):
+            if isinstance(arg, dict):
+                yield from _tasks(arg)
+
+
+def _reads(task):
+    """``(reader, start, stop)`` of a block task that reads rows of a store itself."""
+    func = getattr(task, "func", None)
+    read = getattr(getattr(func, "func", None), "read", None)
+    if read is None:
+        return None
+    start, stop = task.args[1:3]
+    return read, start, stop
+
+
+def test_space_chunked_store_sketches_as_the_time_chunked_one(stores, cluster_client):
+    X, space, time = stores
+    with pytest.warns(UserWarning, match=r"decoded by about 10\.0 block tasks.*block_rows=1200"):
+        blocks = as_row_blocks(space, block_rows=BLOCK)
+    assert blocks.plan == "column reads" and as_row_blocks(time, block_rows=BLOCK).plan == "rows"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        by_space = dasketch.sketch(space, 12, block_rows=BLOCK, center=True,
+                                   client=cluster_client)
+    by_time = dasketch.sketch(time, 12, block_rows=BLOCK, center=True, client=cluster_client)
+    scale = np.linalg.norm(X) ** 2
+    np.testing.assert_allclose(by_space.B, by_time.B, atol=1e-12 * np.sqrt(scale))
+    assert by_space.error_bound == pytest.approx(by_time.error_bound, rel=1e-12, abs=1e-12 * scale)
+
+
+@pytest.mark.parametrize("opened", [str, da.from_zarr])
+def test_no_task_moves_a_whole_column_of_the_store(stores, opened):
+    X, space, _ = stores
+    recorder = _Recorder()
+    with warnings.catch_warnings(), dask.config.set(scheduler=recorder):
+        warnings.simplefilter("ignore")
+        pca = SketchPCA(4, 12, block_rows=BLOCK).fit(opened(space))
+        scores = pca.transform(opened(space)).compute()
+    reference = SketchPCA(4, 12, block_rows=BLOCK).fit(X)
+    np.testing.assert_allclose(scores, reference.transform(X), atol=1e-9)
+    names = {dask.utils.key_split(key) for graph in recorder.graphs for key in graph}
+    assert not {name for name in names if "rechunk" in name or "p2p" in name
+                or "shuffle" in name}, names
+    reads = [_reads(task) for graph in recorder.graphs for task in _tasks(graph)]
+    reads = [r for r in reads if r is not None]
+    assert len(reads) >= 3 * (N // BLOCK)  # sketch, variances, scores: a read per block
+    for read, start, stop in reads:  # every task reads one block of rows across the chunks
+        assert isinstance(read, ColumnChunkedRows) and 0 < stop - start <= BLOCK
+
+
+def test_dask_array_from_zarr_is_read_in_the_tasks(stores, caplog):
+    X, space, _ = stores
+    lazy = da.from_zarr(space)
+    with caplog.at_level(logging.INFO, logger="dasketch"), warnings.catch_warnings(
+            record=True) as caught:
+        warnings.simplefilter("always")
+        blocks = as_row_blocks(lazy, block_rows=BLOCK)
+    assert blocks.plan == "column reads"
+    assert not [w for w in caught if "rechunking" in str(w.message)]
+    assert "without a rechunk" in caplog.text
+    np.testing.assert_array_equal(dask.compute(*blocks.blocks)[3], X[3 * BLOCK:4 * BLOCK])
+    with pytest.warns(UserWarning, match="rechunking to whole rows moves all its"):
+        assert as_row_blocks(lazy[:, :50], block_rows=BLOCK).plan == "rechunk"
+
+
+def test_a_read_decodes_at_most_its_budget(tmp_path):
+    X = np.random.default_rng(1).standard_normal((4096, 512))
+    array = zarr.create_array(str(tmp_path / "x.zarr"), data=X, chunks=(4096, 32))
+    offsets = tuple(range(0, 4097, 256))
+    plan = plan_column_reads(array.shape, array.chunks, 8, offsets)
+    assert plan.amplification == 16 and plan.decoded_bytes == plan.block_bytes == 2 ** 20
+    read = ColumnChunkedRows(False, "X", plan.groups)
+    read.read(array, 256, 512)  # zarr's own first-use allocations
+    tracemalloc.start()
+    try:
+        rows = read.read(array, 256, 512)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_array_equal(rows, X[256:512])
+    # The block, one group of decoded chunks, their compressed bytes and a copy
+    # (reading the rows at once, zarr decodes up to 10 chunks together: 16-19 MiB).
+    assert peak <= plan.block_bytes + 3 * plan.decoded_bytes + 2 ** 18, peak / 2 ** 20
+
+
+def test_transposed_store_blocks_are_its_columns(tmp_path):
+    G = np.random.default_rng(2).integers(-1, 3, size=(700, 90), dtype=np.int8)
+    path = str(tmp_path / "g.zarr")
+    zarr.create_array(path, data=G, chunks=(100, 32))
+    blocks = transposed_store_blocks(path, block_rows=40)
+    assert blocks.shape == (90, 700) and blocks.plan == "transposed reads"
+    for (start, stop), block in zip(blocks.ranges(), dask.compute(*blocks.blocks)):
+        assert block.dtype == np.int8
+        np.testing.assert_array_equal(block, G[:, start:stop].T)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_damaged_chunk_is_named(tmp_path, transposed):
+    path = tmp_path / "x.zarr"
+    zarr.create_array(str(path), data=np.ones((300, 64)), chunks=(300, 16))
+    (path / "c" / "0" / "2").write_bytes(b"not zstd")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the plan's read amplification
+        blocks = transposed_store_blocks(str(path), block_rows=16) if transposed \
+            else as_row_blocks(str(path), block_rows=100)
+    # Rows 100-200 of the store, or its columns 32-48 as rows: both need chunk c/0/2.
+    with pytest.raises(ValueError, match=r"x\.zarr' cannot decode chunk 'c/0/2' \(rows 0-300, "
+                                         r"columns 32-48\).*rewrite the store"):
+        dask.compute(blocks.blocks[2 if transposed else 1])
