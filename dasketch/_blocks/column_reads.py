@@ -174,8 +174,8 @@ def plan_column_reads(shape, chunks, itemsize, offsets, name="X", transposed=Fal
     if column_chunk >= width and not transposed:
         return None
     rows = max(stop - start for start, stop in zip(offsets[:-1], offsets[1:]))
-    decoded_rows = [min((math.ceil(stop / row_chunk) - start // row_chunk) * row_chunk, n)
-                    for start, stop in zip(offsets[:-1], offsets[1:])]
+    decoded_rows = [min(math.ceil(stop / row_chunk) * row_chunk, n) - start // row_chunk
+                    * row_chunk for start, stop in zip(offsets[:-1], offsets[1:])]
     per_chunk = max(decoded_rows) * column_chunk * itemsize  # one column chunk of a block
     block_bytes = rows * width * itemsize
     groups = column_groups(width, column_chunk, per_chunk, block_bytes)
