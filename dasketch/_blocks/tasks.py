@@ -52,15 +52,12 @@ class _OneBlasThread:
     def __repr__(self):
         return f"{self.__name__} (one BLAS thread)"
 
-    _controller = None  # per process; scanning the loaded libraries costs ~2 ms
     _callers_holding = 0  # one_blas_thread_while_computing blocks active here
     _lock = threading.Lock()
 
     def __call__(self, *args, **kwargs):
         if _OneBlasThread._callers_holding == 0 and _in_distributed_worker():
-            if _OneBlasThread._controller is None:
-                _OneBlasThread._controller = ThreadpoolController()
-            _OneBlasThread._controller.limit(limits=1, user_api="blas")
+            blas_controller().limit(limits=1, user_api="blas")
         return self.func(*args, **kwargs)
 
     def __dask_tokenize__(self):
@@ -78,11 +75,23 @@ def _in_distributed_worker():
     return True
 
 
+_CONTROLLER = [None, -1]  # this process's ThreadpoolController, len(sys.modules) then
+
+
+def blas_controller():
+    """A ``ThreadpoolController`` of this process's libraries, scanned again only
+    when modules were imported since (a scan costs milliseconds, which every
+    pass of a solver would pay)."""
+    if _CONTROLLER[0] is None or _CONTROLLER[1] != len(sys.modules):
+        _CONTROLLER[:] = [ThreadpoolController(), len(sys.modules)]
+    return _CONTROLLER[0]
+
+
 @contextlib.contextmanager
 def one_blas_thread_while_computing():
     """Hold this process's BLAS at one thread while block tasks run, set on entry
     and restored on exit in the calling thread (see :class:`_OneBlasThread`)."""
-    with ThreadpoolController().limit(limits=1, user_api="blas"):
+    with blas_controller().limit(limits=1, user_api="blas"):
         with _OneBlasThread._lock:
             _OneBlasThread._callers_holding += 1
         try:

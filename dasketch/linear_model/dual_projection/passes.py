@@ -48,8 +48,9 @@ def _row_norm_terms(block, s):
     """``sum_i s_i ||x_i||^2`` and the largest norm of a row of weight > 0 (scaled,
     as LAPACK's ``nrm2``: finite rows never overflow)."""
     positive = np.flatnonzero(s[:, 0] > 0)
-    rows = block[positive]
-    scale = float(abs(rows).max()) if min(rows.shape) > 0 else 0.0
+    rows = block if positive.size == block.shape[0] else block[positive]
+    values = rows.data if scipy.sparse.issparse(rows) else rows
+    scale = max(float(values.max()), -float(values.min())) if values.size else 0.0
     norms = np.full(positive.size, 0.0 if np.isfinite(scale) else np.inf)
     if 0.0 < scale < np.inf:
         scaled = rows / scale
