@@ -49,11 +49,16 @@ from dasketch.datasets import write_synthetic  # noqa: E402
 
 if __package__ in (None, ""):  # run as a file: python benchmarks/bench_faults.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks._common import (machine_facts, parser, result_path,  # noqa: E402
-                                write_results)
-from benchmarks._process_cluster import (Job, ProcessCluster, kill_mid_job,  # noqa: E402
-                                         kill_process, kill_worker_and_nanny, progress,
-                                         wait_until)
+from benchmarks._common import machine_facts, parser, result_path, write_results  # noqa: E402
+from benchmarks._process_cluster import (  # noqa: E402
+    Job,
+    ProcessCluster,
+    kill_mid_job,
+    kill_process,
+    kill_worker_and_nanny,
+    progress,
+    wait_until,
+)
 
 ENV = {}  # 2 workers x 1 thread on a 2-core machine (ProcessCluster's default)
 
@@ -250,10 +255,11 @@ def main(argv=None):
             jobs = {"dasketch.sketch": sketch_job, "dask.array X^T X": gram_job}
             reference, baseline = {}, {}
             for name, factory in jobs.items():
-                timed(lambda: factory(client, store, block_rows))  # warm-up, not counted
+                timed(lambda factory=factory: factory(client, store, block_rows))  # warm-up
                 times = []
                 for _ in range(repeats):
-                    result, elapsed = timed(lambda: factory(client, store, block_rows))
+                    result, elapsed = timed(lambda factory=factory: factory(client, store,
+                                                                            block_rows))
                     times.append(elapsed)
                 reference[name] = result
                 baseline[name] = statistics.median(times)

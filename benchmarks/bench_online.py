@@ -57,8 +57,7 @@ from dasketch.kernels.online_newton import OnlineNewton  # noqa: E402
 
 if __package__ in (None, ""):  # run as a file: python benchmarks/bench_online.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks._common import (machine_facts, parser, result_path,  # noqa: E402
-                                shared_data, write_results)
+from benchmarks._common import machine_facts, parser, result_path, shared_data, write_results  # noqa: E402
 
 # a9a: DASKETCH_SHARED_DATA, or ../shared/data beside the repository (as the tests).
 DATA = shared_data() or Path("/nonexistent")
@@ -196,8 +195,8 @@ def time_per_example(X, y, sketch_sizes, have_reference, repeats):
     for l in sketch_sizes:
         row = {}
         runs = {
-            "dasketch default": lambda: RFDSONClassifier(l, loss="logistic").fit(X, y),
-            "dasketch peer-equivalent": lambda: OnlineNewton(
+            "dasketch default": lambda l=l: RFDSONClassifier(l, loss="logistic").fit(X, y),
+            "dasketch peer-equivalent": lambda l=l: OnlineNewton(
                 dense.shape[1], l, loss="logistic", prediction_bound=1e300, mu=0.0,
                 update="per_step", alpha_floor=False).fit_rows(dense, y),
         }
@@ -205,7 +204,7 @@ def time_per_example(X, y, sketch_sizes, have_reference, repeats):
             reference = Reference(dense.shape[1], l, 1.0)
             reference.compile_for(dense.shape[0], dense.shape[0])
 
-            def run_reference_pass():
+            def run_reference_pass(reference=reference):
                 reference.state, reference.mistakes, reference.n_seen = reference._init(), 0, 0
                 reference.partial_fit(dense, y)
 

@@ -40,11 +40,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.linear_model import SGDRegressor  # noqa: E402
-
-from dasketch.linear_model import PWSGDRegressor, sketch_lstsq  # noqa: E402
-from dasketch.datasets import (  # noqa: E402
-    ill_conditioned_regression, l1_regression_linprog)
 from timing import best_time  # noqa: E402
+
+from dasketch.datasets import ill_conditioned_regression, l1_regression_linprog  # noqa: E402
+from dasketch.linear_model import PWSGDRegressor, sketch_lstsq  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LEVELS = (1e-1, 1e-2, 1e-3)

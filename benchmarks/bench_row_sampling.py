@@ -32,9 +32,13 @@ import scipy.sparse.linalg as sla
 if __package__ in (None, ""):  # run as a file: python benchmarks/bench_row_sampling.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import parser, write_results  # noqa: E402
-from benchmarks._sparse_cases import (gram_operator, hashed_text,  # noqa: E402
-                                      sketch_keeping_blas_threads, sparse_synthetic,
-                                      spectral_error)
+from benchmarks._sparse_cases import (  # noqa: E402
+    gram_operator,
+    hashed_text,
+    sketch_keeping_blas_threads,
+    sparse_synthetic,
+    spectral_error,
+)
 
 SAMPLE_FACTORS = (1, 4, 16)
 

@@ -47,8 +47,7 @@ from dasketch.kernels.embeddings import gaussian_rows  # noqa: E402
 
 if __package__ in (None, ""):  # run as a file: python benchmarks/bench_scale.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks._common import (local_cluster, machine_facts, parser,  # noqa: E402
-                                result_path)
+from benchmarks._common import local_cluster, machine_facts, parser, result_path  # noqa: E402
 
 
 def _rss():

@@ -38,8 +38,7 @@ from dasketch._blocks import add, as_row_blocks, compute, map_reduce
 
 if __package__ in (None, ""):  # run as a file: python benchmarks/bench_sketch.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks._common import (local_cluster, machine_facts, parser,  # noqa: E402
-                                side_by_side, write_results)
+from benchmarks._common import local_cluster, machine_facts, parser, side_by_side, write_results  # noqa: E402
 
 
 def persisted(array):

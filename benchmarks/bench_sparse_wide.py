@@ -54,9 +54,15 @@ if __package__ in (None, ""):  # run as a file: python benchmarks/bench_sparse_w
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import best_time, cpu_seconds, parser, write_results  # noqa: E402
 from benchmarks._exact_errors import ExactDenseErrors, check_exact_errors  # noqa: E402
-from benchmarks._sparse_cases import (BLAS, gram_operator, hashed_text,  # noqa: E402
-                                      sketch_keeping_blas_threads, sparse_synthetic,
-                                      spectral_error, wide_dense)
+from benchmarks._sparse_cases import (  # noqa: E402
+    BLAS,
+    gram_operator,
+    hashed_text,
+    sketch_keeping_blas_threads,
+    sparse_synthetic,
+    spectral_error,
+    wide_dense,
+)
 
 
 def time_dasketch(X, l, working_size=None, repeat=1):
@@ -245,8 +251,8 @@ def plot(report, path):
             style = dict(marker=marker, color=color, ls="-" if dense else "",
                          mfc=color if dense else "none",
                          label=f"{label}, {'dense' if dense else 'sparse'}")
-            for ax, value in [(left, lambda c: cases[c].get(f"seconds_{key}")),
-                              (right, lambda c: cases[c].get(f"error_{key}", None)
+            for ax, value in [(left, lambda c, key=key: cases[c].get(f"seconds_{key}")),
+                              (right, lambda c, key=key: cases[c].get(f"error_{key}", None)
                                and cases[c][f"error_{key}"] / cases[c]["lambda_1"])]:
                 pts = [(cases[c]["features"], value(c)) for c in group if value(c)]
                 if pts:

@@ -15,8 +15,14 @@ import numpy as np
 
 from dasketch.io import open_zarr_array, sparse_store_info
 from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
-from dasketch.outputs import (CSR_FORMAT, DENSE_FORMAT, check_disk_space, check_output,
-                              held_signals, write_atomically)
+from dasketch.outputs import (
+    CSR_FORMAT,
+    DENSE_FORMAT,
+    check_disk_space,
+    check_output,
+    held_signals,
+    write_atomically,
+)
 
 
 def write_in_chunks(write_chunk, starts, *, threads=None, progress=None):

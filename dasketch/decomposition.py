@@ -12,8 +12,14 @@ from sklearn.utils.validation import check_is_fitted
 
 from dasketch._blocks import RowBlocks, as_row_blocks, compute
 from dasketch._pca_variance import (
-    candidate_axes, fraction_components, measured_variances, mle_components, noise_variance,
-    fit_sizes, sketch_variances)
+    candidate_axes,
+    fit_sizes,
+    fraction_components,
+    measured_variances,
+    mle_components,
+    noise_variance,
+    sketch_variances,
+)
 from dasketch.kernels.frequent_directions import METHODS
 from dasketch.sketching import sketch
 from dasketch.utils.blockwise import affine_rows, gaussian_log_likelihood

@@ -17,15 +17,25 @@ import threading
 
 import numpy as np
 
-from dasketch._sketch_files import (SKETCH_FORMAT_VERSION, payload_checksum,
-                                    read_npz_sketch, read_zarr_sketch,
-                                    sketch_from_metadata)
+from dasketch._sketch_files import (
+    SKETCH_FORMAT_VERSION,
+    payload_checksum,
+    read_npz_sketch,
+    read_zarr_sketch,
+    sketch_from_metadata,
+)
 from dasketch.kernels.frequent_directions import Sketch
 from dasketch.outputs import CSR_FORMAT, write_atomically
-from dasketch.store_checks import (check_chunk_files, check_missing_chunks, checked_array,
-                                   checked_group, first_line, is_local_path, local_path,
-                                   store_fingerprint)
-
+from dasketch.store_checks import (
+    check_chunk_files,
+    check_missing_chunks,
+    checked_array,
+    checked_group,
+    first_line,
+    is_local_path,
+    local_path,
+    store_fingerprint,
+)
 
 
 def _is_path(obj):

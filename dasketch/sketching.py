@@ -9,16 +9,29 @@ from functools import partial
 import numpy as np
 
 from dasketch._blocks import (
-    add, as_row_blocks, compute, default_block_rows, map_reduce, sparse_embed_streams)
+    add,
+    as_row_blocks,
+    compute,
+    default_block_rows,
+    map_reduce,
+    sparse_embed_streams,
+)
 from dasketch._blocks.scheduler import default_client
 from dasketch._blocks.tasks import check_split_every, task
 from dasketch.kernels.embeddings import gaussian_rows, resolve_seed
 from dasketch.kernels.frequent_directions import (
-    Sketch, check_sketch_parameters, merge_sketches, sketch_rows)
+    Sketch,
+    check_sketch_parameters,
+    merge_sketches,
+    sketch_rows,
+)
 from dasketch.kernels.shrink import UPDATES
 from dasketch.kernels.sparse_fd import (
-    DEFAULT_FAILURE_PROBABILITY, check_failure_probability, error_from_products,
-    sketch_rows_randomized)
+    DEFAULT_FAILURE_PROBABILITY,
+    check_failure_probability,
+    error_from_products,
+    sketch_rows_randomized,
+)
 from dasketch.sketch_memory import check_estimate_memory, check_task_memory
 
 SKETCH_UPDATES = UPDATES + ("randomized",)

@@ -16,8 +16,9 @@ turn each into an error naming the store and the reason:
   it was opened) is an error.
 - :func:`check_chunk_files` runs in every read task, on a local store, after
   the read: one ``stat`` of each chunk file of the rows read, which must match
-  the fingerprint (so a change at any moment since the opening shows). A chunk that was stored and then disappeared, or
-  that was rewritten while the job ran, is an error.
+  the fingerprint (so a change at any moment since the opening shows). A chunk
+  that was stored and then disappeared, or that was rewritten while the job
+  ran, is an error.
 
 Absent chunks follow zarr: zarr 3 does not write chunks that hold only the
 fill value (``write_empty_chunks=False``), so a chunk key absent when the job
@@ -62,7 +63,7 @@ def check_missing_chunks(missing_chunks):
 
 
 def _where():
-    """This worker's address and host, or "this process" outside a worker."""
+    """The address and host of this worker, or "this process" outside a worker."""
     try:
         from distributed import get_worker
 

@@ -19,9 +19,9 @@ GENERATED = DOCS / "generated"
 sys.path.insert(0, str(DOCS))
 
 import benchmark_page  # noqa: E402  (docs/benchmark_page.py)
+import sphinx.ext.autosummary  # noqa: E402
 
 import dasketch  # noqa: E402
-import sphinx.ext.autosummary  # noqa: E402
 
 # -- the notebooks: small sizes, scratch files outside the tree -----------------------
 os.environ["DASKETCH_EXAMPLES_SMALL"] = "1"

@@ -80,7 +80,7 @@ def _store_checks(report):
 
 
 def _sketch(report):
-    """dasketch's error is within its certified bound and at least the best possible."""
+    """Dasketch's error is within its certified bound and at least the best possible."""
     errors = report["relative_spectral_error"]
     ours = errors["dasketch.sketch (RFD)"]
     assert report["best_possible_rfd_error"] * (1 - 1e-9) <= ours

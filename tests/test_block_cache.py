@@ -16,7 +16,6 @@ import cloudpickle
 import dask
 import numpy as np
 import pytest
-import zarr
 
 from dasketch._blocks import add, as_row_blocks, cache_blocks, compute, map_reduce, matvec
 from dasketch.datasets import write_synthetic
@@ -118,9 +117,8 @@ def test_two_240_mib_workers_stream_a_store_larger_than_the_cluster(tmp_path):
     projection with ``cache="auto"`` streaming it, and a 4 MiB store is cached
     for dual random projection and sketch_lstsq; no worker is restarted or
     passes 95% of its limit."""
-    from dask.utils import parse_bytes
-
     from cluster_procs import ProcessCluster, run_sampling_memory
+    from dask.utils import parse_bytes
 
     big, small = str(tmp_path / "big.zarr"), str(tmp_path / "small.zarr")
     write_synthetic(big, 160 * 1024, 512, rank=8, noise=0.01, chunk_rows=1024)

@@ -217,7 +217,8 @@ def test_a9a_rfd_near_best_possible(a9a_train, block_rows):
         fd = dasketch.sketch(X, l, method="fd", block_rows=block_rows)
         error = spectral_norm(gram - rfd.covariance())
         assert error <= rfd.error_bound * (1 + 1e-9)
-        assert error <= 1.1 * best, f"l={l}: RFD error {error / eig[0]:.4f} vs best {best / eig[0]:.4f}"
+        assert error <= 1.1 * best, \
+            f"l={l}: RFD error {error / eig[0]:.4f} vs best {best / eig[0]:.4f}"
         assert error <= 0.5 * fd.error_bound * (1 + 1e-9)
         check_guarantees(fd, A, ks=(0, l // 2))
 
@@ -236,11 +237,10 @@ def _blas_thread_counts():
 
 def test_block_tasks_run_with_one_blas_thread_and_leave_the_caller_as_it_was():
     import scipy.linalg  # noqa: F401  (its BLAS is loaded, as the kernels load it)
+    from threadpoolctl import threadpool_limits
 
     from dasketch._blocks import compute
     from dasketch._blocks.tasks import task
-
-    from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=2, user_api="blas"):
         before = _blas_thread_counts()
@@ -310,8 +310,17 @@ def test_in_memory_block_keys_follow_the_data():
 
 def test_every_pass_reads_zarr_rows_in_its_tasks(tmp_path, cluster_client):
     from dasketch._blocks import (
-        add, append_ones_column, compute, gather_rows, map_reduce, map_rows, matvec,
-        random_projection, rmatvec, sparse_embed_streams)
+        add,
+        append_ones_column,
+        compute,
+        gather_rows,
+        map_reduce,
+        map_rows,
+        matvec,
+        random_projection,
+        rmatvec,
+        sparse_embed_streams,
+    )
 
     data = np.random.default_rng(1).standard_normal((300, 7))
     path = str(tmp_path / "a.zarr")

@@ -165,7 +165,7 @@ def test_methods_after_fit_validate_x_as_fit_does(cls, out_of_core, data):
     as_input = (lambda A: da.from_array(A, chunks=50)) if out_of_core else (lambda A: A)
     with_nan = X.copy()
     with_nan[3, 1] = np.nan
-    for name, call in _calls(est, X, y):
+    for _name, call in _calls(est, X, y):
         with pytest.raises(ValueError, match=r"\bX\b.*NaN"):
             # out of core, the values are checked when the blocks are read, as in fit
             np.asarray(call(as_input(with_nan)))

@@ -11,7 +11,10 @@ import pytest
 
 from dasketch import SketchPCA
 from dasketch.linear_model import (
-    DualRandomProjectionClassifier, DualRandomProjectionRegressor, SketchLstsqRegressor)
+    DualRandomProjectionClassifier,
+    DualRandomProjectionRegressor,
+    SketchLstsqRegressor,
+)
 from dasketch.utils.validation import known_row_chunks
 
 ESTIMATORS = {

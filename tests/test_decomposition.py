@@ -16,7 +16,8 @@ def data():
 
 def test_agrees_with_exact_pca(data):
     exact = PCA(n_components=4).fit(data)
-    sk = SketchPCA(n_components=4, sketch_size=12, block_rows=500).fit(da.from_array(data, chunks=700))
+    sk = SketchPCA(n_components=4, sketch_size=12, block_rows=500).fit(
+        da.from_array(data, chunks=700))
     np.testing.assert_allclose(sk.mean_, exact.mean_, rtol=1e-12)
     cosines = np.abs(np.sum(sk.components_ * exact.components_, axis=1))
     assert cosines.min() > 1 - 1e-4
@@ -169,8 +170,9 @@ def test_exact_sketch_equals_scikit_learn_pca(whiten):
     np.testing.assert_allclose(pca.components_ * signs[:, None], exact.components_, atol=1e-10)
     Z = pca.transform(X)
     np.testing.assert_allclose(Z * signs, exact.transform(X), rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(pca.inverse_transform(Z), exact.inverse_transform(exact.transform(X)),
-                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(pca.inverse_transform(Z),
+                               exact.inverse_transform(exact.transform(X)), rtol=1e-10,
+                               atol=1e-10)
     np.testing.assert_allclose(pca.get_precision(), exact.get_precision(), rtol=1e-10,
                                atol=1e-10)
     np.testing.assert_allclose(pca.get_covariance(), exact.get_covariance(), rtol=1e-10,

@@ -25,13 +25,20 @@ import cloudpickle
 import numpy as np
 import pytest
 import yaml
+from cluster_procs import (
+    COMPOSE_SCHEDULER,
+    DEPLOY,
+    REPO,
+    ProcessCluster,
+    compose_service,
+    interpolate,
+    load_compose,
+)
 from dask.utils import parse_bytes
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 import dasketch
-from cluster_procs import (COMPOSE_SCHEDULER, DEPLOY, REPO, ProcessCluster, compose_service,
-                           interpolate, load_compose)
 from dasketch.datasets import write_synthetic
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -181,8 +188,9 @@ def test_images_and_packages_are_pinned():
     """Image tags are the package version (no ``latest``), the base image names a
     Python patch release, and every package the Dockerfile installs is pinned to
     the versions tested here."""
-    import tomllib
     from importlib import metadata
+
+    import tomllib
 
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     for path in DEPLOY.rglob("*"):
@@ -400,7 +408,6 @@ def test_slurm_recipe_serves_tls_on_its_interface_only(slurm_launcher, tmp_path)
     client in plain TCP or without a certificate is refused."""
     import dask
     import psutil
-
     from cluster_procs import _kill_group
 
     config = _load("slurm/jobqueue.yaml")["jobqueue"]["slurm"]
@@ -551,12 +558,12 @@ def test_compose_cluster_runs_sketch_pca_and_cli(compose_cluster, compose_store,
 
 
 def test_compose_cluster_runs_regressions(compose_cluster, compose_store):
-    """pwSGD (preconditioner pass, leverage pass, row gathering) through the
+    """PwSGD (preconditioner pass, leverage pass, row gathering) through the
     compose cluster reaches the least-squares optimum within 1 %; dual random
     projection through it gives the same model as without a cluster."""
-    from dasketch.linear_model import DualRandomProjectionRegressor, PWSGDRegressor
-
     import zarr
+
+    from dasketch.linear_model import DualRandomProjectionRegressor, PWSGDRegressor
 
     A = zarr.open_array(str(compose_store))[:]
     rng = np.random.default_rng(6)

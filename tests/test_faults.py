@@ -20,11 +20,20 @@ import cloudpickle
 import numpy as np
 import pytest
 import zarr
+from cluster_procs import (
+    Job,
+    ProcessCluster,
+    kill_mid_job,
+    kill_process,
+    kill_while_running,
+    kill_worker_and_nanny,
+    measure,
+    progress,
+    run_sampling_memory,
+    wait_until,
+)
 
 import dasketch
-from cluster_procs import (Job, ProcessCluster, kill_mid_job, kill_process,
-                           kill_while_running, kill_worker_and_nanny, measure, progress,
-                           run_sampling_memory, wait_until)
 from dasketch.datasets import write_synthetic
 from dasketch.io import open_zarr_array
 
@@ -101,7 +110,7 @@ def test_workers_killed_mid_sketch_give_the_fault_free_result(procs, fault_store
 
 @pytest.mark.timeout(240)
 def test_worker_killed_mid_preconditioner_pass(procs, fault_store):
-    """pwSGD's preconditioner pass (``S [A b]`` by a distributed OSNAP embedding, then
+    """PwSGD's preconditioner pass (``S [A b]`` by a distributed OSNAP embedding, then
     ``QR(S A)``) survives a killed worker with the fault-free ``R`` and ``x0``."""
     from dasketch.linear_model import sketch_precondition
 

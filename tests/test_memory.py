@@ -18,8 +18,14 @@ import dasketch.datasets
 from dasketch import Sketch, merge_sketches
 from dasketch.kernels.shrink import PANEL_COLUMNS, shrink
 from dasketch.sketch_memory import (
-    PAUSE_FRACTION, TERMINATE_FRACTION, WORKER_BASELINE_BYTES, check_task_memory,
-    estimate_memory_bytes, task_memory_bytes, worker_memory_limit)
+    PAUSE_FRACTION,
+    TERMINATE_FRACTION,
+    WORKER_BASELINE_BYTES,
+    check_task_memory,
+    estimate_memory_bytes,
+    task_memory_bytes,
+    worker_memory_limit,
+)
 
 
 def _peak_allocation(func):

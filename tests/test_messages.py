@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dasketch
-from dasketch.datasets import write_synthetic, write_sparse_synthetic
+from dasketch.datasets import write_sparse_synthetic, write_synthetic
 
 COMMAND = [sys.executable, "-m", "dasketch.cli"]
 

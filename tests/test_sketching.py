@@ -7,12 +7,16 @@ import pytest
 import scipy.sparse
 
 import dasketch
+from dasketch._blocks import as_row_blocks, default_block_rows
 from dasketch.datasets import write_sparse_synthetic
 from dasketch.io import read_csr_rows
-from dasketch._blocks import as_row_blocks, default_block_rows
 from dasketch.sketching import (
-    choose_update, default_split_every, default_working_size, dense_block_rows,
-    randomized_block_rows)
+    choose_update,
+    default_split_every,
+    default_working_size,
+    dense_block_rows,
+    randomized_block_rows,
+)
 from tests.helpers import sparse_decaying, spectral_norm
 
 
@@ -110,7 +114,8 @@ def test_randomized_blocks_are_larger_while_they_hold_many_nonzeros_per_column()
     assert randomized_block_rows(100, 10 ** 6) == 32768
     X = scipy.sparse.random(600, 400, density=0.05, format="csr", random_state=0)
     assert len(as_row_blocks(X, default_rows=lambda nnz, d, sparse: 256).blocks) == 3
-    assert len(as_row_blocks(X, block_rows=100, default_rows=lambda nnz, d, sparse: 256).blocks) == 6
+    blocks = as_row_blocks(X, block_rows=100, default_rows=lambda nnz, d, sparse: 256)
+    assert len(blocks.blocks) == 6
 
 
 def test_sketch_cuts_randomized_blocks_by_randomized_block_rows(monkeypatch):

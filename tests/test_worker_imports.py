@@ -89,13 +89,28 @@ def _masked_anndata(tmp_path, X):
 def _cases(tmp_path):
     import dasketch
     from dasketch._blocks import (
-        as_row_blocks, cache_blocks, compute, gather_rows, matvec, random_projection, rmatvec)
+        as_row_blocks,
+        cache_blocks,
+        compute,
+        gather_rows,
+        matvec,
+        random_projection,
+        rmatvec,
+    )
     from dasketch.datasets import write_sparse_synthetic
     from dasketch.decomposition import SketchPCA
     from dasketch.linear_model import (
-        DualRandomProjectionClassifier, DualRandomProjectionRegressor, PWSGDRegressor,
-        RFDSONClassifier, RFDSONRegressor, SketchLstsqRegressor, dual_random_projection,
-        leverage_scores, sketch_lstsq, sketch_precondition)
+        DualRandomProjectionClassifier,
+        DualRandomProjectionRegressor,
+        PWSGDRegressor,
+        RFDSONClassifier,
+        RFDSONRegressor,
+        SketchLstsqRegressor,
+        dual_random_projection,
+        leverage_scores,
+        sketch_lstsq,
+        sketch_precondition,
+    )
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((400, 6))

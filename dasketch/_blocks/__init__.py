@@ -14,12 +14,25 @@ scheduler. Only small per-block results travel between workers.
 """
 
 from dasketch._blocks.cache import CacheChoice, cache_blocks
-from dasketch._blocks.operators import (
-    gather_rows, iter_row_blocks, matvec, random_projection, rmatvec, sparse_embed_streams)
 from dasketch._blocks.mapping import block_tasks, map_reduce, map_rows
+from dasketch._blocks.operators import (
+    gather_rows,
+    iter_row_blocks,
+    matvec,
+    random_projection,
+    rmatvec,
+    sparse_embed_streams,
+)
 from dasketch._blocks.row_blocks import (
-    RowBlocks, append_ones_column, as_row_aligned, as_row_blocks, chunk_blocks,
-    default_block_rows, rechunk_rows, select_columns)
+    RowBlocks,
+    append_ones_column,
+    as_row_aligned,
+    as_row_blocks,
+    chunk_blocks,
+    default_block_rows,
+    rechunk_rows,
+    select_columns,
+)
 from dasketch._blocks.scheduler import compute, is_dask_collection, persist
 from dasketch._blocks.tasks import DEFAULT_SPLIT_EVERY, add, check_split_every, tree_reduce
 

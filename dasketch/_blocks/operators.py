@@ -11,8 +11,13 @@ from functools import partial
 import numpy as np
 
 from dasketch._blocks.block_functions import (
-    add, embed_block, gather_block, matvec_block, project_block,
-    rmatvec_block)
+    add,
+    embed_block,
+    gather_block,
+    matvec_block,
+    project_block,
+    rmatvec_block,
+)
 from dasketch._blocks.mapping import block_tasks, map_reduce, map_rows
 from dasketch._blocks.row_blocks import as_row_aligned
 from dasketch._blocks.scheduler import compute

@@ -24,8 +24,15 @@ from dasketch._blocks.column_reads import column_read_reader, state_plan, zarr_b
 from dasketch._blocks.scheduler import client_holding
 from dasketch._blocks.tasks import ReadThenApply, task
 from dasketch.io import (
-    REUSED_READ_BYTES, CsrRows, checked_sparse_store, is_local_path, is_sparse_store,
-    local_path, open_zarr_rows, sparse_store_info)
+    REUSED_READ_BYTES,
+    CsrRows,
+    checked_sparse_store,
+    is_local_path,
+    is_sparse_store,
+    local_path,
+    open_zarr_rows,
+    sparse_store_info,
+)
 
 # A dense block holds about this many values (32 MiB in float64).
 BLOCK_VALUES = 2 ** 22

@@ -100,7 +100,8 @@ def check_embedding(embedding, nnz_per_column):
     ) or nnz_per_column < 1:
         raise ValueError(f"nnz_per_column must be an integer >= 1, got {nnz_per_column!r}")
     if embedding != "osnap" and nnz_per_column != 1:
-        raise ValueError(f"nnz_per_column must be 1 for embedding={embedding!r}, got {nnz_per_column}")
+        raise ValueError(f"nnz_per_column must be 1 for embedding={embedding!r}, got "
+                         f"{nnz_per_column}")
 
 
 def sparse_embedding_block(seed, stream, start, stop, sketch_size, *, embedding="osnap",

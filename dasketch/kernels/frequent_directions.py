@@ -25,11 +25,23 @@ import scipy.linalg
 import scipy.sparse
 
 from dasketch.kernels.shrink import (
-    NonFiniteError, check_finite_rows, rows_per_shrink, shrink, shrink_rounding, shrink_rows,
-    to_float64)
+    NonFiniteError,
+    check_finite_rows,
+    rows_per_shrink,
+    shrink,
+    shrink_rounding,
+    shrink_rows,
+    to_float64,
+)
 from dasketch.kernels.sketch_checks import (  # noqa: F401 - METHODS is re-exported
-    METHODS, check_sketch_fields, check_sketch_parameters, checked_mass, scaled_mean,
-    scaled_norm)
+    METHODS,
+    check_sketch_fields,
+    check_sketch_parameters,
+    checked_mass,
+    scaled_mean,
+    scaled_norm,
+)
+
 
 @dataclass(frozen=True, eq=False)
 class Sketch:
@@ -506,7 +518,7 @@ def _centred(rows, mean):
 
 
 def _merged_norm(sketches, correction, centered):
-    """sqrt of the total ``frobenius_sq`` of ``sketches`` (and the centring rows),
+    """Sqrt of the total ``frobenius_sq`` of ``sketches`` (and the centring rows),
     each finite, without overflow."""
     parts = [s.frobenius_sq for s in sketches]
     top = max(parts)

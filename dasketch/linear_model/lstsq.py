@@ -25,10 +25,16 @@ from sklearn.utils import check_scalar
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from dasketch._blocks import (
-    CacheChoice, as_row_blocks, cache_blocks, compute, is_dask_collection, matvec, rmatvec)
+    CacheChoice,
+    as_row_blocks,
+    cache_blocks,
+    compute,
+    is_dask_collection,
+    matvec,
+    rmatvec,
+)
 from dasketch.kernels.embeddings import EMBEDDINGS
-from dasketch.linear_model._sketched_regression import (
-    SketchedRegressorMixin, check_sample_weight)
+from dasketch.linear_model._sketched_regression import SketchedRegressorMixin, check_sample_weight
 from dasketch.linear_model.preconditioning import precondition_blocks
 
 # Unit of the rounding terms of the error bound (as the dual random projection's).

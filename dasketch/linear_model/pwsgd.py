@@ -22,7 +22,11 @@ from dasketch.kernels.weighted_sgd import run_pwsgd, step_schedule, to_metric
 from dasketch.linear_model._regression_passes import row_power
 from dasketch.linear_model._sketched_regression import SketchedRegressorMixin
 from dasketch.linear_model.preconditioning import (
-    STREAM_DRAWS, leverage_scores, metric_singular_values, precondition_blocks)
+    STREAM_DRAWS,
+    leverage_scores,
+    metric_singular_values,
+    precondition_blocks,
+)
 
 PRECONDITIONERS = ("full", "diag", "none")
 # Relative excess of the final objective estimate over that of the start above

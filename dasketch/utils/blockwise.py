@@ -8,13 +8,14 @@ import scikit-learn).
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 
 from dasketch._blocks import RowBlocks, add, map_reduce, map_rows
 from dasketch._blocks.block_functions import (
-    affine_block, gaussian_log_likelihood_block, squared_norms_block)
+    affine_block,
+    gaussian_log_likelihood_block,
+    squared_norms_block,
+)
 
 
 def affine_rows(blocks, matrix, offset, dtype):

@@ -15,8 +15,13 @@ import pytest
 from dasketch.kernels.frequent_directions import Sketch, merge_sketches, sketch_rows
 from dasketch.kernels.shrink import EPS
 from dasketch.kernels.sparse_fd import (
-    LANCZOS_TOLERANCE, certified_largest_eigenvalue, error_from_products, lanczos_steps,
-    largest_eigenvalue, sketch_rows_randomized)
+    LANCZOS_TOLERANCE,
+    certified_largest_eigenvalue,
+    error_from_products,
+    lanczos_steps,
+    largest_eigenvalue,
+    sketch_rows_randomized,
+)
 
 BLOCK_ROWS = 250
 

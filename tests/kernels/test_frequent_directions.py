@@ -7,9 +7,19 @@ import pytest
 import scipy.sparse
 
 from dasketch.kernels.frequent_directions import (
-    Sketch, merge_sketches, rows_per_shrink, shrink, sketch_rows)
+    Sketch,
+    merge_sketches,
+    rows_per_shrink,
+    shrink,
+    sketch_rows,
+)
 from tests.helpers import (
-    check_guarantees, decaying, low_rank_plus_noise, spectral_norm, tail_energy)
+    check_guarantees,
+    decaying,
+    low_rank_plus_noise,
+    spectral_norm,
+    tail_energy,
+)
 
 
 def _inputs():

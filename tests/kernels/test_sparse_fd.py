@@ -8,7 +8,11 @@ import scipy.stats
 
 from dasketch.kernels.frequent_directions import merge_sketches, sketch_rows
 from dasketch.kernels.sparse_fd import (
-    error_from_products, largest_eigenvalue, lanczos_steps, sketch_rows_randomized)
+    error_from_products,
+    lanczos_steps,
+    largest_eigenvalue,
+    sketch_rows_randomized,
+)
 from tests.helpers import low_rank_plus_noise, sparse_decaying, spectral_norm
 
 

@@ -14,7 +14,10 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
 
 from dasketch.linear_model import (
-    DualRandomProjectionClassifier, DualRandomProjectionRegressor, dual_random_projection)
+    DualRandomProjectionClassifier,
+    DualRandomProjectionRegressor,
+    dual_random_projection,
+)
 
 ESTIMATORS = {"regressor": DualRandomProjectionRegressor,
               "classifier": DualRandomProjectionClassifier}

@@ -9,13 +9,16 @@ import numpy as np
 import pytest
 import scipy.optimize
 import scipy.sparse
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.multiclass import OneVsRestClassifier
-from sklearn.base import BaseEstimator, ClassifierMixin
 
 from dasketch.linear_model import (
-    DualRandomProjectionClassifier, DualRandomProjectionRegressor, dual_random_projection)
+    DualRandomProjectionClassifier,
+    DualRandomProjectionRegressor,
+    dual_random_projection,
+)
 from dasketch.linear_model.dual_projection.losses import loss_derivative, loss_value
 
 LOSSES = ["squared", "logistic", "smoothed_hinge"]
@@ -236,7 +239,8 @@ def test_newton_never_starts_worse_than_the_constant_model():
                 max_iter=2, tol=0.0, random_state=0)
     for k in range(2):
         constant = scipy.optimize.minimize_scalar(
-            lambda c: reference_loss(np.full(200, c), Y[:, k], "smoothed_hinge", 0.5)[0].sum(),
+            lambda c, k=k: reference_loss(np.full(200, c), Y[:, k], "smoothed_hinge",
+                                          0.5)[0].sum(),
             bounds=(-30, 30), method="bounded", options={"xatol": 1e-12}).fun
         assert res.history[0]["objective"][k] == pytest.approx(constant, rel=1e-9)
         assert res.objective[k] < constant

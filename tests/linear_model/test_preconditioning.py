@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from dasketch._blocks import as_row_blocks
+from dasketch.datasets import ill_conditioned_regression
 from dasketch.linear_model import leverage_scores, sketch_precondition
 from dasketch.linear_model.preconditioning import precondition_blocks
-from dasketch.datasets import ill_conditioned_regression
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,9 @@ def test_osnap_conditions_an_ill_conditioned_matrix(problem, seed):
     # 8d-row OSNAP embedding
     assert exact / 2.5 < P.condition_number_estimate < exact * 2.5
     # and the sketch-and-solve start is a (1 + O(1)) approximation
-    f = lambda x: np.sum((A @ x - b) ** 2)
+    def f(x):
+        return np.sum((A @ x - b) ** 2)
+
     x_opt = np.linalg.lstsq(A, b, rcond=None)[0]
     assert f(P.x0) < 3 * f(x_opt)
 

@@ -10,12 +10,14 @@ from scipy.optimize import lsq_linear
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDRegressor
 
-from dasketch.linear_model import PWSGDRegressor
 from dasketch.datasets import ill_conditioned_regression, l1_regression_linprog
+from dasketch.linear_model import PWSGDRegressor
 
 
 def rel_error(A, b, x, x_opt, p):
-    f = lambda v: np.sum(np.abs(A @ v - b) ** p)
+    def f(v):
+        return np.sum(np.abs(A @ v - b) ** p)
+
     return (f(x) - f(x_opt)) / f(x_opt)
 
 

@@ -77,7 +77,7 @@ def intercept_only(y, loss, smoothing=1.0, weights=None):
         # Convex in b; labels of one sign only have no finite logistic optimum, so
         # the search is bounded (|b| = 30 predicts the class with p > 1 - 1e-13).
         res = scipy.optimize.minimize_scalar(
-            lambda b: s @ loss_value(np.full_like(col, b), col, loss, smoothing),
+            lambda b, col=col: s @ loss_value(np.full_like(col, b), col, loss, smoothing),
             bounds=(-30.0, 30.0), method="bounded", options={"xatol": 1e-10})
         out[k] = res.x
     return out

@@ -1,10 +1,10 @@
-"""The projected problem and Algorithms 1 and 2 of Zhang, Mahdavi, Jin, Yang, Zhu,
+r"""The projected problem and Algorithms 1 and 2 of Zhang, Mahdavi, Jin, Yang, Zhu,
 "Recovering the Optimal Solution by Dual Random Projection", COLT 2013.
 
 The projected problem of round t is
 
-.. math:: \\min_{z, b} \\frac{\\lambda}{2} \\|z + a\\|^2
-          + \\sum_i s_i \\ell(\\hat x_i^T z + c_i + b, y_i)
+.. math:: \min_{z, b} \frac{\lambda}{2} \|z + a\|^2
+          + \sum_i s_i \ell(\hat x_i^T z + c_i + b, y_i)
 
 with ``a = R^T w / sqrt(m)`` and ``c = X w`` for the current recovered ``w`` (both
 zero in round 1, Algorithm 1), ``s`` the sample weights. Its dual variables
@@ -21,9 +21,8 @@ import numpy as np
 import scipy.linalg
 
 from dasketch._blocks import add, chunk_blocks, compute, map_reduce
+from dasketch.linear_model.dual_projection.losses import loss_curvature, loss_derivative, loss_value
 from dasketch.linear_model.dual_projection.passes import recovery_pass
-from dasketch.linear_model.dual_projection.losses import (
-    loss_curvature, loss_derivative, loss_value)
 
 SOLVER_TOL = 1e-11
 MAX_SOLVER_ITER = 100

@@ -19,10 +19,16 @@ import numpy as np
 import scipy.sparse
 
 from dasketch._blocks import (
-    add, as_row_aligned, chunk_blocks, compute, map_reduce, map_rows, persist)
+    add,
+    as_row_aligned,
+    chunk_blocks,
+    compute,
+    map_reduce,
+    map_rows,
+    persist,
+)
 from dasketch._blocks.block_functions import matvec_block, project_block
-from dasketch.linear_model.dual_projection.losses import (
-    loss_curvature, loss_derivative, loss_value)
+from dasketch.linear_model.dual_projection.losses import loss_curvature, loss_derivative, loss_value
 
 # Stream of the Gaussian projection R in dasketch.kernels.embeddings.
 PROJECTION_STREAM = 0x445250

@@ -1,12 +1,12 @@
-"""The preconditioner of the full problem built from the random projection.
+r"""The preconditioner of the full problem built from the random projection.
 
 numpy/scipy only. With ``X_a = [X, 1]`` (``[X]`` without an intercept) and ``Q``
 an orthonormal basis of the range of ``[X_hat, 1]`` (``X_hat = X R / sqrt(m)``),
 the Hessian ``X_a^T D X_a + diag(lambda, ..., lambda, 0)`` of the full problem is
 approximated by
 
-.. math:: M = X_a^T P D P X_a + \\mathrm{diag}(\\lambda I, 0) = B^T (Q^T D Q) B + ...,
-          \\qquad P = Q Q^T, \\quad B = Q^T X_a,
+.. math:: M = X_a^T P D P X_a + \mathrm{diag}(\lambda I, 0) = B^T (Q^T D Q) B + ...,
+          \qquad P = Q Q^T, \quad B = Q^T X_a,
 
 i.e. X is replaced by its projection onto the range of its own random projection.
 ``B^T = X_a^T Q`` comes from ``X^T [X_hat, 1]``, computed in the same pass as

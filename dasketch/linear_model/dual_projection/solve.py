@@ -1,9 +1,9 @@
-"""Dual random projection for l2-regularised linear models, and past the paper.
+r"""Dual random projection for l2-regularised linear models, and past the paper.
 
 Zhang, Mahdavi, Jin, Yang, Zhu, "Recovering the Optimal Solution by Dual Random
 Projection", COLT 2013. The problem
 
-.. math:: \\min_{w, b} \\frac{\\lambda}{2} \\|w\\|^2 + \\sum_i s_i \\ell(x_i^T w + b, y_i)
+.. math:: \min_{w, b} \frac{\lambda}{2} \|w\|^2 + \sum_i s_i \ell(x_i^T w + b, y_i)
 
 (``s_i >= 0`` the sample weights, 1 by default)
 
@@ -37,17 +37,28 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import _check_sample_weight
 
-from dasketch._blocks import (
-    CacheChoice, as_row_blocks, cache_blocks, compute, is_dask_collection)
+from dasketch._blocks import CacheChoice, as_row_blocks, cache_blocks, compute, is_dask_collection
 from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
 from dasketch.linear_model.dual_projection.losses import (
-    LOSSES, intercept_only, loss_derivative, loss_value)
+    LOSSES,
+    intercept_only,
+    loss_derivative,
+    loss_value,
+)
 from dasketch.linear_model.dual_projection.paper import algorithm_one, paper_rounds
 from dasketch.linear_model.dual_projection.passes import (
-    PROJECTION_STREAM, curvature_at_constant, dual_variables, projection_pass)
+    PROJECTION_STREAM,
+    curvature_at_constant,
+    dual_variables,
+    projection_pass,
+)
 from dasketch.linear_model.dual_projection.preconditioner import ProjectedBasis
 from dasketch.linear_model.dual_projection.solvers import (
-    FullProblem, newton_cg, pcg_squared, record)
+    FullProblem,
+    newton_cg,
+    pcg_squared,
+    record,
+)
 
 __all__ = ["DualRandomProjectionResult", "dual_random_projection"]
 
