@@ -3,15 +3,26 @@
 Each shim has the scikit-learn class's name and constructor, so
 ``get_params``, ``clone``, ``repr`` and ``get_feature_names_out`` behave as the
 original's; the parameters that choose scikit-learn's solver are stored and
-ignored. The sketch is exact (``sketch_size="exact"``, ``n_features + 1``
-rows), so results equal exact PCA's up to rounding and the tests measure
-dasketch's estimator, not the approximation of a small sketch.
+ignored, and what dasketch cannot fit (positive coefficients, l1 penalties) is
+refused, never ignored. The PCA shims sketch exactly (``sketch_size="exact"``,
+``n_features + 1`` rows), so results equal exact PCA's up to rounding; the
+linear-model shims precondition exactly (projection dimension
+``min(n_samples, n_features)``) and certify their coefficients to relative
+accuracy 1e-10. The tests measure dasketch's estimators, not the approximation
+of a small sketch.
 
 A shim records that it was fitted (:data:`FITS`), so the report counts only the
 tests that reached dasketch.
 """
 
+import numpy as np
+
 from dasketch import SketchPCA
+from dasketch.linear_model import (
+    DualRandomProjectionClassifier,
+    DualRandomProjectionRegressor,
+    SketchLstsqRegressor,
+)
 
 FITS = []
 
@@ -72,3 +83,141 @@ class IncrementalPCA(_Counted, SketchPCA):
     @property
     def block_rows(self):
         return self.batch_size
+
+
+# --- linear models -----------------------------------------------------------------
+#
+# scikit-learn's Ridge, LogisticRegression and LinearRegression share the names
+# ``tol``, ``max_iter``, ``solver`` and ``random_state`` with dasketch's
+# estimators but not their meaning. A shim keeps scikit-learn's values
+# (get_params, clone and repr show them) and fits with dasketch's
+# (:attr:`_Solving._dasketch_params`).
+
+# Dual random projection with m = min(n_samples, n_features): the preconditioner
+# is exact and tol is the certified relative accuracy of coef_; a fixed seed of
+# the projection, so that every run of a suite gives the same results.
+_DRP = {"n_components": 10 ** 9, "solver": "cg", "tol": 1e-10, "max_iter": 100,
+        "random_state": 0}
+
+
+def _keep(estimator, params):
+    """What a scikit-learn ``__init__`` does: store every parameter unchanged."""
+    for name, value in params.items():
+        if name not in ("self", "__class__"):
+            setattr(estimator, name, value)
+
+
+class _Solving:
+    """``fit`` with dasketch's values of the parameters in ``_dasketch_params``
+    (scikit-learn's restored afterwards), recorded in :data:`FITS`; what dasketch
+    cannot fit is refused (:meth:`_refuse`), never ignored. ``solver_`` records
+    the solver asked for, where scikit-learn's estimator has that attribute."""
+
+    _dasketch_params = {}
+    block_rows = None
+    split_every = None
+
+    def _refuse(self):
+        if getattr(self, "positive", False):
+            raise ValueError(f"positive=True: the {type(self).__name__} shim has no "
+                             "constrained solver")
+
+    def fit(self, X, y, sample_weight=None):
+        FITS.append(type(self).__name__)
+        self._refuse()
+        theirs = {name: vars(self)[name] for name in self._dasketch_params
+                  if name in vars(self)}
+        vars(self).update(self._dasketch_params)
+        try:
+            if sample_weight is None:
+                super().fit(X, y)
+            else:
+                super().fit(X, y, sample_weight=sample_weight)
+        finally:
+            for name in self._dasketch_params:
+                vars(self).pop(name, None)
+            vars(self).update(theirs)
+        if isinstance(self, (Ridge, RidgeClassifier)):
+            self.solver_ = self.solver
+        return self
+
+
+class Ridge(_Solving, DualRandomProjectionRegressor):
+    """:class:`sklearn.linear_model.Ridge` as
+    :class:`dasketch.linear_model.DualRandomProjectionRegressor` (exact
+    preconditioner, ``tol=1e-10``; ``solver``, ``tol``, ``max_iter``,
+    ``random_state`` and ``copy_X`` are ignored; ``positive=True`` is refused)."""
+
+    _dasketch_params = _DRP
+
+    def __init__(self, alpha=1.0, *, fit_intercept=True, copy_X=True, max_iter=None,
+                 tol=1e-4, solver="auto", positive=False, random_state=None):
+        _keep(self, locals())
+
+
+class RidgeClassifier(_Solving, DualRandomProjectionClassifier):
+    """:class:`sklearn.linear_model.RidgeClassifier` as
+    :class:`dasketch.linear_model.DualRandomProjectionClassifier` with
+    ``loss="squared"``: Ridge on +-1 targets, one-vs-rest for more classes, as
+    RidgeClassifier (parameters as the Ridge shim)."""
+
+    _dasketch_params = _DRP
+    loss = "squared"
+    smoothing = 1.0
+
+    def __init__(self, alpha=1.0, *, fit_intercept=True, copy_X=True, max_iter=None,
+                 tol=1e-4, class_weight=None, solver="auto", positive=False,
+                 random_state=None):
+        _keep(self, locals())
+
+
+class LogisticRegression(_Solving, DualRandomProjectionClassifier):
+    """:class:`sklearn.linear_model.LogisticRegression` as
+    :class:`dasketch.linear_model.DualRandomProjectionClassifier` with
+    ``loss="logistic"``, ``alpha = 1 / C`` (exact preconditioner, ``tol=1e-10``;
+    ``tol``, ``max_iter``, ``solver``, ``random_state``, ``dual``,
+    ``intercept_scaling``, ``warm_start``, ``verbose`` and ``n_jobs`` are
+    ignored; an l1 or elastic-net penalty, and none, are refused; more than two
+    classes are one-vs-rest)."""
+
+    _dasketch_params = _DRP
+    loss = "logistic"
+    smoothing = 1.0
+
+    def __init__(self, penalty="deprecated", *, C=1.0, l1_ratio=0.0, dual=False, tol=1e-4,
+                 fit_intercept=True, intercept_scaling=1, class_weight=None,
+                 random_state=None, solver="lbfgs", max_iter=100, verbose=0,
+                 warm_start=False, n_jobs=None):
+        _keep(self, locals())
+
+    @property
+    def alpha(self):
+        return 1.0 / self.C if self.C != 0 else np.inf
+
+    def _refuse(self):
+        # as scikit-learn: penalty (deprecated) decides where it is "l1" or "l2",
+        # l1_ratio otherwise
+        l1 = {"l1": 1.0, "l2": 0.0}.get(self.penalty, self.l1_ratio)
+        if l1 is None and self.penalty != "elasticnet":
+            l1 = 0.0
+        if l1 is None or l1 > 0:
+            raise ValueError("an l1 or elastic-net penalty is out of dasketch's scope "
+                             f"(penalty={self.penalty!r}, l1_ratio={self.l1_ratio!r})")
+        if self.penalty is None:
+            raise ValueError("penalty=None: dual random projection needs alpha = 1/C > 0")
+
+
+class LinearRegression(_Solving, SketchLstsqRegressor):
+    """:class:`sklearn.linear_model.LinearRegression` as
+    :class:`dasketch.linear_model.SketchLstsqRegressor` (``tol=1e-10``;
+    ``copy_X`` and ``n_jobs`` are ignored; ``positive=True`` is refused)."""
+
+    _dasketch_params = {"tol": 1e-10}
+    max_iter = None
+    sketch_size = None
+    embedding = "osnap"
+    random_state = 0
+
+    def __init__(self, *, fit_intercept=True, copy_X=True, tol=1e-6, n_jobs=None,
+                 positive=False):
+        _keep(self, locals())
