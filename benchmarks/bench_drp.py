@@ -132,7 +132,7 @@ def to_accuracy(fit, error):
     for tol in TOLS:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            model, seconds = timed(lambda: fit(tol))
+            model, seconds = timed(lambda tol=tol: fit(tol))
         if error(model) <= ACCURACY or error(model) > 0.9 * last:
             break
         last = error(model)
@@ -152,7 +152,7 @@ def dasketch_rows(regime, task, path, X, target, reference, m, **params):
     for source, cache, where in ((path, "auto", "zarr, cache='auto'"),
                                  (path, False, "zarr, cache=False"),
                                  (X, "auto", "in memory")):
-        res, seconds = timed(lambda: dual_random_projection(
+        res, seconds = timed(lambda source=source, cache=cache: dual_random_projection(
             source, target, n_components=m, tol=ACCURACY, block_rows=BLOCK_ROWS,
             random_state=0, cache=cache, **params))
         rows.append(row(regime, task, f"dasketch DRP m={m} ({where})", seconds,
@@ -172,8 +172,8 @@ def ridge_rows(regime, path, X, y, alpha, m):
                 "direct (X X^T)", reference=True, peer="sklearn")]
     for solver in ("lsqr", "sparse_cg"):
         model, seconds, tol, error = to_accuracy(
-            lambda tol: Ridge(alpha=alpha, solver=solver, tol=tol, fit_intercept=False,
-                              max_iter=100000).fit(X, y),
+            lambda tol, solver=solver: Ridge(alpha=alpha, solver=solver, tol=tol,
+                                             fit_intercept=False, max_iter=100000).fit(X, y),
             lambda model: relative_error(model.coef_, exact.coef_))
         iterations = model.n_iter_
         rows.append(row(regime, "ridge", f"sklearn Ridge {solver} tol={tol:g}", seconds, error,
@@ -193,8 +193,9 @@ def logistic_rows(regime, path, X, labels, alpha, m):
     rows = []
     for solver in ("lbfgs", "newton-cg"):
         model, seconds, tol, err = to_accuracy(
-            lambda tol: LogisticRegression(C=1.0 / alpha, fit_intercept=False, tol=tol,
-                                           solver=solver, max_iter=100000).fit(X, labels),
+            lambda tol, solver=solver: LogisticRegression(
+                C=1.0 / alpha, fit_intercept=False, tol=tol, solver=solver,
+                max_iter=100000).fit(X, labels),
             error)
         rows.append(row(regime, "logistic", f"sklearn LogisticRegression {solver} tol={tol:g}",
                         seconds, err, int(model.n_iter_[0]), peer="sklearn"))
@@ -331,7 +332,7 @@ def run(n, d, rank, m):
         lazy, t_write = timed(lambda: write_synthetic(
             path, n, d, rank=rank, decay=DECAY, noise=NOISE, chunk_rows=BLOCK_ROWS,
             random_state=0))
-        X, t_load = timed(lambda: np.asarray(lazy))
+        X, t_load = timed(lambda lazy=lazy: np.asarray(lazy))
         y, labels = targets(X, 0)
         reads = read_passes(path, X)
         mean_eigenvalue = float(np.einsum("ij,ij->", X, X)) / min(n, d)
