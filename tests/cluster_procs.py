@@ -11,6 +11,7 @@ all, and every wait here is bounded in time.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -20,6 +21,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from unittest import mock
 
 import cloudpickle
 import yaml
@@ -256,6 +258,24 @@ class ProcessCluster:
 
 # ------------------------------------------------------------------ fault injection
 JOB_TIMEOUT = 180  # no job may take longer; a hang fails instead of blocking
+
+
+@contextlib.contextmanager
+def without_xarray(folder):
+    """Processes started inside run as a worker image without the xarray extra does.
+
+    dask.array imports xarray when it is installed, and xarray imports pandas and
+    pyarrow: some 165 MiB per process, which tests of small worker memory limits
+    must not count against dasketch. A package ``xarray`` that raises ImportError
+    is put first on ``PYTHONPATH`` (dask ignores the import error).
+    """
+    folder = Path(folder)
+    (folder / "xarray").mkdir(parents=True, exist_ok=True)
+    (folder / "xarray" / "__init__.py").write_text(
+        'raise ImportError("xarray is left out of these workers")\n')
+    search_path = os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
+    with mock.patch.dict(os.environ, {"PYTHONPATH": search_path}):
+        yield
 
 
 def progress(dask_scheduler):

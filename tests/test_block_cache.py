@@ -117,7 +117,7 @@ def test_two_240_mib_workers_stream_a_store_larger_than_the_cluster(tmp_path):
     projection with ``cache="auto"`` streaming it, and a 4 MiB store is cached
     for dual random projection and sketch_lstsq; no worker is restarted or
     passes 95% of its limit."""
-    from cluster_procs import ProcessCluster, run_sampling_memory
+    from cluster_procs import ProcessCluster, run_sampling_memory, without_xarray
     from dask.utils import parse_bytes
 
     big, small = str(tmp_path / "big.zarr"), str(tmp_path / "small.zarr")
@@ -129,7 +129,9 @@ def test_two_240_mib_workers_stream_a_store_larger_than_the_cluster(tmp_path):
     y_small = X_small @ rng.standard_normal(64) + 0.1 * rng.standard_normal(8192)
     env = {"DASK_WORKER_MEMORY_LIMIT": "240MiB", "DASK_WORKER_THREADS": "1"}
     limit = parse_bytes("240MiB")
-    with ProcessCluster(tmp_path / "logs", n_workers=2, env=env) as cluster, \
+    # The workers run as an image without the xarray extra (cluster_procs.without_xarray).
+    with without_xarray(tmp_path / "no-xarray"), \
+            ProcessCluster(tmp_path / "logs", n_workers=2, env=env) as cluster, \
             cluster.client(n_workers=2) as client:
         workers = set(client.scheduler_info()["workers"])
 

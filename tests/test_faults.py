@@ -11,12 +11,10 @@ data must name its rows and leave no output behind.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 import uuid
-from unittest import mock
 
 import cloudpickle
 import numpy as np
@@ -33,6 +31,7 @@ from cluster_procs import (
     progress,
     run_sampling_memory,
     wait_until,
+    without_xarray,
 )
 
 import dasketch
@@ -199,15 +198,8 @@ def _memory_job(tmp_path_factory, n_rows, n_features, limit, n_workers, timeout)
     store = write_synthetic(path, n_rows, n_features, rank=8, noise=0.0,
                             chunk_rows=block_rows)
     env = {"DASK_WORKER_MEMORY_LIMIT": limit, "DASK_WORKER_THREADS": "1"}
-    # dask.array imports xarray when it is installed (and xarray pandas and pyarrow),
-    # some 165 MiB per process that a worker image without the xarray extra does not
-    # hold: these workers run as such an image would, so the limit measures dasketch.
-    blocker = tmp_path_factory.mktemp("no-xarray")
-    (blocker / "xarray").mkdir()
-    (blocker / "xarray" / "__init__.py").write_text(
-        'raise ImportError("xarray is left out of these workers")\n')
-    search_path = os.pathsep.join(filter(None, [str(blocker), os.environ.get("PYTHONPATH")]))
-    with mock.patch.dict(os.environ, {"PYTHONPATH": search_path}), \
+    # The workers run as an image without the xarray extra: the limit measures dasketch.
+    with without_xarray(tmp_path_factory.mktemp("no-xarray")), \
             ProcessCluster(tmp_path_factory.mktemp("memlogs"), n_workers=n_workers,
                            env=env) as cluster, cluster.client(n_workers=n_workers) as client:
         assert not any(client.run(lambda: "xarray" in sys.modules).values())
