@@ -1,4 +1,9 @@
-"""The example notebooks run top to bottom at small sizes and write their figures."""
+"""The example notebooks are stored without outputs, and run top to bottom at small
+sizes writing their figures.
+
+Running them is ``slow``: CI executes every notebook when it builds the documentation
+(``.ci/run``, ``tests/test_docs_build.py``), which fails on any cell's error.
+"""
 
 import os
 from pathlib import Path
@@ -18,6 +23,14 @@ def _marks(notebook):
     return [pytest.mark.real_data] if "shared/data" in notebook.read_text() else []
 
 
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebooks_are_stored_without_outputs(notebook):
+    nb = nbformat.read(notebook, as_version=4)
+    assert all(not cell.get("outputs") and not cell.get("execution_count")
+               for cell in nb.cells if cell.cell_type == "code")
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("notebook", [pytest.param(p, id=p.stem, marks=_marks(p))
                                       for p in NOTEBOOKS])
 def test_notebook_runs_and_writes_figures(notebook, tmp_path, monkeypatch):
