@@ -16,16 +16,15 @@
    ``--lstsq-shape 200000 1000``).
 
 Writes benchmarks/results/regression.json and regression.png.
-Run: ``python benchmarks/bench_regression.py [--quick]``.
+Run: ``python -m benchmarks.bench_regression [--quick]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import shutil
+import sys
 import tempfile
 import time
 import warnings
@@ -40,12 +39,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.linear_model import SGDRegressor  # noqa: E402
-from timing import best_time  # noqa: E402
 
 from dasketch.datasets import ill_conditioned_regression, l1_regression_linprog  # noqa: E402
 from dasketch.linear_model import PWSGDRegressor, sketch_lstsq  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
+if __package__ in (None, ""):  # run as a file: python benchmarks/bench_regression.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import best_time, machine_facts, parser, write_results  # noqa: E402
+
 LEVELS = (1e-1, 1e-2, 1e-3)
 
 
@@ -254,13 +255,12 @@ def plot(results, path):
     fig.savefig(path, dpi=110)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small smoke-test sizes")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--lstsq-shape", type=int, nargs=2, metavar=("N", "D"),
-                        help="shape of the least-squares problem (default 100000 500)")
-    args = parser.parse_args()
+def main(argv=None):
+    options = parser(__doc__, "small smoke-test sizes")
+    options.add_argument("--seed", type=int, default=0)
+    options.add_argument("--lstsq-shape", type=int, nargs=2, metavar=("N", "D"),
+                         help="shape of the least-squares problem (default 100000 500)")
+    args = options.parse_args(argv)
     if args.quick:
         sizes = dict(l2=(100_000, 50), l1=(10_000, 10), lstsq=(20_000, 200))
         budget, n_iter2, n_iter1 = 10.0, 300_000, 100_000
@@ -274,7 +274,7 @@ def main():
     start = time.perf_counter()
     try:
         results = dict(
-            machine=dict(cpus=os.cpu_count(), python=platform.python_version()),
+            machine=machine_facts(),
             quick=args.quick,
             l2=bench_l2(*sizes["l2"], tmp, args.seed, budget, n_iter2),
             l1=bench_l1(*sizes["l1"], args.seed, budget, n_iter1),
@@ -282,11 +282,9 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     results["total_seconds"] = time.perf_counter() - start
-    RESULTS.mkdir(exist_ok=True)
-    suffix = "_quick" if args.quick else ""
-    with open(RESULTS / f"regression{suffix}.json", "w") as fh:
-        json.dump(results, fh, indent=1, default=float)
-    plot(results, RESULTS / f"regression{suffix}.png")
+    # float() of numpy scalars: the harness writes plain JSON
+    results = json.loads(json.dumps(results, default=float))
+    write_results("regression", results, plot, quick=args.quick)
     print(json.dumps({k: results[k].get("speedup_vs_best_sgd", None) for k in ("l2", "l1")}))
     print(f"lstsq speedups: numpy {results['lstsq']['speedup_vs_numpy']:.2f}x, "
           f"dask TSQR {results['lstsq']['speedup_vs_dask_tsqr']:.2f}x")

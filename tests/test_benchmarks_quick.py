@@ -34,12 +34,6 @@ SCRIPTS = {
 }
 
 
-# bench_regression.py is being edited for another change; until it uses _common.py its
-# --quick run writes into benchmarks/results (over the committed regression_quick.json).
-NOT_CONVERTED = {"bench_regression": "not on benchmarks/_common.py yet: its --quick run "
-                                     "would overwrite benchmarks/results/regression_quick.*"}
-
-
 def test_every_script_is_listed():
     scripts = {p.stem for p in (ROOT / "benchmarks").glob("bench_*.py")}
     assert scripts == set(SCRIPTS)
@@ -50,8 +44,6 @@ def test_every_script_is_listed():
     for name, (_, _, _, slow) in SCRIPTS.items()])
 def test_quick_run_writes_results(script, tmp_path):
     args, name, peers, _ = SCRIPTS[script]
-    if script in NOT_CONVERTED:
-        pytest.skip(f"{script}: {NOT_CONVERTED[script]}")
     missing = [m for m in peers if importlib.util.find_spec(m) is None]
     if missing:
         pytest.skip(f"{script}: peer modules {missing} are not installed "
