@@ -5,6 +5,7 @@
   ``LocalCluster`` of single-threaded worker processes on 127.0.0.1);
 * :func:`best_time`, :func:`cpu_seconds`, :func:`side_by_side`: a command and its
   peers timed in one process, best of ``k``, wall and CPU seconds;
+  :func:`traced`: one call's wall time and peak traced memory;
 * :class:`PassCounter`: passes over an ``n x d`` matrix on Dask's local schedulers;
 * :func:`machine_facts`: the machine and its load, recorded beside every result;
 * :func:`shared_data`: the real data sets, found as the tests find them;
@@ -49,6 +50,23 @@ def best_time(func, repeat):
         result = func()
         best = min(best, time.perf_counter() - start)
     return best, result
+
+
+def traced(func):
+    """``(result, wall seconds, peak MiB)`` of one call of ``func``, the peak of
+    Python-tracked memory (``tracemalloc``, which sees numpy's buffers) in this
+    process."""
+    import tracemalloc
+
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        result = func()
+    finally:
+        wall = time.perf_counter() - start
+        peak = tracemalloc.get_traced_memory()[1] / 2 ** 20
+        tracemalloc.stop()
+    return result, wall, peak
 
 
 def cpu_seconds(func):

@@ -46,6 +46,7 @@ from benchmarks._common import (  # noqa: E402
     machine_facts,
     parser,
     side_by_side,
+    traced,
     write_results,
 )
 
@@ -136,14 +137,8 @@ def peak_worker_mib(run):
 
 
 def traced_peak_mib(run):
-    import tracemalloc
-
-    tracemalloc.start()
-    try:
-        run()
-        return tracemalloc.get_traced_memory()[1] / 2 ** 20
-    finally:
-        tracemalloc.stop()
+    """Peak traced memory (MiB) of one call of ``run`` in this process."""
+    return traced(run)[2]
 
 
 def measure(runs, repeat, in_memory=()):

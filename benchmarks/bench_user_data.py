@@ -27,38 +27,22 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import time
-import tracemalloc
 import warnings
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
+from scipy.linalg import subspace_angles
 
 if __package__ in (None, ""):  # run as a file: python benchmarks/bench_user_data.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks._common import machine_facts, parser, write_results  # noqa: E402
-
-
-def measured(func):
-    """``(result, wall seconds, peak traced MiB)`` of one call of ``func``."""
-    tracemalloc.start()
-    start = time.perf_counter()
-    try:
-        result = func()
-    finally:
-        wall = time.perf_counter() - start
-        peak = tracemalloc.get_traced_memory()[1] / 2 ** 20
-        tracemalloc.stop()
-    return result, wall, peak
+from benchmarks._common import machine_facts, parser, traced, write_results  # noqa: E402
 
 
 def largest_angle(basis, exact):
     """Largest principal angle (degrees) between the row spaces of two bases."""
-    q = np.linalg.qr(basis.T)[0]
-    cosines = np.linalg.svd(q.T @ exact.T, compute_uv=False)
-    return float(np.degrees(np.arccos(np.clip(cosines.min(), -1.0, 1.0))))
+    return float(np.degrees(subspace_angles(basis.T, exact.T).max()))
 
 
 def separated_modes(eigenvalues, n_modes):
@@ -131,13 +115,13 @@ def climate(n_days, n_lat, n_lon, n_modes, folder):
 
     rows = {}
     for name in stores:
-        (comps, result, plan), wall, peak = measured(lambda name=name: ours(name))
+        (comps, result, plan), wall, peak = traced(lambda name=name: ours(name))
         rows[f"dasketch, {name}"] = {
             "wall_s": wall, "peak_mib": peak,
             "angle_deg": largest_angle(comps[:k], exact),
             "evr": [float(v) for v in result.explained_variance_ratio.values],
             "warnings": plan}
-    (comps, _), wall, peak = measured(peer)
+    (comps, _), wall, peak = traced(peer)
     rows["xeofs EOF, in memory"] = {"wall_s": wall, "peak_mib": peak,
                                     "angle_deg": largest_angle(comps[:k], exact)}
     return {"shape": [n_days, n_lat, n_lon], "ocean_points": int(ocean.sum()),
@@ -212,7 +196,7 @@ def single_cell(n_cells, n_genes, n_comps, folder):
                        "scanpy pp.pca (arpack), in memory": peer}.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            (loadings, info), wall, peak = measured(func)
+            (loadings, info), wall, peak = traced(func)
         rows[name] = {"wall_s": wall, "peak_mib": peak,
                       "angle_deg": largest_angle(loadings[:k], exact),
                       "captured_variance": float(np.sum(info["variance"])
