@@ -5,9 +5,11 @@ version this dasketch does not read).
 
 Format version 2 stores ``checksum``, the SHA-256 of the canonical metadata JSON
 and of the bytes of ``B`` and ``mean`` (:func:`payload_checksum`); version 3 adds
-``rounding``, the bound on the sketch's float64 rounding error. Version 1 files (no
-checksum) and version 2 files are still read, with every other check; their
-rounding is bounded by :func:`legacy_rounding`. Sizes are checked before
+``rounding``, the bound on the sketch's float64 rounding error; version 4 adds
+``scale_exponent``, the power of two the sketched rows were divided by. Version 1
+files (no checksum) and version 2 files are still read, with every other check;
+their rounding is bounded by :func:`legacy_rounding`. Files before version 4 have
+``scale_exponent`` 0. Sizes are checked before
 anything is allocated: an ``.npz`` member's array header against the metadata
 (``B`` at most ``(sketch_size - 1) x n_features``) and against the bytes the member
 really holds; a zarr array's shape and chunk shape likewise. Never unpickles.
@@ -26,8 +28,8 @@ from dasketch.kernels.shrink import shrink_rounding
 from dasketch.kernels.sketch_checks import check_sketch_mass
 from dasketch.store_checks import first_line
 
-SKETCH_FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+SKETCH_FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 SKETCH_ARRAYS = ("B", "mean")
 # The metadata is a few hundred characters; anything far larger is not ours.
 MAX_METADATA_CHARS = 2 ** 16
@@ -190,6 +192,10 @@ def _check_metadata(meta, bad, where):
         raise bad("metadata 'rounding' is missing or not a number")
     if version < 3 and "rounding" in meta:
         raise bad(f"metadata 'rounding' in a version-{version} sketch, which has none")
+    if version >= 4 and not _is_kind(meta.get("scale_exponent"), int):
+        raise bad("metadata 'scale_exponent' is missing or not an integer")
+    if version < 4 and "scale_exponent" in meta:
+        raise bad(f"metadata 'scale_exponent' in a version-{version} sketch, which has none")
     if not _is_kind(meta.get("failure_probability", 0.0), float):
         raise bad("metadata 'failure_probability' is not a number")
 
@@ -248,7 +254,8 @@ def sketch_from_metadata(meta, arrays, where):
                         shrinkage_bound=meta.get("shrinkage_bound"),
                         failure_probability=meta.get("failure_probability", 0.0),
                         rounding=(meta["rounding"] if meta["format_version"] >= 3
-                                  else legacy_rounding(meta)))
+                                  else legacy_rounding(meta)),
+                        scale_exponent=meta.get("scale_exponent", 0))
         check_sketch_mass(sketch)
     except (ValueError, TypeError) as exc:
         raise bad(first_line(exc)) from None

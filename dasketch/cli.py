@@ -17,6 +17,7 @@ NumPy, Dask and the sketching code are imported by the subcommand that runs.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import sys
@@ -188,18 +189,31 @@ def run_sketch(args):
                                  progress=not args.quiet)
         elapsed = time.perf_counter() - start
     dasketch.save_sketch(sketch, out, overwrite=args.overwrite)
+    bound = _times_power_of_two(sketch.scaled().error_bound, 2 * sketch.scale_exponent)
     print(f"sketched {sketch.n_rows:,} x {sketch.n_features} in {elapsed:.2f} s "
-          f"({sketch.n_rows / elapsed:,.0f} rows/s); certified bound "
-          f"{sketch.error_bound:.6g}; saved {out}")
+          f"({sketch.n_rows / elapsed:,.0f} rows/s); certified bound {bound}; saved {out}")
     return 0
+
+
+def _times_power_of_two(value, exponent):
+    """``value * 2**exponent`` written as ``%.6g`` would, also beyond float64's range."""
+    if not exponent or value == 0:
+        return f"{value:.6g}"
+    decimal = math.log10(value) + exponent * math.log10(2.0)
+    power = math.floor(decimal)
+    mantissa = 10.0 ** (decimal - power)
+    if mantissa >= 9.999995:  # rounds up to 10 at six digits
+        mantissa, power = 1.0, power + 1
+    return f"{mantissa:.6g}e{power:+03d}"
 
 
 def run_info(args):
     import dasketch
 
     sketch = dasketch.load_sketch(args.file)
-    s = sketch.singular_values()[:args.top]
-    top = s[0] ** 2 + sketch.alpha if s.size else sketch.alpha
+    scaled, e = sketch.scaled(), sketch.scale_exponent
+    s = scaled.singular_values()[:args.top]
+    top = s[0] ** 2 + scaled.alpha if s.size else scaled.alpha
     lines = [
         f"file:          {args.file}",
         f"method:        {sketch.method}",
@@ -208,12 +222,14 @@ def run_info(args):
         f"features:      {sketch.n_features}",
         f"centered:      {sketch.centered}",
         f"alpha0:        {sketch.alpha0:.6g}",
-        f"shrinkage:     {sketch.shrinkage:.6g}",
-        f"alpha:         {sketch.alpha:.6g}",
-        f"error_bound:   {sketch.error_bound:.6g}"
-        + (f"  ({sketch.error_bound / top:.4%} of the top eigenvalue estimate)" if top else ""),
-        "top singular values: " + " ".join(f"{v:.6g}" for v in s),
+        f"shrinkage:     {_times_power_of_two(scaled.shrinkage, 2 * e)}",
+        f"alpha:         {_times_power_of_two(scaled.alpha, 2 * e)}",
+        f"error_bound:   {_times_power_of_two(scaled.error_bound, 2 * e)}"
+        + (f"  ({scaled.error_bound / top:.4%} of the top eigenvalue estimate)" if top else ""),
+        "top singular values: " + " ".join(_times_power_of_two(v, e) for v in s),
     ]
+    if e:
+        lines.insert(7, f"scale:         the rows were sketched divided by 2**{e}")
     print("\n".join(lines))
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -294,7 +295,17 @@ class SketchPCA(_BasePCA):
         from the sketch), then ``k`` (or the rule of ``n_components``) of them are
         kept."""
         n, d = sk.n_rows, sk.n_features
-        mean = np.asarray(sk.mean, dtype=np.float64)
+        # A sketch of rows divided by 2**e (entries beyond 2**200) is read out in the
+        # data's own units while its squares are floats.
+        e = sk.scale_exponent
+        mean = np.ldexp(np.asarray(sk.mean, dtype=np.float64), e)
+        with np.errstate(over="ignore"):
+            frobenius_sq = float(np.ldexp(sk.frobenius_sq, 2 * e))
+        if not (np.isfinite(frobenius_sq) and np.isfinite(sk.error_bound)):
+            raise ValueError(
+                f"X: its centred Frobenius norm is {math.ldexp(math.sqrt(sk.frobenius_sq), e):.3g}"
+                "; the variances SketchPCA reports (its square over n - 1) exceed float64's "
+                "range; rescale X (e.g. divide it by that norm) and scale the variances back")
         counted = self.n_components is None or isinstance(self.n_components, numbers.Integral)
         axes = candidate_axes(sk, k if counted else 1)
         if blocks is not None:
@@ -304,7 +315,7 @@ class SketchPCA(_BasePCA):
         else:
             variances = sketch_variances(sk, axes.shape[0])
         dof = max(n - 1, 1)
-        total = sk.frobenius_sq / dof
+        total = frobenius_sq / dof
         ratios = variances / total if total > 0 else np.zeros_like(variances)
         if self.n_components == "mle":
             k = mle_components(variances, total, n, d)

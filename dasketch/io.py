@@ -429,6 +429,7 @@ def _sketch_metadata(sketch):
                             else float(sketch.shrinkage_bound)),
         "failure_probability": float(sketch.failure_probability),
         "rounding": float(sketch.rounding),
+        "scale_exponent": int(sketch.scale_exponent),
     }
     meta["checksum"] = payload_checksum(meta, {"B": sketch.B, "mean": sketch.mean})
     return meta

@@ -367,6 +367,11 @@ def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=No
     """
     if not isinstance(sketch, Sketch):
         raise TypeError(f"sketch must be a dasketch.Sketch, got {type(sketch).__name__}")
+    if sketch.scale_exponent:
+        e = sketch.scale_exponent
+        raise ValueError(f"sketch: it holds rows divided by 2**{e} (their squares are beyond "
+                         f"float64's range); check it as estimate_error(numpy.ldexp(X, -{e}), "
+                         f"sketch.scaled())")
     if isinstance(n_vectors, bool) or not isinstance(n_vectors, numbers.Integral) \
             or n_vectors < 1:
         raise ValueError(f"n_vectors must be an integer >= 1, got {n_vectors!r}")

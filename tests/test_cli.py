@@ -70,6 +70,30 @@ def test_sketch_and_info_on_embedded_cluster(dense_store, tmp_path):
     assert f"top singular values: {top}" in info.stdout
 
 
+def test_data_beyond_float64_squares_is_sketched_and_shown(tmp_path):
+    """Entries of 1e300: the sketch is saved divided by a power of two, and both
+    commands print its bound and singular values in the data's units (beyond
+    float64's range, so written out from the scaled values)."""
+    store = tmp_path / "huge.zarr"
+    X = np.random.default_rng(5).standard_normal((4000, 16)) * 0.8 ** np.arange(16) * 1e300
+    zarr.create_array(str(store), data=X, chunks=(1000, 16))
+    out = tmp_path / "s.npz"
+    result = run("sketch", store, "--sketch-size", 6, "--workers", 1, "--out", out, "--quiet")
+    assert result.returncode == 0, result.stderr
+    sketch = dasketch.load_sketch(out)
+    e, scaled = sketch.scale_exponent, sketch.scaled()
+    Xs = np.ldexp(X, -e)
+    assert spectral_norm(Xs.T @ Xs - scaled.covariance()) <= scaled.error_bound * (1 + 1e-9)
+    decimal = np.log10(scaled.error_bound) + 2 * e * np.log10(2.0)
+    assert decimal > 308 and f"certified bound {10 ** (decimal % 1):.6g}e+{int(decimal)}" \
+        in result.stdout
+    info = run("info", out, "--top", 2)
+    assert info.returncode == 0, info.stderr
+    assert f"the rows were sketched divided by 2**{e}" in info.stdout
+    top = np.log10(scaled.singular_values()[0]) + e * np.log10(2.0)
+    assert f"top singular values: {10 ** (top % 1):.6g}e+{int(top)} " in info.stdout
+
+
 def test_sparse_store_sketch_centred_fd(tmp_path):
     path = tmp_path / "sparse.zarr"
     result = run("make-data", path, "--rows", 3000, "--features", 2000, "--density", 0.005,

@@ -1,20 +1,23 @@
 """Saved sketches are validated on load (DESIGN section 10): every mutant of a valid
 file is refused with a ValueError or loads to the original, and none allocates
-far more than its size; finite data of scale 1e150 sketches, saves and loads with
-a bound that holds; data whose squares overflow float64 is refused by name."""
+far more than its size; finite data of scale 1e150 to 1e300 sketches, saves and
+loads with a bound that holds (divided by a power of two where its squares are
+beyond float64)."""
 
 import dataclasses
 import json
+import math
 import tracemalloc
 import zipfile
 
 import numpy as np
 import pytest
+import scipy.sparse
 import zarr
 
 import dasketch
 from dasketch._sketch_files import payload_checksum
-from dasketch.kernels.frequent_directions import Sketch, merge_sketches
+from dasketch.kernels.frequent_directions import SAFE_EXPONENT, Sketch, merge_sketches
 
 BAD_VALUES = {  # field -> values that break an invariant of the sketch
     "sketch_size": [0, -3, 1, 10 ** 12, 2.5, "4", None, True, float("nan")],
@@ -28,9 +31,12 @@ BAD_VALUES = {  # field -> values that break an invariant of the sketch
     "shrinkage_bound": [-1.0, 0.0, "x", float("nan")],
     "centered": [1, "yes", None],
     "rounding": [-1.0, "x", None, float("nan"), float("inf")],
-    "format_version": [0, 4, -1, "3", None, 3.0 + 1e-9],
+    "format_version": [0, 5, -1, "3", None, 3.0 + 1e-9],
+    "scale_exponent": [-1, 1025, 2.5, "3", None, True, float("nan")],
     "format": ["other", None, 7],
 }
+# Metadata that format version 1 lacks (version 3 added rounding, 4 scale_exponent).
+ADDED_AFTER_VERSION_1 = ("rounding", "scale_exponent")
 
 
 def _sketch(center):
@@ -43,7 +49,7 @@ def _same(a, b):
             and (a.mean is None or np.array_equal(a.mean, b.mean))
             and all(getattr(a, k) == getattr(b, k) for k in (
                 "shrinkage", "n_rows", "sketch_size", "method", "alpha0", "frobenius_sq",
-                "shrinkage_bound", "failure_probability", "rounding")))
+                "shrinkage_bound", "failure_probability", "rounding", "scale_exponent")))
 
 
 def _write_npz(path, meta, arrays):
@@ -94,7 +100,7 @@ def test_every_mutated_field_is_refused(tmp_path, suffix, center):
                     bad["checksum"] = payload_checksum(bad, arrays)
                 elif mode == "version 1" and key != "format_version":
                     bad = {k: v for k, v in dict(bad, format_version=1).items()
-                           if k != "checksum" and (k != "rounding" or key == "rounding")}
+                           if k != "checksum" and (k not in ADDED_AFTER_VERSION_1 or k == key)}
                 path = tmp_path / f"m{suffix}"
                 write(path, bad, arrays)
                 with pytest.raises(ValueError):
@@ -103,7 +109,8 @@ def test_every_mutated_field_is_refused(tmp_path, suffix, center):
     # A version-1 file (no checksum, no rounding) that is intact still loads, with a
     # rounding bound no smaller than the one the sketch recorded.
     write(tmp_path / f"v1{suffix}", {k: v for k, v in dict(meta, format_version=1).items()
-                                     if k not in ("checksum", "rounding")}, arrays)
+                                     if k not in ("checksum",) + ADDED_AFTER_VERSION_1},
+          arrays)
     legacy = dasketch.load_sketch(tmp_path / f"v1{suffix}")
     assert legacy.rounding >= original.rounding > 0
     assert _same(dataclasses.replace(legacy, rounding=original.rounding), original)
@@ -114,7 +121,7 @@ def test_inconsistent_arrays_and_the_attacks_found(tmp_path):
     rows that would vanish in a merge, a 1 MB file declaring a 1 GB array."""
     s = _sketch(False)
     meta = {k: v for k, v in dasketch.io._sketch_metadata(s).items()
-            if k not in ("checksum", "rounding")}
+            if k not in ("checksum",) + ADDED_AFTER_VERSION_1}
     meta["format_version"] = 1
     cases = {
         "rows": ({}, {"B": np.vstack([s.B] * 334)[:1000]}),
@@ -205,42 +212,97 @@ def test_every_byte_of_a_saved_sketch(tmp_path, suffix):
 
 
 # ------------------------------------------------------------------ overflow
-def _scaled_error(X, sketch, scale):
-    """``||X^T X - (B^T B + alpha I)||_2 / scale^2`` computed on ``X / scale``."""
-    Xs, Bs = X / scale, sketch.B / scale
+def _scaled_error(X, sketch):
+    """``||X^T X + alpha0 I - (B^T B + alpha I)||_2 / 4**e`` (``X`` centred for a
+    centred sketch), computed exactly on ``X / 2**e``, ``e`` the sketch's
+    ``scale_exponent``: the error in the units of :meth:`Sketch.scaled`."""
+    scaled = sketch.scaled()
+    Xs = np.ldexp(X, -sketch.scale_exponent)
     if sketch.centered:
         Xs = Xs - Xs.mean(axis=0)
-    E = Xs.T @ Xs - Bs.T @ Bs - (sketch.alpha - sketch.alpha0) / scale ** 2 * np.eye(X.shape[1])
+    E = Xs.T @ Xs + scaled.alpha0 * np.eye(X.shape[1]) - scaled.covariance()
     return np.linalg.norm(E, 2)
 
 
 @pytest.mark.parametrize("center", [False, True], ids=["plain", "centred"])
 @pytest.mark.parametrize("suffix", [".npz", ".zarr"])
-def test_data_of_scale_1e150_sketches_saves_and_loads(tmp_path, center, suffix):
-    scale = 1e150
-    X = np.random.default_rng(2).standard_normal((3000, 12)) * 0.8 ** np.arange(12) * scale
+@pytest.mark.parametrize("scale", [1e150, 1e200, 1e300])
+def test_data_of_scale_1e150_to_1e300_sketches_saves_and_loads(tmp_path, center, suffix,
+                                                              scale):
+    """Entries beyond 2**400 are sketched divided by a power of two: the bound of
+    the scaled sketch holds on the scaled data and is the bound of the unscaled
+    data's sketch (same relative error), and the true-unit bound is its multiple
+    (``inf`` where float64 cannot hold it); save and load keep every field."""
+    base = np.random.default_rng(2).standard_normal((3000, 12)) * 0.8 ** np.arange(12)
+    X = base * scale
     sketch = dasketch.sketch(X, 5, center=center, block_rows=700)
-    assert np.isfinite(sketch.frobenius_sq) and sketch.frobenius_sq > 1e303
+    e = sketch.scale_exponent
+    assert e > 0 and math.frexp(np.abs(np.ldexp(X, -e)).max())[1] == SAFE_EXPONENT
     dasketch.save_sketch(sketch, tmp_path / f"s{suffix}")
     loaded = dasketch.load_sketch(tmp_path / f"s{suffix}")
     assert _same(loaded, sketch)
-    assert _scaled_error(X, loaded, scale) <= loaded.error_bound / scale ** 2 * (1 + 1e-9)
-    assert loaded.error_bound > 0
+    bound = loaded.scaled().error_bound
+    assert 0 < _scaled_error(X, loaded) <= bound * (1 + 1e-12)
+    with np.errstate(over="ignore"):
+        assert loaded.error_bound == float(np.ldexp(bound, 2 * e)) or (
+            loaded.error_bound == np.inf and math.log2(bound) + 2 * e > 1023)
+    # The scaled data's sketch is the sketch of the unscaled data, to rounding.
+    reference = dasketch.sketch(base, 5, center=center, block_rows=700)
+    relative = bound / loaded.scaled().singular_values()[0] ** 2
+    assert relative == pytest.approx(
+        reference.error_bound / reference.singular_values()[0] ** 2, rel=1e-9)
 
 
-def test_squares_beyond_float64_are_refused_by_name(tmp_path):
-    """Scale 1e300 (and 1e152 over 2000 x 30 values): ||X||_F^2 is not a float64,
-    so no sketch can hold it; the error names the norm and a rescaling, in a
-    block and in a merge of blocks that are each representable."""
+def test_merges_of_blocks_of_any_scale_keep_the_bound():
+    """Blocks of scale 1, 1e152 and 1e300 merged in any order: the merge works
+    in the largest block's units and its bound holds there; merges of many
+    scaled blocks stay finite."""
     rng = np.random.default_rng(3)
-    for X in (rng.standard_normal((100, 10)) * 1e300, rng.standard_normal((2000, 30)) * 1e152):
-        for center in (False, True):
-            with pytest.raises(ValueError, match=r"Frobenius norm .*e\+\d+.*rescale X"):
-                Sketch.from_rows(X, 8, center=center)
+    X = np.vstack([rng.standard_normal((150, 10)) * s for s in (1.0, 1e152, 1e300)])
+    for center in (False, True):
+        parts = [Sketch.from_rows(X[i:i + 50], 6, center=center) for i in range(0, 450, 50)]
+        for order in (parts, parts[::-1]):
+            merged = merge_sketches(order)
+            assert merged.scale_exponent == max(p.scale_exponent for p in parts) > 0
+            assert _scaled_error(X, merged) <= merged.scaled().error_bound * (1 + 1e-12)
+            assert merged.mean is None or np.isfinite(merged.mean).all()
     X = rng.standard_normal((200, 30)) * 1e152
     parts = [Sketch.from_rows(X[i::4], 8) for i in range(4)]
-    with pytest.raises(ValueError, match="merge of .* Frobenius norm .*rescale X"):
-        merge_sketches(parts * 8)
+    assert min(p.scale_exponent for p in parts) > 0
+    merged = merge_sketches(parts * 8)
+    assert np.isfinite(merged.frobenius_sq) and merged.n_rows == 1600
+
+
+def test_randomized_update_of_sparse_data_of_scale_1e300():
+    """The randomized update divides such blocks too (its float32 range finder
+    works on the block divided by a power of two near its largest entry): the
+    same sketch as of the unscaled rows, in the scaled units, bound holding."""
+    X = scipy.sparse.random(2000, 600, density=0.02, random_state=0, format="csr")
+    factor = 2.0 ** 996  # about 6.7e299; a power of two keeps every product exact
+    reference = dasketch.sketch(X, 8, update="randomized", random_state=0, block_rows=500)
+    huge = dasketch.sketch(X * factor, 8, update="randomized", random_state=0,
+                           block_rows=500)
+    assert huge.scale_exponent > 0 and huge.guarantee == reference.guarantee
+    assert _scaled_error((X * factor).toarray(), huge) <= huge.scaled().error_bound
+    ratio = 2.0 ** (996 - huge.scale_exponent)
+    np.testing.assert_allclose(huge.B, reference.B * ratio, rtol=1e-12,
+                               atol=1e-12 * np.abs(huge.B).max())
+    assert huge.scaled().error_bound == pytest.approx(reference.error_bound * ratio ** 2,
+                                                      rel=1e-12)
+
+
+def test_values_beyond_float64_name_scaled():
+    """A scaled sketch's covariance() and singular values are refused where
+    float64 cannot hold them, naming scaled(); its bounds are inf there."""
+    s = Sketch.from_rows(np.random.default_rng(4).uniform(0.5, 1.0, (40, 5)) * 1e308, 3)
+    assert s.error_bound == s.loss_bound == np.inf and np.isfinite(s.scaled().error_bound)
+    for method in ("covariance", "singular_values"):
+        with pytest.raises(ValueError, match=rf"scaled\(\)\.{method}\(\) gives it"):
+            getattr(s, method)()
+    v = np.ones(5)
+    assert np.array_equal(s.solve(v), np.ldexp(s.scaled().solve(v), -2 * s.scale_exponent))
+    with pytest.raises(ValueError, match="estimate_error\\(numpy.ldexp\\(X, -"):
+        dasketch.estimate_error(np.ones((40, 5)), s)
     # A sketch whose numbers are not finite cannot be built, so none can be saved.
     with pytest.raises(ValueError, match="frobenius_sq must be a finite number"):
         Sketch(np.zeros((0, 3)), 0.0, 1, 4, frobenius_sq=float("inf"))

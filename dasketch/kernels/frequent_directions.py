@@ -18,6 +18,7 @@ References
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -25,6 +26,7 @@ import scipy.linalg
 import scipy.sparse
 
 from dasketch.kernels.shrink import (
+    EPS,
     NonFiniteError,
     check_finite_rows,
     rows_per_shrink,
@@ -41,6 +43,13 @@ from dasketch.kernels.sketch_checks import (  # noqa: F401 - METHODS is re-expor
     scaled_mean,
     scaled_norm,
 )
+
+# Rows whose entries are at most 2**SAFE_EXPONENT in magnitude are sketched as they are:
+# every square, and every fourth power (the norms of the Lanczos vectors of the
+# randomized update and of the products of estimate_error), stays finite for n d up to
+# 2**60. A block with larger entries is sketched divided by a power of two
+# (scale_exponent).
+SAFE_EXPONENT = 200
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,6 +86,12 @@ class Sketch:
         Bound on the spectral norm of the float64 rounding error of every shrink
         so far (:func:`~dasketch.kernels.shrink.shrink_rounding`, summed), part of
         :attr:`loss_bound` and so of :attr:`error_bound`.
+    scale_exponent : int, default 0
+        ``e >= 0``: ``B``, ``mean``, ``shrinkage``, ``shrinkage_bound``,
+        ``frobenius_sq`` and ``rounding`` are those of the rows divided by
+        ``2**e``. Nonzero only for data with entries beyond ``2**200`` (about
+        ``1.6e60``), whose fourth powers float64 cannot hold unscaled;
+        :meth:`scaled` gives that sketch with ``e = 0``.
     _svd : list, optional
         Cache of the thin SVD of ``B``, filled on first use; never pass it.
 
@@ -102,6 +117,12 @@ class Sketch:
     :attr:`guarantee`); RFD's ridge still uses the estimate ``shrinkage``, so the
     RFD bound is ``shrinkage_bound - shrinkage / 2``. In floating point every
     bound also carries ``rounding`` (the Loewner bounds widen by it on both sides).
+
+    :attr:`alpha`, :attr:`loss_bound`, :attr:`error_bound`, :meth:`covariance`,
+    :meth:`singular_values` and :meth:`solve` speak of the rows themselves, also
+    for a sketch with ``scale_exponent > 0`` (a value beyond float64's range is
+    ``inf``, or an error where ``inf`` would not be a bound); the fields are of
+    the scaled rows.
 
     References
     ----------
@@ -136,6 +157,7 @@ class Sketch:
     shrinkage_bound: float | None = None
     failure_probability: float = 0.0
     rounding: float = 0.0
+    scale_exponent: int = 0
     _svd: list = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self):
@@ -216,9 +238,12 @@ class Sketch:
     @property
     def alpha(self):
         """Ridge of the estimate: ``alpha0`` for FD, ``alpha0 + Delta / 2`` for RFD."""
-        if self.method == "rfd":
-            return self.alpha0 + self.shrinkage / 2.0
-        return self.alpha0
+        return self.alpha0 + _unscaled(self._added_ridge, 2 * self.scale_exponent)
+
+    @property
+    def _added_ridge(self):
+        """What RFD adds to ``alpha0``, ``Delta / 2`` (0 for FD), of the stored rows."""
+        return self.shrinkage / 2.0 if self.method == "rfd" else 0.0
 
     @property
     def loss_bound(self):
@@ -226,7 +251,7 @@ class Sketch:
 
         ``shrinkage_bound`` when set, else ``shrinkage``, plus ``rounding``.
         """
-        return self._exact_loss_bound + self.rounding
+        return _unscaled(self._exact_loss_bound + self.rounding, 2 * self.scale_exponent)
 
     @property
     def _exact_loss_bound(self):
@@ -242,9 +267,25 @@ class Sketch:
         (RFD), holding with probability ``1 - failure_probability``; each plus
         ``rounding``.
         """
-        if self.method == "rfd":
-            return self.loss_bound - self.shrinkage / 2.0
-        return self.loss_bound
+        bound = self._exact_loss_bound + self.rounding - self._added_ridge
+        return _unscaled(bound, 2 * self.scale_exponent)
+
+    def scaled(self):
+        """Return the sketch of the rows divided by ``2**scale_exponent``.
+
+        Its fields are this sketch's, ``alpha0`` divided by ``4**scale_exponent``,
+        and its ``scale_exponent`` is 0, so every bound and estimate it gives is
+        finite: the form to use for data whose squares float64 cannot hold.
+
+        Returns
+        -------
+        Sketch
+            This sketch itself when ``scale_exponent`` is 0.
+        """
+        if not self.scale_exponent:
+            return self
+        alpha0 = math.ldexp(self.alpha0, -2 * self.scale_exponent)
+        return replace(self, alpha0=alpha0, scale_exponent=0, _svd=self._svd)
 
     @property
     def guarantee(self):
@@ -255,6 +296,8 @@ class Sketch:
 
     def with_loss(self, delta, rounding=0.0):
         """Return the same sketch with more shrinkage and rounding error.
+
+        Both are of the stored (scaled) rows, as the fields are.
 
         Parameters
         ----------
@@ -284,7 +327,21 @@ class Sketch:
             :attr:`error_bound`.
         """
         B = self.B
-        return B.T @ B + self.alpha * np.eye(self.n_features)
+        estimate = B.T @ B
+        if self.scale_exponent:
+            estimate = self._finite(estimate, 2 * self.scale_exponent, "covariance()")
+        return estimate + self.alpha * np.eye(self.n_features)
+
+    def _finite(self, values, exponent, what):
+        """``values * 2**exponent`` if finite, else the error naming :meth:`scaled`."""
+        with np.errstate(over="ignore"):
+            values = np.ldexp(values, exponent)
+        if np.isfinite(values).all():
+            return values
+        raise ValueError(
+            f"{what} of this sketch is beyond float64's range (the data's entries exceed "
+            f"it when squared); scaled().{what} gives it for the rows divided by "
+            f"2**scale_exponent = 2**{self.scale_exponent}")
 
     def _thin_svd(self):
         if not self._svd:
@@ -301,7 +358,10 @@ class Sketch:
         ndarray of shape (r,)
             In descending order; a copy.
         """
-        return self._thin_svd()[0].copy()
+        values = self._thin_svd()[0].copy()
+        if self.scale_exponent:
+            values = self._finite(values, self.scale_exponent, "singular_values()")
+        return values
 
     def components(self):
         """Return the right singular vectors of ``B``.
@@ -337,6 +397,8 @@ class Sketch:
             raise ValueError(
                 f"v must have shape ({self.n_features},) or ({self.n_features}, k), "
                 f"got {v.shape}")
+        if self.scale_exponent:
+            return np.ldexp(self.scaled().solve(v), -2 * self.scale_exponent)
         s, Vt = self._thin_svd()
         alpha = self.alpha
         eig = s ** 2 + alpha
@@ -427,7 +489,8 @@ class Sketch:
                 f"n_rows={self.n_rows}, n_features={self.n_features}, "
                 f"rows={self.B.shape[0]}, shrinkage={self.shrinkage:.6g}, "
                 f"guarantee={self.guarantee!r}, "
-                f"alpha={self.alpha:.6g}, centered={self.centered})")
+                f"alpha={self.alpha:.6g}, centered={self.centered}"
+                + (f", scale_exponent={self.scale_exponent})" if self.scale_exponent else ")"))
 
 
 def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
@@ -454,6 +517,7 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
     Returns
     -------
     Sketch
+        With ``scale_exponent`` :func:`block_scale_exponent` of ``rows``.
     """
     check_sketch_parameters(sketch_size, method, alpha0)
     sparse = scipy.sparse.issparse(rows)
@@ -463,6 +527,12 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
         rows = np.asarray(rows)
     if rows.ndim != 2:
         raise ValueError(f"rows must be 2-D, got shape {rows.shape}")
+    exponent = block_scale_exponent(rows)
+    if exponent:
+        block = sketch_rows(divide_by_power_of_two(rows, exponent), sketch_size,
+                            method=method, alpha0=alpha0, center=center, update=update,
+                            row_offset=row_offset)
+        return scaled_block_sketch(block, exponent, rows)
     n_rows, d = rows.shape
     result = Sketch.empty(d, sketch_size, method=method, alpha0=alpha0, center=center)
     if n_rows == 0:
@@ -506,6 +576,111 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
         f"the block of rows [{row_offset}, {row_offset + n_rows})")
     return replace(result, B=B, shrinkage=shrinkage, n_rows=n_rows, mean=mean,
                    frobenius_sq=frobenius_sq, rounding=rounding, _svd=[])
+
+
+def block_scale_exponent(rows):
+    """The power of two ``e >= 0`` to divide ``rows`` by before sketching them.
+
+    0 when every entry is at most ``2**SAFE_EXPONENT`` in magnitude (or the block
+    holds NaN or Inf, reported by the sketch itself); else the smallest ``e``
+    that brings the largest entry within it. Dividing by a power of two is exact
+    but for entries pushed below float64's smallest subnormal, which
+    :func:`with_scale_exponent` accounts for.
+
+    Parameters
+    ----------
+    rows : ndarray or scipy.sparse matrix
+
+    Returns
+    -------
+    int
+    """
+    values = rows.data if scipy.sparse.issparse(rows) else rows
+    if not values.size or not np.issubdtype(values.dtype, np.floating):
+        return 0  # integer entries are below 2**64
+    top = max(float(values.max()), -float(values.min()))  # no |values| temporary
+    if not np.isfinite(top):
+        return 0
+    return max(math.frexp(top)[1] - SAFE_EXPONENT, 0)
+
+
+def divide_by_power_of_two(rows, exponent):
+    """``rows * 2**-exponent`` in float64 (ndarray or CSR), exact but for underflow."""
+    rows = to_float64(rows)
+    if scipy.sparse.issparse(rows):
+        return scipy.sparse.csr_matrix((np.ldexp(rows.data, -exponent), rows.indices,
+                                        rows.indptr), shape=rows.shape)
+    return np.ldexp(rows, -exponent)
+
+
+def _unscaled(value, exponent):
+    """``value * 2**exponent`` as a float (``inf`` beyond float64's range)."""
+    if not exponent:
+        return value
+    with np.errstate(over="ignore"):
+        return float(np.ldexp(value, exponent))
+
+
+def _underflow_rounding(n_values, norm_sq):
+    """Bound on ``||A^T A - F^T F||_2`` when each of ``n_values`` entries of ``A``
+    (``||A||_F^2 <= norm_sq``) is rounded to ``F`` in float64's subnormal range:
+    ``2 ||A||_F ||E||_F + ||E||_F^2`` with ``||E||_F <= sqrt(n_values) 2**-1074``,
+    the ``+ 1`` rounding the result up to the next subnormal."""
+    root = math.sqrt(n_values)
+    return math.ldexp((2.0 * math.sqrt(norm_sq) + 1.0) * root * (1.0 + 4 * EPS) + 1.0,
+                      -1074)
+
+
+def scaled_block_sketch(block, exponent, rows):
+    """The sketch ``block`` of ``divide_by_power_of_two(rows, exponent)`` as the
+    sketch of ``rows``: ``scale_exponent`` set, and ``rounding`` grown by the
+    entries the division pushed into float64's subnormals."""
+    n_values = rows.nnz if scipy.sparse.issparse(rows) else rows.size
+    return replace(block, scale_exponent=int(exponent),
+                   rounding=block.rounding + _underflow_rounding(n_values, block.frobenius_sq))
+
+
+def with_scale_exponent(sketch, exponent):
+    """``sketch`` (of some rows divided by ``2**e0``, ``e0 = sketch.scale_exponent``)
+    as the sketch of the same rows divided by ``2**exponent``, ``exponent >= e0``.
+
+    ``B`` and ``mean`` are divided by ``2**(exponent - e0)``, the second-order
+    fields by its square. That is exact but for what falls below float64's
+    subnormals; ``rounding`` grows by a bound on it (for ``B``, for the centring of
+    every row by ``mean``, and one subnormal for each rounded bound).
+
+    Parameters
+    ----------
+    sketch : Sketch
+    exponent : int
+
+    Returns
+    -------
+    Sketch
+    """
+    shift = int(exponent) - sketch.scale_exponent
+    if shift < 0:
+        raise ValueError(f"exponent must be at least the sketch's scale_exponent "
+                         f"{sketch.scale_exponent}, got {exponent}")
+    if shift == 0:
+        return sketch
+
+    def squared(value):
+        return None if value is None else math.ldexp(value, -2 * shift)
+
+    frobenius_sq = squared(sketch.frobenius_sq)
+    r, d = sketch.B.shape
+    rounding = squared(sketch.rounding) + _underflow_rounding(r * d, frobenius_sq)
+    rounding += math.ldexp(3.0, -1074)  # shrinkage, its bound and rounding itself
+    mean = sketch.mean
+    if mean is not None:
+        mean = np.ldexp(mean, -shift)
+        rounding += _underflow_rounding(sketch.n_rows * d, frobenius_sq)
+    return replace(sketch, B=np.ldexp(sketch.B, -shift), mean=mean,
+                   shrinkage=squared(sketch.shrinkage),
+                   shrinkage_bound=squared(sketch.shrinkage_bound),
+                   frobenius_sq=frobenius_sq, rounding=rounding,
+                   scale_exponent=int(exponent), _svd=[])
 
 
 def _squared_norm(rows):
@@ -588,6 +763,8 @@ def merge_sketches(sketches):
     nonempty = [s for s in sketches if s.n_rows > 0]
     if len(nonempty) <= 1:
         return nonempty[0] if nonempty else first
+    exponent = max(s.scale_exponent for s in nonempty)
+    nonempty = [with_scale_exponent(s, exponent) for s in nonempty]
     n_rows = sum(s.n_rows for s in nonempty)
     frobenius_sq = sum(s.frobenius_sq for s in nonempty)
     parts = [s.B for s in nonempty]
@@ -619,4 +796,5 @@ def merge_sketches(sketches):
                                     sum(_squared_norm(part) for part in parts))
     return replace(first, B=B, shrinkage=shrinkage, n_rows=n_rows, mean=mean,
                    shrinkage_bound=bound, failure_probability=failure_probability,
-                   frobenius_sq=frobenius_sq, rounding=rounding, _svd=[])
+                   frobenius_sq=frobenius_sq, rounding=rounding, scale_exponent=exponent,
+                   _svd=[])

@@ -36,6 +36,9 @@ import scipy.sparse
 
 METHODS = ("fd", "rfd")
 FLOAT_MAX = float(np.finfo(np.float64).max)
+# A sketch of rows divided by 2**e needs e <= 1024 - SAFE_EXPONENT for any finite data
+# (frequent_directions.SAFE_EXPONENT); merges take the largest e of their parts.
+MAX_SCALE_EXPONENT = 1024
 # Relative slack of the mass balance: rounding of the Gram eigendecompositions
 # (about r eps ||C||_2^2 per shrink of r rows) stays orders of magnitude below it.
 MASS_RTOL = 1e-6
@@ -80,7 +83,8 @@ def check_sketch_fields(sketch):
     (a sketch of no rows is empty), ``mean`` of length ``d``,
     no more rows in ``B`` than rows sketched (twice as many when centred),
     ``shrinkage_bound >= shrinkage`` and ``0 <= failure_probability < 1``, 0 exactly
-    when the sketch is certified (no ``shrinkage_bound``).
+    when the sketch is certified (no ``shrinkage_bound``), and an integer
+    ``0 <= scale_exponent <= MAX_SCALE_EXPONENT``.
 
     Raises
     ------
@@ -114,6 +118,11 @@ def check_sketch_fields(sketch):
                                or s.mean.shape != (B.shape[1],)):
         raise ValueError(f"mean must be None or an array of shape ({B.shape[1]},), got "
                          f"{getattr(s.mean, 'shape', s.mean)!r}")
+    e = s.scale_exponent
+    if (isinstance(e, (bool, np.bool_)) or not isinstance(e, (int, np.integer))
+            or not 0 <= e <= MAX_SCALE_EXPONENT):
+        raise ValueError(f"scale_exponent must be an integer in [0, {MAX_SCALE_EXPONENT}], "
+                         f"got {e!r}")
     p = s.failure_probability
     if not _is_real(p) or not 0 <= p < 1:
         raise ValueError(f"failure_probability must be a number in [0, 1) (0: certified), "

@@ -43,7 +43,14 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse
 
-from dasketch.kernels.frequent_directions import Sketch, check_sketch_parameters, sketch_rows
+from dasketch.kernels.frequent_directions import (
+    Sketch,
+    block_scale_exponent,
+    check_sketch_parameters,
+    divide_by_power_of_two,
+    scaled_block_sketch,
+    sketch_rows,
+)
 from dasketch.kernels.shrink import EPS, check_finite_rows, shrink, shrink_rounding
 from dasketch.kernels.sketch_checks import checked_mass, scaled_mean, scaled_norm
 
@@ -122,31 +129,47 @@ def certified_largest_eigenvalue(matvec, dim, failure_probability, rng):
 
 
 # ------------------------------------------------------------ the row operator
+# Blocks whose largest entry is within 2**+-FLOAT32_SAFE_EXPONENT go to float32 as they
+# are; products of a few thousand such entries stay far inside float32's 2**+-126.
+FLOAT32_SAFE_EXPONENT = 48
+
 class _CenteredRows:
     """``C = X - 1 mu^T`` (mu may be None) applied without densifying ``X``, in
-    float32 for the range finder and float64 for what enters the sketch."""
+    float64 for what enters the sketch, and in float32 for the range finder,
+    divided by the power of two that brings the largest entry near 1 (float32's
+    range is about 1e+-38; the range finder only needs the span of its products,
+    which the exact division does not change)."""
 
     def __init__(self, rows, mean):
         sparse = scipy.sparse.issparse(rows)
         self.rows = rows
         # Explicit CSR transposes: C^T Q on a CSC view was measured 2x slower.
         self.rows_t = rows.T.tocsr() if sparse else rows.T
-        self.rows32 = rows.astype(np.float32)
-        self.rows32_t = self.rows_t.astype(np.float32) if sparse else self.rows32.T
+        values = rows.data if sparse else rows
+        top = max(float(values.max()), -float(values.min())) if values.size else 0.0
+        exponent = math.frexp(top)[1] if 0 < top < math.inf else 0
+        if abs(exponent) <= FLOAT32_SAFE_EXPONENT:
+            exponent = 0  # no float64 copy of the block where float32 holds it as it is
+        self.rows32 = (divide_by_power_of_two(rows, exponent) if exponent else rows
+                       ).astype(np.float32)
+        self.rows32_t = self.rows32.T.tocsr() if sparse else self.rows32.T
         self.mean = mean
+        self.mean32 = None if mean is None else np.ldexp(mean, -exponent).astype(np.float32)
 
     def matmat(self, W, low_precision=False):
-        """``C W``."""
+        """``C W`` (divided by the power of two with ``low_precision``)."""
         out = (self.rows32 if low_precision else self.rows) @ W
-        if self.mean is not None:
-            out = out - (self.mean.astype(W.dtype) @ W)
+        mean = self.mean32 if low_precision else self.mean
+        if mean is not None:
+            out = out - (mean.astype(W.dtype) @ W)
         return np.asarray(out)
 
     def rmatmat(self, Q, low_precision=False):
-        """``C^T Q``."""
+        """``C^T Q`` (divided by the power of two with ``low_precision``)."""
         out = (self.rows32_t if low_precision else self.rows_t) @ Q
-        if self.mean is not None:
-            out = out - np.outer(self.mean.astype(Q.dtype), Q.sum(axis=0))
+        mean = self.mean32 if low_precision else self.mean
+        if mean is not None:
+            out = out - np.outer(mean.astype(Q.dtype), Q.sum(axis=0))
         return np.asarray(out)
 
     def gram_vec(self, y):
@@ -257,6 +280,13 @@ def sketch_rows_randomized(rows, sketch_size, *, method="rfd", alpha0=0.0, cente
         rows, dtype=np.float64)
     if rows.ndim != 2:
         raise ValueError(f"rows must be 2-D, got shape {rows.shape}")
+    exponent = block_scale_exponent(rows)
+    if exponent:
+        block = sketch_rows_randomized(
+            divide_by_power_of_two(rows, exponent), sketch_size, method=method,
+            alpha0=alpha0, center=center, failure_probability=failure_probability,
+            seed=seed, row_offset=row_offset, power_iterations=power_iterations)
+        return scaled_block_sketch(block, exponent, rows)
     n_rows, d = rows.shape
     active = None
     if sparse:
