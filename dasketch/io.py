@@ -27,6 +27,7 @@ from dasketch._sketch_files import (
 from dasketch.kernels.frequent_directions import Sketch
 from dasketch.outputs import CSR_FORMAT, write_atomically
 from dasketch.store_checks import (
+    EndOfJobCheck,
     check_chunk_files,
     check_missing_chunks,
     checked_array,
@@ -312,10 +313,13 @@ def open_zarr_rows(path, *, component=None, storage_options=None, chunks=None,
     if array.ndim != 2:
         raise ValueError(f"{name} must be a 2-D array (rows are samples), got "
                          f"{array.ndim}-D input with shape {tuple(array.shape)}")
+    from dasketch._blocks.store_watch import watch
+
     digest, signatures = store_fingerprint(array)
-    checked = dask.delayed(checked_array, pure=True)(
+    checked = watch(dask.delayed(checked_array, pure=True)(
         source, component, storage_options, tuple(array.shape), array.dtype.str,
-        missing_chunks, (digest, len(signatures)), name)
+        missing_chunks, (digest, len(signatures)), name), EndOfJobCheck.of(
+        array, source, component, storage_options, "array", (digest, signatures), name))
     rows = array.chunks[0] if chunks is None else (
         chunks[0] if isinstance(chunks, tuple) else chunks)
     block_chunks = da.core.normalize_chunks((rows, array.shape[1]), array.shape)
@@ -406,10 +410,14 @@ def checked_sparse_store(path, *, component=None, storage_options=None,
     group = zarr.open_group(os.fspath(path), mode="r", path=component or "",
                             storage_options=storage_options)
     shapes = {member: tuple(group[member].shape) for member in ("indptr", "indices", "data")}
+    from dasketch._blocks.store_watch import watch
+
     digest, signatures = store_fingerprint(group)
-    return dask.delayed(checked_group, pure=True)(
+    return watch(dask.delayed(checked_group, pure=True)(
         os.fspath(path), component, storage_options, shapes, missing_chunks,
-        (digest, len(signatures)), name), digest
+        (digest, len(signatures)), name), EndOfJobCheck.of(
+        group, os.fspath(path), component, storage_options, "group", (digest, signatures),
+        name)), digest
 
 
 def _sketch_metadata(sketch):

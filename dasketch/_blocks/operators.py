@@ -10,6 +10,7 @@ from functools import partial
 
 import numpy as np
 
+from dasketch._blocks import store_watch
 from dasketch._blocks.block_functions import (
     add,
     embed_block,
@@ -124,7 +125,8 @@ def iter_row_blocks(blocks, *aligned, client=None):
 
     Memory stays bounded by one block (plus its rows of the ``aligned`` arrays),
     whatever the number of rows: the online learners of :mod:`dasketch.linear_model.rfd_son`
-    consume a larger-than-memory matrix this way.
+    consume a larger-than-memory matrix this way. A remote store is listed
+    again once, after the last block (see :func:`~dasketch._blocks.compute`).
 
     Parameters
     ----------
@@ -150,8 +152,10 @@ def iter_row_blocks(blocks, *aligned, client=None):
     """
     pieces = [as_row_aligned(a, blocks, name=f"aligned[{i}]").to_delayed(
         optimize_graph=True).ravel() for i, a in enumerate(aligned)]
+    checks = store_watch.stores_read_by(blocks.blocks)
     for i, (start, stop) in enumerate(blocks.ranges()):
         objs = (blocks.blocks[i],) + tuple(p[i] for p in pieces)
-        yield (start, stop) + tuple(compute(*objs, client=client))
+        yield (start, stop) + tuple(compute(*objs, client=client, check_stores=False))
+    store_watch.check_unchanged(checks)  # once, after the last block
 
 
