@@ -15,8 +15,8 @@ import zarr
 
 import dasketch
 from dasketch._blocks import add, as_row_blocks, cache_blocks, compute, iter_row_blocks, map_reduce
+from dasketch._blocks.stores import open_zarr_array
 from dasketch.datasets import write_synthetic
-from dasketch.io import open_zarr_array
 from dasketch.store_checks import is_local_path
 
 ROWS, FEATURES, CHUNK = 120_000, 16, 2_000

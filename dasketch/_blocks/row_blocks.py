@@ -22,15 +22,14 @@ from dasketch._blocks.anndata_blocks import anndata_row_blocks
 from dasketch._blocks.block_functions import append_ones, read_block, take_columns
 from dasketch._blocks.column_reads import column_read_reader, state_plan, zarr_behind
 from dasketch._blocks.scheduler import client_holding
+from dasketch._blocks.stores import checked_sparse_store, open_zarr_rows
 from dasketch._blocks.tasks import ReadThenApply, task
 from dasketch.io import (
     REUSED_READ_BYTES,
     CsrRows,
-    checked_sparse_store,
     is_local_path,
     is_sparse_store,
     local_path,
-    open_zarr_rows,
     sparse_store_info,
 )
 
@@ -173,7 +172,7 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     name : str
         Name of the argument, used in error messages.
     component, storage_options, missing_chunks
-        For zarr inputs, see :func:`dasketch.io.open_zarr_array`: a store is
+        For zarr inputs, see :func:`dasketch._blocks.stores.open_zarr_array`: a store is
         checked on a worker before any block is read, and by every read task
         (storage the workers cannot read, a store that changes during the job,
         or, with ``missing_chunks="raise"``, absent chunks, is an error naming
