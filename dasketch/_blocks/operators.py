@@ -105,7 +105,13 @@ def gather_rows(blocks, rows, *, client=None):
 
     Each block with drawn rows returns only those, in one pass over the blocks
     in order (no random access to the storage); a block without drawn rows is
-    not read.
+    not read. So this pass is :func:`~dasketch._blocks.mapping.block_tasks`,
+    the primitive under :func:`~dasketch._blocks.map_rows` and
+    :func:`~dasketch._blocks.map_reduce`, over the chosen blocks only: neither
+    fits, as ``map_rows`` returns rows aligned with every block (a block gives
+    its drawn rows, fewer) and ``map_reduce`` reads every block and would carry
+    the rows through a tree of concatenations instead of sending each block's
+    rows to the client once.
     """
     rows = np.asarray(rows, dtype=np.int64)
     if rows.size and (np.any(np.diff(rows) < 0) or rows[0] < 0
