@@ -239,3 +239,21 @@ def test_a_walk_over_a_remote_store_lists_it_again_after_the_last_block(tmp_path
             pass
     assert sum(stop - start for start, stop, _ in iter_row_blocks(
         as_row_blocks(url, block_rows=CHUNK // 10))) == values.shape[0]
+
+
+def test_wide_blocks_of_a_remote_store_check_it(tmp_path, monkeypatch):
+    """Blocks wider than the reused read buffers are read by the store's own
+    chunk tasks, whose optimised graph keeps no layer names: they still list the
+    store again when the computation ends."""
+    import dasketch._blocks.row_blocks
+
+    monkeypatch.setattr(dasketch._blocks.row_blocks, "REUSED_READ_BYTES", 0)
+    path, url, values = _remote_store(tmp_path)
+    blocks = as_row_blocks(url, block_rows=CHUNK // 10)
+    assert blocks.reader is None
+    total = map_reduce(blocks, lambda b, start, stop: b.sum(axis=0), add)
+    np.testing.assert_allclose(compute(total)[0], values.sum(axis=0), atol=1e-9)
+    time.sleep(0.01)
+    zarr.open_array(str(path), mode="r+")[-1] = 1.0
+    with pytest.raises(ValueError, match="rewritten while the job ran .rewritten: c/39/0"):
+        compute(total)

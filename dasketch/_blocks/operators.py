@@ -20,7 +20,7 @@ from dasketch._blocks.block_functions import (
     rmatvec_block,
 )
 from dasketch._blocks.mapping import block_tasks, map_reduce, map_rows
-from dasketch._blocks.row_blocks import as_row_aligned
+from dasketch._blocks.row_blocks import as_row_aligned, delayed_row_chunks
 from dasketch._blocks.scheduler import compute
 
 
@@ -156,9 +156,9 @@ def iter_row_blocks(blocks, *aligned, client=None):
     ...  iter_row_blocks(blocks, np.ones(5))]
     [(0, 2, 2.0), (2, 4, 2.0), (4, 5, 1.0)]
     """
-    pieces = [as_row_aligned(a, blocks, name=f"aligned[{i}]").to_delayed(
-        optimize_graph=True).ravel() for i, a in enumerate(aligned)]
-    checks = store_watch.stores_read_by(blocks.blocks)
+    pieces = [delayed_row_chunks(as_row_aligned(a, blocks, name=f"aligned[{i}]"))
+              for i, a in enumerate(aligned)]
+    checks = store_watch.stores_read_by(blocks.blocks + tuple(p[0] for p in pieces))
     for i, (start, stop) in enumerate(blocks.ranges()):
         objs = (blocks.blocks[i],) + tuple(p[i] for p in pieces)
         yield (start, stop) + tuple(compute(*objs, client=client, check_stores=False))

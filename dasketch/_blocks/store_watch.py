@@ -23,6 +23,9 @@ import dask
 # Graph name (a task key or layer name) -> the end-of-job checks of the stores it reads.
 _WATCHED = OrderedDict()
 _WATCHED_MAX = 2 ** 16
+# (url, component, digest) -> its check, shared by every opening of that store version.
+_INTERNED = OrderedDict()
+_INTERNED_MAX = 64
 _LOCK = threading.Lock()
 
 
@@ -49,6 +52,11 @@ def watch(checked, check):
     with ``check`` (an :class:`~dasketch.store_checks.EndOfJobCheck`, or None for
     a store that needs none); returns ``checked``."""
     if check is not None:
+        with _LOCK:  # one check per store version: reopening it adds no listing to keep
+            check = _INTERNED.setdefault((check.url, check.component, check.digest), check)
+            _INTERNED.move_to_end((check.url, check.component, check.digest))
+            while len(_INTERNED) > _INTERNED_MAX:
+                _INTERNED.popitem(last=False)
         _register(checked.__dask_layers__(), frozenset([check]))
     return checked
 
