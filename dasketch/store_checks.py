@@ -409,6 +409,10 @@ class EndOfJobCheck:
     read is, :func:`check_chunk_files`). Listing the store again at the end of
     the job covers them: a difference means the store was rewritten while the
     job ran, and :meth:`check` raises instead of letting the result through.
+    The check sees what the listing says: an object rewritten in place shows
+    through its size or version field (ETag, content hash, generation,
+    modification time); on a filesystem whose listing gives neither, only
+    added and removed keys show.
     """
 
     def __init__(self, source, component, storage_options, kind, fingerprint, name):
