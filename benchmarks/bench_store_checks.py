@@ -4,7 +4,7 @@ dasketch fingerprints a store when it opens it (metadata, key listing, a ``stat`
 of every local chunk file), compares the fingerprint once per worker, and has
 every read task ``stat`` its chunk files before and after reading
 (:mod:`dasketch.store_checks`). This script times ``X.sum()`` over the same
-local store read by ``dasketch.io.open_zarr_array`` (checks included, opening
+local store read by ``dasketch._blocks.stores.open_zarr_array`` (checks included, opening
 included in every repeat) and by ``dask.array.from_zarr`` (no checks), side by
 side in one process on the threaded scheduler, for stores of several chunk
 counts, and writes ``results/store_checks.json`` and ``.png``.
@@ -23,8 +23,8 @@ from pathlib import Path
 import dask
 import dask.array as da
 
+from dasketch._blocks.stores import open_zarr_array
 from dasketch.datasets import write_synthetic
-from dasketch.io import open_zarr_array
 
 if __package__ in (None, ""):  # run as a file: python benchmarks/bench_store_checks.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

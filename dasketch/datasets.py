@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from dasketch.io import open_zarr_array, sparse_store_info
+from dasketch.io import sparse_store_info
 from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
 from dasketch.outputs import (
     CSR_FORMAT,
@@ -289,6 +289,8 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
         write_in_chunks(write_chunk, range(0, n_rows, chunk_rows), progress=progress)
 
     write_atomically(write, path, overwrite, interruptible=True)
+    from dasketch._blocks.stores import open_zarr_array
+
     return open_zarr_array(path)
 
 

@@ -1,10 +1,11 @@
-"""Open inputs, save and load sketches.
+"""Open stores, read their rows, save and load sketches.
 
-Inputs are opened lazily: a zarr path or fsspec URL becomes a Dask array read
-block by block; nothing is loaded on the client. Every read is preceded by a
-check on a worker that the store opens there and holds all its chunks
-(:mod:`dasketch.store_checks`): storage the workers cannot read is an error,
-never zeros.
+What a task needs to read rows of a zarr store itself (:func:`read_rows`,
+:class:`ZarrRows`, :func:`csr_rows`, :class:`CsrRows`), each read checked
+against the store's fingerprint (:mod:`dasketch.store_checks`): storage the
+workers cannot read is an error, never zeros. Nothing here builds a Dask graph:
+the bridge (:mod:`dasketch._blocks.stores`) turns an opened store into the
+lazy blocks and tasks that read it.
 """
 
 from __future__ import annotations
@@ -26,16 +27,7 @@ from dasketch._sketch_files import (
 )
 from dasketch.kernels.frequent_directions import Sketch
 from dasketch.outputs import CSR_FORMAT, write_atomically
-from dasketch.store_checks import (
-    check_chunk_files,
-    check_missing_chunks,
-    checked_array,
-    checked_group,
-    first_line,
-    is_local_path,
-    local_path,
-    store_fingerprint,
-)
+from dasketch.store_checks import check_chunk_files, first_line, is_local_path, local_path
 
 
 def _is_path(obj):
@@ -222,109 +214,6 @@ class CsrRows:
         return (type(self).__name__, self.check_files, self.name)
 
 
-def _read_chunk(array, check_files, name, block_info=None):
-    (start, stop), _ = block_info[None]["array-location"][:2]
-    return read_rows(array, start, stop, check_files, name)
-
-
-def open_zarr_array(path, *, component=None, storage_options=None, chunks=None,
-                    missing_chunks="fill", name="X"):
-    """Open a zarr array (local path, fsspec URL or ``zarr.Array``) as a Dask array
-    whose reads are checked where they run.
-
-    The first task of any computation opens the store on a worker and checks
-    that it is the array the client saw and that every chunk is stored (one
-    listing of the store); each read task checks, on a local store, that the
-    files of its chunks exist on its worker. So a ``memory://`` store on a
-    process cluster, a local path the workers do not have, or a partly written
-    store is an error naming the store and the reason, never zeros.
-
-    Parameters
-    ----------
-    path : str, os.PathLike or zarr.Array
-        Zarr store: a local directory or an fsspec URL such as ``s3://bucket/x.zarr``.
-    component : str, optional
-        Path of the array inside the store when the store is a group.
-    storage_options : dict, optional
-        Passed to fsspec for remote stores.
-    chunks : int or tuple, optional
-        Rows per Dask chunk; defaults to the store's chunks.
-    missing_chunks : {"fill", "raise"}
-        Chunks absent from the store when it is opened: read as the array's
-        fill value (default), as zarr reads them (zarr 3 does not write chunks
-        that hold only the fill value), or an error naming the first ones
-        (``"raise"``, for stores known to be complete). Either way, a chunk
-        that disappears or is rewritten while the job runs, and a worker that
-        sees another store than the client, are errors
-        (:mod:`dasketch.store_checks`).
-    name : str
-        Name of the argument, used in error messages.
-
-    Raises
-    ------
-    FileNotFoundError
-        If a local store does not exist.
-    ValueError
-        If the store holds no array at ``component`` (a group: its arrays are
-        listed), or ``missing_chunks`` is not one of the two choices.
-
-    Examples
-    --------
-    >>> import os, tempfile, numpy as np, zarr
-    >>> path = os.path.join(tempfile.mkdtemp(), "X.zarr")
-    >>> _ = zarr.create_array(path, data=np.ones((4, 2)), chunks=(2, 2))
-    >>> os.remove(os.path.join(path, "c", "1", "0"))
-    >>> float(open_zarr_array(path).sum().compute())  # the absent chunk is the fill value
-    4.0
-    >>> open_zarr_array(path, missing_chunks="raise").sum().compute()  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: X: the zarr store '...' lacks 1 of 2 chunks of the array (first: c/1/0): ...
-    """
-    return open_zarr_rows(path, component=component, storage_options=storage_options,
-                          chunks=chunks, missing_chunks=missing_chunks, name=name)[0]
-
-
-def open_zarr_rows(path, *, component=None, storage_options=None, chunks=None,
-                   missing_chunks="fill", name="X"):
-    """:func:`open_zarr_array`, and how a task reads rows of the store itself.
-
-    Returns
-    -------
-    array : dask.array.Array
-        As :func:`open_zarr_array` returns it.
-    reader : tuple
-        ``(checked, read)``: ``checked`` a Delayed that opens and checks the
-        store on a worker (:func:`checked_array`), ``read`` a :class:`ZarrRows`.
-        A task given these reads any range of rows itself (one task instead of
-        a read and a compute, and no rows held between them).
-    """
-    import dask
-    import dask.array as da
-
-    check_missing_chunks(missing_chunks)
-    if isinstance(path, (str, os.PathLike)):
-        array = open_store_array(path, component=component,
-                                 storage_options=storage_options, name=name)
-        source = os.fspath(path)
-    else:
-        array = source = path
-    if array.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array (rows are samples), got "
-                         f"{array.ndim}-D input with shape {tuple(array.shape)}")
-    digest, signatures = store_fingerprint(array)
-    checked = dask.delayed(checked_array, pure=True)(
-        source, component, storage_options, tuple(array.shape), array.dtype.str,
-        missing_chunks, (digest, len(signatures)), name)
-    rows = array.chunks[0] if chunks is None else (
-        chunks[0] if isinstance(chunks, tuple) else chunks)
-    block_chunks = da.core.normalize_chunks((rows, array.shape[1]), array.shape)
-    check_files = digest  # read tasks check their chunk files against this fingerprint
-    lazy = da.map_blocks(_read_chunk, checked, check_files, name, chunks=block_chunks,
-                         dtype=array.dtype, meta=np.empty((0, 0), array.dtype))
-    return lazy, (checked, ZarrRows(check_files, name))
-
-
 def is_sparse_store(path, *, component=None, storage_options=None):
     """Whether ``path`` (``/component``) is a sparse-by-rows zarr group
     written by :func:`write_sparse_synthetic`."""
@@ -391,25 +280,6 @@ def csr_rows(group, start, stop, check_files=False, name="X"):
         check(member, lo, hi)
     return scipy.sparse.csr_matrix((data, indices, indptr - lo),
                                    shape=(stop - start, n_features))
-
-
-def checked_sparse_store(path, *, component=None, storage_options=None,
-                         missing_chunks="fill", name="X"):
-    """A Delayed that opens the sparse-by-rows group on a worker and checks it
-    (see :func:`open_zarr_array`); its value is the opened group, for
-    :func:`csr_rows`. Returns ``(delayed, digest)``: the digest of the store's
-    fingerprint, for :func:`csr_rows`' ``check_files``."""
-    import dask
-    import zarr
-
-    check_missing_chunks(missing_chunks)
-    group = zarr.open_group(os.fspath(path), mode="r", path=component or "",
-                            storage_options=storage_options)
-    shapes = {member: tuple(group[member].shape) for member in ("indptr", "indices", "data")}
-    digest, signatures = store_fingerprint(group)
-    return dask.delayed(checked_group, pure=True)(
-        os.fspath(path), component, storage_options, shapes, missing_chunks,
-        (digest, len(signatures)), name), digest
 
 
 def _sketch_metadata(sketch):

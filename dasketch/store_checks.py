@@ -27,7 +27,11 @@ default). ``missing_chunks="raise"`` makes any absent chunk an error, for
 stores known to be complete. Remote (fsspec) stores are fingerprinted by their
 metadata and one detailed listing (each object's size and ETag, content hash,
 generation or modification time), on the client and once per worker; the
-per-read ``stat`` applies to local stores.
+per-read ``stat`` applies to local stores. Instead, the client lists a remote
+store again when a computation that read it has finished
+(:class:`EndOfJobCheck`, run by the bridge's ``compute``): a store rewritten at
+any moment of the job, after a worker's check included, makes the job an error,
+never a returned result.
 """
 
 from __future__ import annotations
@@ -156,6 +160,8 @@ def _remote_signatures(node):
     from zarr.core.sync import sync
 
     root = "/".join(part for part in (store.path.rstrip("/"), node.store_path.path) if part)
+    for fs in {id(f): f for f in (store.fs, getattr(store.fs, "sync_fs", store.fs))}.values():
+        fs.invalidate_cache(root)  # a listing cached by this process would hide a rewrite
     listing = sync(store.fs._find(root, detail=True))
     signatures = {}
     for path, info in listing.items():
@@ -379,3 +385,77 @@ def check_chunk_files(array, start, stop, name="X", fingerprint=None):
                       "writer has finished")
         raise ValueError(f"{name}: the zarr store {root!r} cannot be read on "
                          f"{_where()} (rows {start}-{stop}): {reason}")
+
+
+def _changes(before, after, shown=3):
+    """What differs between two signature maps (stored key -> signature), in a phrase."""
+    parts = []
+    for label, keys in (("rewritten", [k for k in before if k in after and before[k] != after[k]]),
+                        ("added", [k for k in after if k not in before]),
+                        ("removed", [k for k in before if k not in after])):
+        if keys:
+            more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+            parts.append(f"{label}: {', '.join(sorted(keys)[:shown])}{more}")
+    return "; ".join(parts) or "its metadata was rewritten"
+
+
+class EndOfJobCheck:
+    """What the client needs to list a remote (fsspec) store again once a job
+    that read it has finished, and compare it with the fingerprint taken when
+    the job opened it (:func:`store_fingerprint`).
+
+    Workers check the listing once, before their first read; the reads of a
+    long job that follow are not checked one by one (on a local store each
+    read is, :func:`check_chunk_files`). Listing the store again at the end of
+    the job covers them: a difference means the store was rewritten while the
+    job ran, and :meth:`check` raises instead of letting the result through.
+    The check sees what the listing says: an object rewritten in place shows
+    through its size or version field (ETag, content hash, generation,
+    modification time); on a filesystem whose listing gives neither, only
+    added and removed keys show.
+    """
+
+    def __init__(self, source, component, storage_options, kind, fingerprint, name):
+        self.source, self.component = source, component
+        self.storage_options, self.kind = storage_options, kind
+        self.digest, self.signatures = fingerprint
+        self.name = name
+
+    @classmethod
+    def of(cls, node, source, component, storage_options, kind, fingerprint, name="X"):
+        """The check of ``node`` (opened from ``source``) with its ``fingerprint``
+        ``(digest, signatures)``, or None when ``node`` is not on an fsspec store."""
+        from zarr.storage import FsspecStore
+
+        if not isinstance(node.store_path.store, FsspecStore):
+            return None
+        return cls(source, component, storage_options, kind, fingerprint, name)
+
+    @property
+    def url(self):
+        source = self.source
+        return os.fspath(source) if isinstance(source, (str, os.PathLike)) else str(
+            source.store_path)
+
+    def check(self):
+        """List the store again; ``ValueError`` naming it and what changed when its
+        fingerprint differs from the one taken when the job opened it."""
+        import zarr
+
+        reason = None
+        try:
+            if isinstance(self.source, (str, os.PathLike)):
+                node = _open_node(self.source, self.component, self.storage_options,
+                                  self.kind, self.name)
+            else:
+                node = zarr.open(self.source.store_path, mode="r")
+            digest, signatures = store_fingerprint(node)
+        except Exception as exc:  # noqa: BLE001 - reported below, in one line
+            digest, reason = None, f"it cannot be opened any more ({first_line(exc)})"
+        if digest == self.digest:
+            return
+        reason = reason or _changes(self.signatures, signatures)
+        raise ValueError(f"{self.name}: the zarr store {self.url!r} was rewritten while the "
+                         f"job ran ({reason}); the result would mix versions of the data "
+                         "and is not returned. Run the job again once the writer has "
+                         "finished")

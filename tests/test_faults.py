@@ -35,8 +35,8 @@ from cluster_procs import (
 )
 
 import dasketch
+from dasketch._blocks.stores import open_zarr_array
 from dasketch.datasets import write_synthetic
-from dasketch.io import open_zarr_array
 
 # Functions run on the scheduler and workers travel by value: those processes
 # cannot import the test modules.

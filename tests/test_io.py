@@ -8,7 +8,7 @@ import pytest
 import zarr
 
 import dasketch
-from dasketch.io import open_zarr_array
+from dasketch._blocks.stores import open_zarr_array
 from tests.helpers import decaying
 
 

@@ -16,6 +16,7 @@ from distributed import Client, LocalCluster
 import dasketch
 import dasketch.datasets
 from dasketch import Sketch, merge_sketches
+from dasketch._blocks.stores import open_zarr_array
 from dasketch.kernels.shrink import PANEL_COLUMNS, shrink
 from dasketch.sketch_memory import (
     PAUSE_FRACTION,
@@ -90,7 +91,7 @@ def test_write_synthetic_draws_noise_per_chunk_not_per_4096_rows(tmp_path):
     # The noise of a row does not depend on the chunking (noise is 0.01 per entry; the
     # signal's product may round differently for a different number of rows).
     again = dasketch.write_synthetic(tmp_path / "again.zarr", 64, d, rank=8, chunk_rows=13)
-    first = dasketch.datasets.open_zarr_array(tmp_path / "wide.zarr")
+    first = open_zarr_array(tmp_path / "wide.zarr")
     np.testing.assert_allclose(first[40:50].compute(), again[40:50].compute(), rtol=0,
                                atol=1e-12)
 

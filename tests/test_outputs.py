@@ -13,7 +13,7 @@ import pytest
 import zarr
 
 import dasketch
-import dasketch.io
+from dasketch._blocks.stores import open_zarr_array
 from dasketch.datasets import write_sparse_synthetic, write_synthetic
 from dasketch.outputs import check_output, dasketch_output_kind, write_atomically
 
@@ -156,7 +156,7 @@ def _check_signalled_run(out, code, stderr, signum):
         if name == "s.zarr":
             assert dasketch.load_sketch(path).n_rows == 100_000
         else:
-            assert dasketch.io.open_zarr_array(path).shape == (400_000, 16)
+            assert open_zarr_array(path).shape == (400_000, 16)
     if code != 0:
         assert code in (130, 143, -signum), (code, stderr)
     if code in (130, 143):

@@ -1,6 +1,7 @@
 """A store that changes while a job reads it is an error, never a certified sketch;
 absent chunks read as the fill value, as zarr reads them."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -13,8 +14,10 @@ import pytest
 import zarr
 
 import dasketch
+from dasketch._blocks import add, as_row_blocks, cache_blocks, compute, iter_row_blocks, map_reduce
+from dasketch._blocks.stores import open_zarr_array
 from dasketch.datasets import write_synthetic
-from dasketch.io import open_zarr_array
+from dasketch.store_checks import is_local_path
 
 ROWS, FEATURES, CHUNK = 120_000, 16, 2_000
 
@@ -141,3 +144,116 @@ def test_a_remote_store_rewritten_after_opening_is_an_error():
     with pytest.raises(ValueError, match="changed under the job"):
         X.sum().compute()
     np.testing.assert_allclose(open_zarr_array(url).sum().compute(), store[:].sum())
+
+
+REMOTE_WRITER = """
+import os, sys, time, numpy as np, zarr
+path, rows, chunk, started, done = sys.argv[1], *map(int, sys.argv[2:4]), *sys.argv[4:6]
+array = zarr.open_array(path, mode="r+")
+print("writing", flush=True)
+end = time.monotonic() + 120
+while not os.path.exists(started) and time.monotonic() < end:
+    time.sleep(0.01)
+array[rows - chunk:rows] = 7.0  # the last chunk, same key, rewritten
+open(done, "w").close()
+"""
+
+
+def _remote_store(tmp_path, rows=40 * CHUNK // 10, features=6):
+    """A store on disk, addressed through fsspec's ``local://`` protocol: read
+    through zarr's FsspecStore and fingerprinted by its listing, as an object
+    store is (no per-read ``stat``), yet reachable by the worker processes."""
+    path = tmp_path / "remote.zarr"
+    values = np.random.default_rng(3).standard_normal((rows, features))
+    zarr.create_array(str(path), data=values, chunks=(CHUNK // 10, features))
+    url = f"local://{path}"
+    assert not is_local_path(url)
+    return path, url, values
+
+
+def test_a_remote_store_rewritten_after_the_workers_checked_it_fails_the_job(
+        tmp_path, cluster_client):
+    """A writer process rewrites a chunk of a remote store once the job's first
+    block has been read (the workers have checked the store by then, and do not
+    list it again): the job ends in a one-line error naming the store and the
+    chunk, never a result. The same pass over the unchanged store is exact."""
+    path, url, values = _remote_store(tmp_path)
+    blocks = as_row_blocks(url, block_rows=CHUNK // 10)
+    assert compute(map_reduce(blocks, lambda b, start, stop: b.sum(axis=0), add),
+                   client=cluster_client)[0] == pytest.approx(values.sum(axis=0), abs=1e-9)
+
+    started, done = tmp_path / "started", tmp_path / "done"
+
+    def waits_for_the_writer(block, start, stop):
+        if start == 0:  # read already; the writer rewrites the last chunk now
+            open(started, "w").close()
+            end = time.monotonic() + 120
+            while not os.path.exists(done) and time.monotonic() < end:
+                time.sleep(0.01)
+        return block.sum(axis=0)
+
+    proc = _start_writer(REMOTE_WRITER, path, values.shape[0], CHUNK // 10, started, done)
+    try:
+        with pytest.raises(ValueError) as info:
+            compute(map_reduce(blocks, waits_for_the_writer, add), client=cluster_client)
+        assert proc.wait(timeout=60) == 0 and done.exists()
+    finally:
+        proc.kill()
+        proc.wait()
+    message = str(info.value)
+    assert "\n" not in message and url in message, message
+    assert "rewritten while the job ran" in message and "c/39/0" in message, message
+
+
+def test_blocks_kept_in_memory_check_the_remote_store_they_came_from(tmp_path):
+    """Passes over blocks cached from a remote store list it again when they end."""
+    path, url, values = _remote_store(tmp_path)
+    blocks, choice = cache_blocks(as_row_blocks(url, block_rows=CHUNK // 10), True)
+    assert choice.cached
+    total = map_reduce(blocks, lambda b, start, stop: b.sum(axis=0), add)
+    np.testing.assert_allclose(compute(total)[0], values.sum(axis=0), atol=1e-9)
+    time.sleep(0.01)
+    zarr.open_array(str(path), mode="r+")[0:10] = 1.0
+    with pytest.raises(ValueError, match="rewritten while the job ran .rewritten: c/0/0"):
+        compute(total)
+
+
+def test_an_unchanged_remote_store_sketches_as_the_local_path(tmp_path, cluster_client):
+    path, url, values = _remote_store(tmp_path)
+    remote = dasketch.sketch(url, 4, block_rows=CHUNK // 10, client=cluster_client)
+    local = dasketch.sketch(str(path), 4, block_rows=CHUNK // 10, client=cluster_client)
+    np.testing.assert_array_equal(remote.B, local.B)
+    assert remote.error_bound == local.error_bound and remote.n_rows == values.shape[0]
+
+
+def test_a_walk_over_a_remote_store_lists_it_again_after_the_last_block(tmp_path):
+    """The online learners' block-by-block walk checks the store once, at its end."""
+    path, url, values = _remote_store(tmp_path)
+    walk = iter_row_blocks(as_row_blocks(url, block_rows=CHUNK // 10))
+    start, stop, block = next(walk)
+    np.testing.assert_array_equal(block, values[start:stop])
+    time.sleep(0.01)
+    zarr.open_array(str(path), mode="r+")[-1] = 1.0
+    with pytest.raises(ValueError, match="rewritten while the job ran .rewritten: c/39/0"):
+        for _ in walk:
+            pass
+    assert sum(stop - start for start, stop, _ in iter_row_blocks(
+        as_row_blocks(url, block_rows=CHUNK // 10))) == values.shape[0]
+
+
+def test_wide_blocks_of_a_remote_store_check_it(tmp_path, monkeypatch):
+    """Blocks wider than the reused read buffers are read by the store's own
+    chunk tasks, whose optimised graph keeps no layer names: they still list the
+    store again when the computation ends."""
+    import dasketch._blocks.row_blocks
+
+    monkeypatch.setattr(dasketch._blocks.row_blocks, "REUSED_READ_BYTES", 0)
+    path, url, values = _remote_store(tmp_path)
+    blocks = as_row_blocks(url, block_rows=CHUNK // 10)
+    assert blocks.reader is None
+    total = map_reduce(blocks, lambda b, start, stop: b.sum(axis=0), add)
+    np.testing.assert_allclose(compute(total)[0], values.sum(axis=0), atol=1e-9)
+    time.sleep(0.01)
+    zarr.open_array(str(path), mode="r+")[-1] = 1.0
+    with pytest.raises(ValueError, match="rewritten while the job ran .rewritten: c/39/0"):
+        compute(total)

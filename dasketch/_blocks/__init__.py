@@ -1,16 +1,21 @@
 """The one bridge between the kernels and Dask.
 
-Inputs are normalised to :class:`RowBlocks` (:mod:`.row_blocks`). Every pass
-over the blocks is one of two primitives (:mod:`.mapping`): :func:`map_rows`,
-per-block results aligned with the rows, or :func:`map_reduce`, per-block
-results combined by a deterministic tree (:mod:`.tasks`, fan-in
-:func:`check_split_every`), or both from one read. The task of a block reads a
-store's rows itself, unless the decoded blocks are kept in worker memory for
-algorithms of many passes (:func:`cache_blocks`, :mod:`.cache`). The functions
-tasks run live in :mod:`.block_functions` (numpy, scipy and the kernels only:
-workers never import scikit-learn); :mod:`.operators` holds the blocked
-products with ``X`` and :mod:`.scheduler` computes on a client or the active
-scheduler. Only small per-block results travel between workers.
+Inputs are normalised to :class:`RowBlocks` (:mod:`.row_blocks`; zarr stores
+through :mod:`.stores`, which builds the task that checks a store on a worker).
+Every pass over the blocks is one of two primitives (:mod:`.mapping`):
+:func:`map_rows`, per-block results aligned with the rows, or
+:func:`map_reduce`, per-block results combined by a deterministic tree
+(:mod:`.tasks`, fan-in :func:`check_split_every`), or both from one read; both
+are built on :func:`block_tasks` (one task per block), which a pass that reads
+only some blocks (the row gathers of :func:`gather_rows`) uses itself. The task
+of a block reads a store's rows itself, unless the decoded blocks are kept in
+worker memory for algorithms of many passes (:func:`cache_blocks`,
+:mod:`.cache`). The functions tasks run live in :mod:`.block_functions` (numpy,
+scipy and the kernels only: workers never import scikit-learn);
+:mod:`.operators` holds the blocked products with ``X`` and :mod:`.scheduler`
+computes on a client or the active scheduler, then lists again the remote
+stores the computation read (:mod:`.store_watch`). Only small per-block results
+travel between workers.
 """
 
 from dasketch._blocks.cache import CacheChoice, cache_blocks

@@ -26,7 +26,8 @@ import os
 import numpy as np
 import scipy.sparse
 
-from dasketch.io import CsrRows, checked_sparse_store, sparse_store_info
+from dasketch._blocks.stores import checked_sparse_store
+from dasketch.io import CsrRows, sparse_store_info
 from dasketch.store_checks import is_local_path, local_path
 
 CSR, CSC = "csr_matrix", "csc_matrix"

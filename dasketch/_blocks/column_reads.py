@@ -33,7 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dasketch.io import open_store_array, open_zarr_rows
+from dasketch._blocks.stores import open_zarr_rows
+from dasketch.io import open_store_array
 from dasketch.store_checks import check_chunk_files, first_line
 
 logger = logging.getLogger("dasketch")
@@ -240,7 +241,7 @@ def column_read_reader(source, offsets, *, name="X", component=None, storage_opt
     """``(reader, plan)`` of blocks ``offsets`` of the zarr store ``source`` (a
     path, URL or ``zarr.Array``) by :class:`ColumnChunkedRows`, or None when
     it is not chunked along columns. ``reader`` is that of
-    :func:`dasketch.io.open_zarr_rows` when the caller has it (the store is
+    :func:`dasketch._blocks.stores.open_zarr_rows` when the caller has it (the store is
     checked by the same task)."""
     if isinstance(source, (str, os.PathLike)):
         store = open_store_array(source, component=component,

@@ -10,6 +10,7 @@ from functools import partial
 
 import numpy as np
 
+from dasketch._blocks import store_watch
 from dasketch._blocks.block_functions import (
     add,
     embed_block,
@@ -19,7 +20,7 @@ from dasketch._blocks.block_functions import (
     rmatvec_block,
 )
 from dasketch._blocks.mapping import block_tasks, map_reduce, map_rows
-from dasketch._blocks.row_blocks import as_row_aligned
+from dasketch._blocks.row_blocks import as_row_aligned, delayed_row_chunks
 from dasketch._blocks.scheduler import compute
 
 
@@ -104,7 +105,13 @@ def gather_rows(blocks, rows, *, client=None):
 
     Each block with drawn rows returns only those, in one pass over the blocks
     in order (no random access to the storage); a block without drawn rows is
-    not read.
+    not read. So this pass is :func:`~dasketch._blocks.mapping.block_tasks`,
+    the primitive under :func:`~dasketch._blocks.map_rows` and
+    :func:`~dasketch._blocks.map_reduce`, over the chosen blocks only: neither
+    fits, as ``map_rows`` returns rows aligned with every block (a block gives
+    its drawn rows, fewer) and ``map_reduce`` reads every block and would carry
+    the rows through a tree of concatenations instead of sending each block's
+    rows to the client once.
     """
     rows = np.asarray(rows, dtype=np.int64)
     if rows.size and (np.any(np.diff(rows) < 0) or rows[0] < 0
@@ -124,7 +131,8 @@ def iter_row_blocks(blocks, *aligned, client=None):
 
     Memory stays bounded by one block (plus its rows of the ``aligned`` arrays),
     whatever the number of rows: the online learners of :mod:`dasketch.linear_model.rfd_son`
-    consume a larger-than-memory matrix this way.
+    consume a larger-than-memory matrix this way. A remote store is listed
+    again once, after the last block (see :func:`~dasketch._blocks.compute`).
 
     Parameters
     ----------
@@ -148,10 +156,12 @@ def iter_row_blocks(blocks, *aligned, client=None):
     ...  iter_row_blocks(blocks, np.ones(5))]
     [(0, 2, 2.0), (2, 4, 2.0), (4, 5, 1.0)]
     """
-    pieces = [as_row_aligned(a, blocks, name=f"aligned[{i}]").to_delayed(
-        optimize_graph=True).ravel() for i, a in enumerate(aligned)]
+    pieces = [delayed_row_chunks(as_row_aligned(a, blocks, name=f"aligned[{i}]"))
+              for i, a in enumerate(aligned)]
+    checks = store_watch.stores_read_by(blocks.blocks + tuple(p[0] for p in pieces))
     for i, (start, stop) in enumerate(blocks.ranges()):
         objs = (blocks.blocks[i],) + tuple(p[i] for p in pieces)
-        yield (start, stop) + tuple(compute(*objs, client=client))
+        yield (start, stop) + tuple(compute(*objs, client=client, check_stores=False))
+    store_watch.check_unchanged(checks)  # once, after the last block
 
 

@@ -18,19 +18,19 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 
+from dasketch._blocks import store_watch
 from dasketch._blocks.anndata_blocks import anndata_row_blocks
 from dasketch._blocks.block_functions import append_ones, read_block, take_columns
 from dasketch._blocks.column_reads import column_read_reader, state_plan, zarr_behind
 from dasketch._blocks.scheduler import client_holding
+from dasketch._blocks.stores import checked_sparse_store, open_zarr_rows
 from dasketch._blocks.tasks import ReadThenApply, task
 from dasketch.io import (
     REUSED_READ_BYTES,
     CsrRows,
-    checked_sparse_store,
     is_local_path,
     is_sparse_store,
     local_path,
-    open_zarr_rows,
     sparse_store_info,
 )
 
@@ -173,7 +173,7 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     name : str
         Name of the argument, used in error messages.
     component, storage_options, missing_chunks
-        For zarr inputs, see :func:`dasketch.io.open_zarr_array`: a store is
+        For zarr inputs, see :func:`dasketch._blocks.stores.open_zarr_array`: a store is
         checked on a worker before any block is read, and by every read task
         (storage the workers cannot read, a store that changes during the job,
         or, with ``missing_chunks="raise"``, absent chunks, is an error naming
@@ -262,10 +262,8 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     read_bytes = read_rows * int(X.shape[1]) * dtype.itemsize
     if not canonical or len(X.chunks[1]) > 1:
         X = X.rechunk({0: rows, 1: -1})
-    # Graph optimisation hides the futures of a persisted array, which compute()
-    # needs to find the client that holds them.
     persisted = client_holding([X]) is not None
-    blocks = tuple(X.to_delayed(optimize_graph=not persisted).ravel())
+    blocks = tuple(delayed_row_chunks(X))
     offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(X.chunks[0])]))
     if rows * int(X.shape[1]) * dtype.itemsize > REUSED_READ_BYTES:
         # Wide blocks: a task reading its own block raises the peak memory of a
@@ -289,9 +287,14 @@ def reader_blocks(offsets, reader, transform=()):
 
 def delayed_row_chunks(array):
     """The row chunks of a Dask array as Delayed objects (graphs of persisted
-    arrays are not optimised, which would hide the futures that name their client)."""
+    arrays are not optimised, which would hide the futures that name their
+    client). An optimised graph loses the names of its layers, so the chunks
+    are registered as reading the remote stores the array reads
+    (:func:`dasketch._blocks.store_watch.carry`)."""
     persisted = client_holding([array]) is not None
-    return array.to_delayed(optimize_graph=not persisted).ravel()
+    chunks = array.to_delayed(optimize_graph=not persisted).ravel()
+    store_watch.carry(chunks, store_watch.stores_read_by([array]))
+    return chunks
 
 
 def chunk_blocks(array):

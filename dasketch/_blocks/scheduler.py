@@ -8,6 +8,7 @@ import sys
 
 import dask
 
+from dasketch._blocks import store_watch
 from dasketch._blocks.cluster_wait import gather_watched
 from dasketch._blocks.tasks import one_blas_thread_while_computing
 
@@ -31,7 +32,7 @@ def client_holding(objs):
     return futures[0].client if futures else None
 
 
-def compute(*objs, client=None, progress=False):
+def compute(*objs, client=None, progress=False, check_stores=True):
     """Compute Dask objects with ``client`` (a ``distributed.Client``) if given,
     else with the active default scheduler.
 
@@ -44,13 +45,23 @@ def compute(*objs, client=None, progress=False):
     cluster, a scheduler left without workers for longer than the worker
     timeout ends the computation with ``TimeoutError``
     (:mod:`dasketch._blocks.cluster_wait`).
+
+    Once the results are in, every remote (fsspec) store the computation read
+    is listed again and compared with its fingerprint taken when it was opened
+    (:mod:`dasketch._blocks.store_watch`): a store rewritten while the
+    computation ran raises ``ValueError`` naming it and what changed, and no
+    result is returned. ``check_stores=False`` leaves that to the caller
+    (e.g. one check after a walk that computes block by block).
     """
     if client is None:
         client = client_holding(objs)
+    checks = store_watch.stores_read_by(objs) if check_stores else ()
     # Block tasks run with one BLAS thread; in this process (local schedulers,
     # in-process workers) the count is set and restored here, in this thread.
     with one_blas_thread_while_computing():
-        return _compute(objs, client, progress)
+        results = _compute(objs, client, progress)
+    store_watch.check_unchanged(checks)
+    return results
 
 
 def active_client():
@@ -99,6 +110,10 @@ def _compute(objs, client, progress):
 def persist(*arrays, client=None):
     """Persist Dask arrays in (worker) memory with ``client`` or the default scheduler.
 
+    The persisted collections carry the end-of-job checks of the remote stores
+    they were read from (:func:`dasketch._blocks.store_watch.carry`): a
+    computation over them lists those stores again when it ends.
+
     Examples
     --------
     >>> import dask.array as da
@@ -107,10 +122,14 @@ def persist(*arrays, client=None):
     >>> float(a.sum().compute())
     8.0
     """
+    checks = store_watch.stores_read_by(arrays)
     if client is not None:
-        return tuple(client.persist(list(arrays)))
-    with one_blas_thread_while_computing():
-        return dask.persist(*arrays)
+        kept = tuple(client.persist(list(arrays)))
+    else:
+        with one_blas_thread_while_computing():
+            kept = dask.persist(*arrays)
+    store_watch.carry(kept, checks)
+    return kept
 
 
 def is_dask_collection(obj):
