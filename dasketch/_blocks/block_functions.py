@@ -26,6 +26,13 @@ def add(*terms):
     return total
 
 
+def class_labels(scores, classes):
+    """``classes`` indexed by the scores of a classifier: ``scores > 0`` for one
+    column (two classes), the largest column otherwise (one-vs-rest)."""
+    index = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
+    return classes[index]
+
+
 def read_block(block, start, stop):
     """The block itself: what a task that only reads rows returns."""
     return block

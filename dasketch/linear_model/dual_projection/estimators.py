@@ -17,6 +17,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_y, check_consistent_length, check_is_fitted
 
 from dasketch._blocks import RowBlocks, compute, is_dask_collection, matvec
+from dasketch._blocks.block_functions import class_labels
 from dasketch.linear_model.dual_projection.solve import check_weights, dual_random_projection
 from dasketch.utils.validation import validate_input
 
@@ -395,14 +396,10 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
             Labels from ``classes_``; lazy for out-of-core input.
         """
         scores = self._decision(X)
-
-        def labels(s):
-            index = (s > 0).astype(int) if s.ndim == 1 else s.argmax(axis=1)
-            return self.classes_[index]
-
         if isinstance(scores, np.ndarray):
-            return labels(scores)
-        return scores.map_blocks(labels, dtype=self.classes_.dtype,
+            return class_labels(scores, self.classes_)
+        # A module-level block function: the workers never unpickle the estimator.
+        return scores.map_blocks(class_labels, self.classes_, dtype=self.classes_.dtype,
                                  drop_axis=1 if scores.ndim == 2 else None)
 
     @available_if(lambda self: self.loss == "logistic")
