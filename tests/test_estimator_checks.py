@@ -7,11 +7,12 @@ from tests.test_conventions import exported_estimators
 ESTIMATORS = [cls() for cls in exported_estimators()]
 
 # Checks an estimator cannot meet by nature, with the reason.
-_PWSGD_WEIGHTS = ("pwSGD is stochastic and its sketch depends on where rows are, so a "
-                  "weighted fit and a fit on the repeated rows draw different "
-                  "preconditioners (given one, they are equal: "
-                  "tests/linear_model/test_pwsgd_weights.py); it also needs "
-                  "n_samples > n_features, and the check's data are 15 x 30")
+_PWSGD_WEIGHTS = ("pwSGD is stochastic: a weighted fit sketches the rows w_i^(1/p) x_i, a "
+                  "different random draw from the sketch of the repeated rows, so the two "
+                  "fits use different preconditioners, hence different draws and steps "
+                  "(given one preconditioner, with the copies adjacent, the draws and "
+                  "steps are equal: tests/linear_model/test_pwsgd_weights.py); it also "
+                  "needs n_samples > n_features, and the check's data are 15 x 30")
 _ONLINE_WEIGHTS = ("RFD-SON is an online learner: a weight scales one example's gradient "
                    "in one step, as scikit-learn's SGD estimators do, while a repeated row "
                    "takes several steps from different iterates, so the two differ (weight "
