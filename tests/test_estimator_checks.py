@@ -7,14 +7,23 @@ from tests.test_conventions import exported_estimators
 ESTIMATORS = [cls() for cls in exported_estimators()]
 
 # Checks an estimator cannot meet by nature, with the reason.
-_PWSGD_WEIGHTS = ("pwSGD is stochastic and its sketch depends on where rows are, so a "
-                  "weighted fit and a fit on the repeated rows draw different "
-                  "preconditioners (given one, they are equal: "
-                  "tests/linear_model/test_pwsgd_weights.py); it also needs "
-                  "n_samples > n_features, and the check's data are 15 x 30")
+_PWSGD_WEIGHTS = ("pwSGD is stochastic: a weighted fit sketches the rows w_i^(1/p) x_i, a "
+                  "different random draw from the sketch of the repeated rows, so the two "
+                  "fits use different preconditioners, hence different draws and steps "
+                  "(given one preconditioner, with the copies adjacent, the draws and "
+                  "steps are equal: tests/linear_model/test_pwsgd_weights.py); it also "
+                  "needs n_samples > n_features, and the check's data are 15 x 30")
+_ONLINE_WEIGHTS = ("RFD-SON is an online learner: a weight scales one example's gradient "
+                   "in one step, as scikit-learn's SGD estimators do, while a repeated row "
+                   "takes several steps from different iterates, so the two differ (weight "
+                   "1 equals no weight and weight 0 equals dropping the row, exactly: "
+                   "tests/linear_model/test_rfd_son_weights.py)")
 EXPECTED_FAILURES = {
     "PWSGDRegressor": {"check_sample_weight_equivalence_on_dense_data": _PWSGD_WEIGHTS,
                        "check_sample_weight_equivalence_on_sparse_data": _PWSGD_WEIGHTS},
+    **{name: {"check_sample_weight_equivalence_on_dense_data": _ONLINE_WEIGHTS,
+              "check_sample_weight_equivalence_on_sparse_data": _ONLINE_WEIGHTS}
+       for name in ("RFDSONClassifier", "RFDSONRegressor")},
 }
 
 

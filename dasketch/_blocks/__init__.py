@@ -38,13 +38,14 @@ from dasketch._blocks.row_blocks import (
     rechunk_rows,
     select_columns,
 )
-from dasketch._blocks.scheduler import compute, is_dask_collection, persist
+from dasketch._blocks.scheduler import compute, is_dask_collection, known_row_chunks, persist
 from dasketch._blocks.tasks import DEFAULT_SPLIT_EVERY, add, check_split_every, tree_reduce
 
 __all__ = [
     "DEFAULT_SPLIT_EVERY", "CacheChoice", "RowBlocks", "add", "append_ones_column",
     "as_row_aligned", "as_row_blocks", "block_tasks", "cache_blocks", "check_split_every",
     "chunk_blocks", "compute", "default_block_rows", "gather_rows", "is_dask_collection",
-    "iter_row_blocks", "map_reduce", "map_rows", "matvec", "persist", "random_projection",
-    "rechunk_rows", "rmatvec", "select_columns", "sparse_embed_streams", "tree_reduce",
+    "iter_row_blocks", "known_row_chunks", "map_reduce", "map_rows", "matvec", "persist",
+    "random_projection", "rechunk_rows", "rmatvec", "select_columns", "sparse_embed_streams",
+    "tree_reduce",
 ]

@@ -22,7 +22,7 @@ from dasketch._blocks import store_watch
 from dasketch._blocks.anndata_blocks import anndata_row_blocks
 from dasketch._blocks.block_functions import append_ones, read_block, take_columns
 from dasketch._blocks.column_reads import column_read_reader, state_plan, zarr_behind
-from dasketch._blocks.scheduler import client_holding
+from dasketch._blocks.scheduler import client_holding, known_row_chunks
 from dasketch._blocks.stores import checked_sparse_store, open_zarr_rows
 from dasketch._blocks.tasks import ReadThenApply, task
 from dasketch.io import (
@@ -160,10 +160,13 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
 
     Parameters
     ----------
-    X : dask.array.Array, numpy.ndarray, pandas.DataFrame, scipy.sparse matrix or array \
-(any format), zarr.Array, str or os.PathLike
+    X : dask.array.Array, dask.dataframe.DataFrame, numpy.ndarray, pandas.DataFrame, \
+scipy.sparse matrix or array (any format), zarr.Array, str or os.PathLike
         Rows are samples. A string or path is a zarr store (a local directory, a
-        local ``.zip`` store, or an fsspec URL). The dtype is kept (float32 stays
+        local ``.zip`` store, or an fsspec URL). A Dask array with unknown row
+        chunk sizes (``ddf.values``, ``ddf.to_dask_array()``) or a Dask
+        DataFrame first has its row counts computed, once
+        (:func:`known_row_chunks`). The dtype is kept (float32 stays
         float32); in-memory values are read as they are, so callers that need
         finite values check them first (the estimators do, through
         :func:`dasketch.utils.validation.validate_input`).
@@ -194,6 +197,7 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
         return X
     if type(X).__module__.split(".")[0] == "xarray":  # a DataArray: its data, lazy stays lazy
         X = X.data
+    X = known_row_chunks(X)
     stored = anndata_row_blocks(  # an AnnData matrix in a zarr store or an HDF5 (.h5ad) file
         X, component=component, storage_options=storage_options, missing_chunks=missing_chunks,
         name=name, rows=lambda nnz, n_rows, n_features, sparse: _sparse_block_rows(
@@ -233,8 +237,6 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
                         f"{type(X).__name__}")
     _check_shape(X.shape, name)
     dtype = _check_dtype(X.dtype, name)
-    if any(np.isnan(c) for c in X.chunks[0]):
-        raise ValueError(f"{name} has unknown chunk sizes; call {name}.compute_chunk_sizes()")
     plan = "rows"
     if len(X.chunks[1]) > 1 and zarr_behind(X) is not None:
         source = zarr_behind(X)  # dask.array.from_zarr: its tasks read the store instead
@@ -444,7 +446,8 @@ def _transformed(blocks, step, n_features):
 
 def as_row_aligned(v, blocks, name="v"):
     """``v`` (numpy or Dask, 1-D or 2-D with ``n`` rows) as a Dask array whose row
-    chunks are the blocks of ``blocks`` (one chunk along any other axis).
+    chunks are the blocks of ``blocks`` (one chunk along any other axis). A Dask
+    array of unknown row chunk sizes has them computed (:func:`known_row_chunks`).
 
     Examples
     --------
@@ -454,6 +457,7 @@ def as_row_aligned(v, blocks, name="v"):
     >>> as_row_aligned(np.arange(10.0), blocks).chunks
     ((4, 4, 2),)
     """
+    v = known_row_chunks(v)
     if not isinstance(v, da.Array):
         v = np.asarray(v)
     if v.ndim not in (1, 2) or v.shape[0] != blocks.n_rows:

@@ -1,5 +1,6 @@
 """Computing Dask objects: on a given client, the client holding persisted
-inputs, or the active scheduler; with an optional progress bar."""
+inputs, or the active scheduler; with an optional progress bar; the row counts
+of Dask arrays that do not know them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 import sys
 
 import dask
+import numpy as np
 
 from dasketch._blocks import store_watch
 from dasketch._blocks.cluster_wait import gather_watched
@@ -143,3 +145,31 @@ def is_dask_collection(obj):
     (True, False)
     """
     return dask.is_dask_collection(obj)
+
+
+def known_row_chunks(X):
+    """A Dask array whose row chunks have unknown sizes (``ddf.values``,
+    ``ddf.to_dask_array()``), or a Dask DataFrame, as a Dask array with known
+    row chunks; anything else unchanged.
+
+    As dask-ml does, the sizes are computed (``compute_chunk_sizes``,
+    ``to_dask_array(lengths=True)``): one extra pass that computes every
+    partition, which the passes that follow compute again. Persist the frame
+    (``ddf.persist()``) when it fits in the workers' memory, to compute it once.
+
+    Examples
+    --------
+    >>> import pandas as pd, dask.dataframe as dd
+    >>> ddf = dd.from_pandas(pd.DataFrame({"a": [1.0, 2, 3], "b": [4.0, 5, 6]}),
+    ...                      npartitions=2)
+    >>> ddf.values.shape, known_row_chunks(ddf.values).shape
+    ((nan, 2), (3, 2))
+    """
+    if not is_dask_collection(X):
+        return X
+    if hasattr(X, "to_dask_array") and hasattr(X, "columns"):   # a Dask DataFrame
+        return X.to_dask_array(lengths=True)
+    chunks = getattr(X, "chunks", None)
+    if chunks and any(np.isnan(c) for c in chunks[0]):
+        return X.compute_chunk_sizes()
+    return X

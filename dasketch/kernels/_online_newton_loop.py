@@ -329,12 +329,16 @@ def iterate_norm(Q, v, c, k):
 
 
 @njit(cache=True)
-def run_rows(indptr, indices, data, dense, is_sparse, y, v, c, Q, K, P, wt, inv, fs, ist,
-             fp, ip, z_out, loss_out):
+def run_rows(indptr, indices, data, dense, is_sparse, y, weights, v, c, Q, K, P, wt, inv,
+             fs, ist, fp, ip, z_out, loss_out):
     """One round of the online Newton step per row, in order.
 
     Rows are CSR (``indptr``, ``indices``, ``data``) when ``is_sparse``, else the
-    rows of ``dense``. Writes the prediction made before each label and its loss.
+    rows of ``dense``. Example ``i`` has the loss ``weights[i] * l(z, y[i])``: its
+    gradient, and so its sketched row, is scaled by ``weights[i]``; an example of
+    weight 0 is skipped (no projection, no step, ``t`` and the floor unchanged)
+    and its prediction is ``clip(u^T x, -C, C)``. Writes the prediction made
+    before each label and its weighted loss.
     Returns ``(status, row)``: ``OK`` after all rows, or ``GRADIENT_OVERFLOW`` /
     ``DIVERGED`` at the row where it happened (the state is then inconsistent and
     must be discarded).
@@ -364,6 +368,11 @@ def run_rows(indptr, indices, data, dense, is_sparse, y, v, c, Q, K, P, wt, inv,
             zu += v[idx[j]] * val[j]
             xx += val[j] * val[j]
         zu += c[:k] @ qx[:k]
+        weight = weights[i]
+        if weight == 0.0:
+            z_out[i] = min(max(zu, -bound), bound)
+            loss_out[i] = 0.0
+            continue
         # 1. project u onto K_t = {|w^T x| <= C} in the H-(semi)norm
         excess = abs(zu) - bound
         projected = False
@@ -387,8 +396,9 @@ def run_rows(indptr, indices, data, dense, is_sparse, y, v, c, Q, K, P, wt, inv,
         # 2. predict; the projected prediction is exactly +-C
         z = np.copysign(bound, zu) if projected else zu
         value, slope = loss_and_slope(ip[LOSS], z, y[i])
+        slope *= weight
         z_out[i] = z
-        loss_out[i] = value
+        loss_out[i] = weight * value
         fs[T] += 1.0
         if slope == 0.0:
             if ip[USE_FLOOR]:  # R_t counts every row seen, with a gradient or not

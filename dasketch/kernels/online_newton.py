@@ -294,7 +294,7 @@ class OnlineNewton:
         return coef[:k] @ self._Q[:k] + beta * v
 
     # ------------------------------------------------------------------ rows
-    def fit_rows(self, X, y, *, callback=None):
+    def fit_rows(self, X, y, *, weights=None, callback=None):
         """Run the online Newton step over the rows of ``X`` in order.
 
         Parameters
@@ -302,6 +302,15 @@ class OnlineNewton:
         X : ndarray or scipy.sparse matrix of shape (n, d)
             Sparse rows stay sparse (CSR); float32 is promoted row by row.
         y : ndarray of shape (n,)
+        weights : ndarray of shape (n,), optional
+            Finite weights ``>= 0`` of the examples (default 1). Example ``t``'s
+            loss is ``weights[t] * l(z, y_t)``, so its gradient ``g_t`` and its
+            sketched row ``sqrt(mu + eta / t) g_t`` are scaled by ``weights[t]``
+            (as in scikit-learn's SGD estimators). An example of weight 0 is
+            skipped: no projection, no step, and it does not count in ``t`` nor in
+            the floor of alpha, exactly as if it were absent. A weight is not a
+            repetition of the example: an online step depends on the order of
+            the examples and on the iterate each one meets.
         callback : callable, optional
             Called with the number of rows processed, every 1024 rows.
 
@@ -310,9 +319,12 @@ class OnlineNewton:
         z : ndarray of shape (n,)
             Predictions made before each update (the online predictions).
         losses : ndarray of shape (n,)
+            Weighted losses ``weights[t] * l(z_t, y_t)``.
 
         Raises
         ------
+        ValueError
+            When ``weights`` is not ``n`` finite values ``>= 0``.
         DivergenceError
             When the gradient overflows or the iterates diverge (the state is then
             invalid: keep a :meth:`copy` to fall back on).
@@ -322,6 +334,11 @@ class OnlineNewton:
         losses = np.empty(n)
         # Writable float64 copies where needed: one compiled signature serves all input.
         y = np.require(y, dtype=np.float64, requirements=("C", "W"))
+        weights = np.ones(n) if weights is None else np.require(
+            weights, dtype=np.float64, requirements=("C", "W"))
+        if weights.shape != (n,) or not np.all(np.isfinite(weights)) or np.any(weights < 0):
+            raise ValueError(f"weights must be {n} finite values >= 0 (one per row of X), "
+                             f"got shape {weights.shape}")
         sparse = scipy.sparse.issparse(X)
         if sparse:
             X = scipy.sparse.csr_matrix(X)
@@ -339,8 +356,9 @@ class OnlineNewton:
             status, row = loop.run_rows(
                 indptr[start:stop + 1] if sparse else indptr, indices, data,
                 dense if sparse else dense[start:stop], sparse, y[start:stop],
-                self._v, self._c, self._Q, self._K, self._P, self._wt, self._inv,
-                self._fs, self._is, self._fp, self._ip, z[start:stop], losses[start:stop])
+                weights[start:stop], self._v, self._c, self._Q, self._K, self._P, self._wt,
+                self._inv, self._fs, self._is, self._fp, self._ip, z[start:stop],
+                losses[start:stop])
             if status != loop.OK:
                 self._raise(status, start + row)
             if callback is not None:

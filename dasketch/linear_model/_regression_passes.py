@@ -1,4 +1,5 @@
-"""The weighted sketch pass of pwSGD and sketch-preconditioned LSQR.
+"""The weighted sketch pass of pwSGD and sketch-preconditioned LSQR, and the
+Gram pass that gives the exact singular values of the data.
 
 One pass over the row blocks of ``B`` (through
 :func:`~dasketch._blocks.map_reduce`) gives the sparse embeddings of the
@@ -8,7 +9,7 @@ targets or a column of ones), together with the weighted column sums
 ``w^T [B E]`` and ``sum_i w_i ||B_i||^2``: what weighted centring and the
 accuracy bounds need, from the same read of every block. Weighted rows are
 formed block by block in the task, never as a copy of ``B``. This module
-imports numpy, scipy and the bridge only (workers unpickle its block function).
+imports numpy, scipy and the bridge only (workers unpickle its block functions).
 """
 
 from __future__ import annotations
@@ -74,3 +75,46 @@ def weighted_sketch_pass(blocks, extra, weights, specs, seed, *, power=2, client
                       keeps_block=False)
     (stacked,) = compute(lazy, client=client)
     return stacked[:-1, :-1], stacked[-1, :-1], float(stacked[-1, -1])
+
+
+def _basis_gram_block(block, start, stop, weights, *, basis, mean):
+    """``U_b^T U_b`` for the block's rows of ``U = W^(1/2) (X - 1 m^T) N``
+    (dense rows are centred before the product, as scikit-learn centres ``X``;
+    sparse rows after it, staying sparse)."""
+    root = np.sqrt(np.asarray(weights, dtype=np.float64).ravel())
+    if scipy.sparse.issparse(block):
+        U = np.asarray(block @ basis, dtype=np.float64)
+        if mean is not None:
+            U = U - mean @ basis
+    else:
+        rows = np.asarray(block, dtype=np.float64)
+        U = (rows if mean is None else rows - mean) @ basis
+    U *= root[:, None]
+    return U.T @ U
+
+
+def data_singular_values(blocks, precond, weights, *, client=None, split_every=None):
+    """The singular values of ``A = W^(1/2) (X - 1 m^T)`` (``m`` the
+    preconditioner's mean, None: no centring), descending, from one pass.
+
+    With ``R = U_R Sigma V^T`` and ``N = V_k Sigma_k^{-1}`` (the preconditioner's
+    ``basis``), ``A = (A N) Sigma_k V_k^T`` when the row space of ``A`` lies in
+    that of its sketch ``S A`` (always for a subspace embedding). ``A N`` is well
+    conditioned, so its Gram matrix ``G = N^T A^T A N`` (k x k, accumulated block
+    by block, never an ``n x k`` array) is accurate to about ``eps cond(A N)``,
+    and the singular values of ``A`` are those of ``G^(1/2) Sigma_k``: no
+    squaring of the condition number of ``A``, unlike ``X^T X``. The last
+    ``d - k`` values (beyond the numerical rank) are 0.
+    """
+    k, d = precond.rank, blocks.n_features
+    values = np.zeros(d)
+    if not k:
+        return values
+    func = partial(_basis_gram_block, basis=precond.basis, mean=precond.mean)
+    lazy = map_reduce(blocks, func, add, as_row_aligned(weights, blocks, name="sample_weight"),
+                      split_every=split_every, keeps_block=False)
+    (gram,) = compute(lazy, client=client)
+    eig, vecs = np.linalg.eigh((gram + gram.T) / 2)
+    root = np.sqrt(np.maximum(eig, 0.0))[:, None] * vecs.T  # G^(1/2) up to a rotation
+    values[:k] = np.linalg.svd(root * precond.singular_values[:k], compute_uv=False)
+    return values

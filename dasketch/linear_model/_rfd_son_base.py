@@ -18,6 +18,7 @@ from threadpoolctl import threadpool_limits
 from dasketch._blocks import RowBlocks, iter_row_blocks
 from dasketch.kernels.online_newton import OnlineNewton
 from dasketch.kernels.shrink import check_finite_rows
+from dasketch.linear_model._sketched_regression import check_sample_weight
 from dasketch.utils.blockwise import affine_rows
 from dasketch.utils.validation import validate_input
 
@@ -129,20 +130,25 @@ class _BaseRFDSON(BaseEstimator):
                     disable=not (self.progress is True or sys.stderr.isatty()))
 
     # ------------------------------------------------------------- learning
-    def _partial_fit(self, X, y, classes=None):
+    def _partial_fit(self, X, y, classes=None, sample_weight=None):
         first = not hasattr(self, "learners_")
         X, y = validate_input(self, X, y, reset=first, accept_sparse=("csr", "csc", "coo"),
                               y_numeric=self._y_numeric)
+        weights = check_sample_weight(sample_weight, y.shape[0])
+        if weights is None:
+            weights = np.ones(y.shape[0])
         targets = self._prepare_targets(y, first, classes)
+        counted = weights > 0  # examples of weight 0 are skipped as if absent
         if first:
-            self.prediction_bound_, self.mu_ = self._resolve_constants(self._target_bound(y))
+            self.prediction_bound_, self.mu_ = self._resolve_constants(
+                self._target_bound(y[counted]))
             dim = self.n_features_in_ + bool(self.fit_intercept)
             learners = [self._new_learner(dim) for _ in range(targets.shape[1])]
-            stats = dict(loss_sum=0.0, mistakes=0, seen=0, baseline=0.0)
+            stats = dict(loss_sum=0.0, mistakes=0.0, seen=0, weight=0.0, baseline=0.0)
         else:
             learners = [learner.copy() for learner in self.learners_]
             stats = dict(self._stats)
-        self._check_targets_within_bound(y)
+        self._check_targets_within_bound(y[counted])
         bar = self._progress_bar(X.shape[0])
         try:
             for start, X_block in self._iter_blocks(X):
@@ -155,19 +161,20 @@ class _BaseRFDSON(BaseEstimator):
                 with threadpool_limits(limits=1, user_api="blas"):
                     for j, learner in enumerate(learners):
                         z[:, j], losses = learner.fit_rows(
-                            X_block, targets[rows, j],
+                            X_block, targets[rows, j], weights=weights[rows],
                             callback=bar.update if bar is not None and j == 0 else None)
                         stats["loss_sum"] += float(losses.sum()) / len(learners)
-                stats["mistakes"] += self._count_mistakes(z, targets[rows])
-                stats["seen"] += X_block.shape[0]
+                stats["mistakes"] += self._count_mistakes(z, targets[rows], weights[rows])
         finally:
             if bar is not None:
                 bar.close()
-        stats["baseline"] += self._baseline(targets)
+        stats["seen"] += int(np.count_nonzero(counted))
+        stats["weight"] += float(weights.sum())
+        stats["baseline"] += self._baseline(targets, weights)
         self.learners_ = learners
         self._stats = stats
         self.n_seen_ = stats["seen"]
-        self.online_loss_ = stats["loss_sum"] / stats["seen"]
+        self.online_loss_ = stats["loss_sum"] / stats["weight"]
         alphas = np.array([learner.alpha for learner in learners])
         self.alpha_ = float(alphas[0]) if alphas.size == 1 else alphas
         coef = np.array([learner.u for learner in learners])
@@ -175,7 +182,7 @@ class _BaseRFDSON(BaseEstimator):
                        coef[:, -1] if self.fit_intercept else np.zeros(len(learners)))
         return self
 
-    def fit(self, X, y, n_epochs=1, **kwargs):
+    def fit(self, X, y, n_epochs=1, sample_weight=None, **kwargs):
         """Learn from scratch with ``n_epochs`` passes over the rows in order.
 
         Parameters
@@ -186,6 +193,8 @@ class _BaseRFDSON(BaseEstimator):
             Labels or targets, read block by block with ``X``.
         n_epochs : int, default 1
             Number of passes (the paper's online setting is one pass).
+        sample_weight : array_like or dask.array.Array of shape (n,), optional
+            Weights ``>= 0`` of the examples, as in ``partial_fit``.
         **kwargs : dict
             Passed to ``partial_fit`` (the classifier's ``classes``).
 
@@ -201,7 +210,7 @@ class _BaseRFDSON(BaseEstimator):
             if hasattr(self, attr):
                 delattr(self, attr)
         for _ in range(int(n_epochs)):
-            self.partial_fit(X, y, **kwargs)
+            self.partial_fit(X, y, sample_weight=sample_weight, **kwargs)
         self._warn_if_worse_than_baseline(self._stats)
         return self
 
@@ -209,7 +218,7 @@ class _BaseRFDSON(BaseEstimator):
         """ConvergenceWarning at the end of ``fit`` when the online predictions did
         worse than the trivial predictor (majority class, or predicting 0); chunks of
         ``partial_fit`` are not judged one by one (early chunks always look poor)."""
-        measured, baseline = self._online_measure(stats), stats["baseline"] / stats["seen"]
+        measured, baseline = self._online_measure(stats), stats["baseline"] / stats["weight"]
         if measured > baseline:
             warnings.warn(
                 f"{type(self).__name__}: the online {self._measure_name} over "

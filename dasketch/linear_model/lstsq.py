@@ -34,6 +34,7 @@ from dasketch._blocks import (
     rmatvec,
 )
 from dasketch.kernels.embeddings import EMBEDDINGS
+from dasketch.linear_model._regression_passes import data_singular_values
 from dasketch.linear_model._sketched_regression import SketchedRegressorMixin, check_sample_weight
 from dasketch.linear_model.preconditioning import precondition_blocks
 
@@ -85,6 +86,8 @@ class LstsqResult:
     singular_values : ndarray (d,), optional
         Singular values of the sketch ``S A``; those of ``A`` lie between them
         times the smallest and times the largest singular value of ``A N``.
+        :class:`SketchLstsqRegressor` computes those of ``A`` itself, in one
+        more pass.
     intercept : float or ndarray, default 0.0
         ``mean(b) - mean(A) x`` (weighted means) with ``fit_intercept``, else 0.
     intercept_error_bound : float or ndarray, default 0.0
@@ -351,11 +354,14 @@ def _scalar_per_target(values, one_target):
 
 def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
                 nnz_per_column=None, client=None, block_rows=None, name="A", cache="auto",
-                sample_weight=None, fit_intercept=False):
+                sample_weight=None, fit_intercept=False, exact_singular_values=False):
     """:func:`sketch_lstsq` on validated input: ``A`` an ndarray, a sparse matrix
     (products in place) or :class:`~dasketch._blocks.RowBlocks`, ``b`` a finite
     float64 array (n,) or (n, k), ``sample_weight`` None or checked weights;
-    errors about the data name it ``name``."""
+    errors about the data name it ``name``. With ``exact_singular_values`` the
+    result's ``singular_values`` are those of the (centred, weighted) ``A``
+    itself, from one more pass (:func:`data_singular_values`), instead of the
+    sketch's."""
     blocks, cache = cache_blocks(as_row_blocks(A, block_rows=block_rows, name=name), cache,
                                  client=client)
     n, d = blocks.shape
@@ -414,6 +420,11 @@ def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
         intercept = shift - precond.mean @ X
         intercept_bound = np.linalg.norm(precond.mean) * bound + _ROUNDING * (
             np.abs(shift) + np.abs(precond.mean) @ np.abs(X))
+    singular_values = precond.singular_values
+    if exact_singular_values:
+        singular_values = data_singular_values(
+            blocks, precond, np.ones(n) if sample_weight is None else sample_weight,
+            client=client)
     one = b.ndim == 1
     return LstsqResult(
         x=X.reshape((d,) + b.shape[1:]), n_iter=n_iter,
@@ -422,7 +433,7 @@ def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
         condition_number_estimate=precond.condition_number_estimate,
         sketch_solution=precond.x0, optimality_residual=_scalar_per_target(optimality, one),
         cache=cache, coef_error_bound=_scalar_per_target(bound, one), rank=k,
-        singular_values=precond.singular_values,
+        singular_values=singular_values,
         intercept=_scalar_per_target(intercept, one),
         intercept_error_bound=_scalar_per_target(intercept_bound, one))
 
@@ -466,9 +477,12 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
     rank_ : int
         Numerical rank of the (centred, weighted) ``X`` from its sketch.
     singular_ : ndarray (n_features,)
-        Singular values of the sketch of the (centred, weighted) ``X``: those
-        of ``X`` up to the embedding's distortion (about ``1 +- 0.5`` at the
-        default ``sketch_size``), not exactly ``LinearRegression``'s.
+        Singular values of the (centred, weighted) ``X``, as
+        ``LinearRegression``'s (``W^(1/2) (X - 1 m^T)``, ``m`` the weighted
+        column means), descending, 0 beyond ``rank_``: from the Gram matrix of
+        the well-conditioned ``X N`` in one more pass over ``X``
+        (:func:`dasketch.linear_model._regression_passes.data_singular_values`),
+        accurate to about ``eps cond(X N)`` relative to the largest.
     condition_number_estimate_ : float
         Estimate of ``cond(X N)`` from an independent check sketch.
     optimality_residual_ : float or ndarray (n_targets,)
@@ -554,7 +568,8 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         res = solve_lstsq(X, y, tol=self.tol, max_iter=self.max_iter,
                           sketch_size=self.sketch_size, embedding=self.embedding,
                           random_state=self.random_state, block_rows=self.block_rows,
-                          name="X", sample_weight=weights, fit_intercept=self.fit_intercept)
+                          name="X", sample_weight=weights, fit_intercept=self.fit_intercept,
+                          exact_singular_values=True)
         self._set_coef(res.x, res.intercept if self.fit_intercept else None, dtype)
         rounding = np.linalg.norm(np.atleast_2d(self.coef_) - np.atleast_2d(res.x.T), axis=1)
         self.coef_error_bound_ = _scalar_per_target(res.coef_error_bound + rounding,

@@ -89,10 +89,15 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
     With ``sample_weight`` the problem is ``min sum_i w_i |a_i x - b_i|^p``,
     that of the rows ``w_i^(1/p) [a_i b_i]``: step 1 sketches them (formed
     block by block in the pass), step 2 weights row ``i`` by ``w_i lambda_i``
-    (its leverage as a weighted row) and step 4 scales the gathered rows. Given
-    the preconditioner, the draws and steps are those of the rows repeated
-    ``w_i`` times for integer weights; only the sketch differs, as it depends
-    on where rows are.
+    (its leverage as a weighted row) and step 4 scales the gathered rows.
+    Integer weights give the objective of the rows repeated ``w_i`` times, and
+    given one preconditioner ``R`` the run is that of the repeated rows (copies
+    adjacent, same ``random_state``): the same rows drawn as often, the same
+    steps. A weighted fit does not equal a fit on the repeated rows, though:
+    step 1 sketches the rows ``w_i^(1/p) a_i``, a different random draw from the
+    sketch of the repeated rows, so ``R``, then the draws and the steps, differ;
+    both fits are runs of pwSGD on the same problem, each within its accuracy of
+    the weighted optimum, not equal to each other to rounding.
 
     **Default step sizes** (derivation). In ``y = P x`` (``H = P^T P``) the
     problem is ``F(y) = sum_i |u_i y - b_i|^p`` with ``U = A P^{-1}`` whose
@@ -258,8 +263,9 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
             block; the rows are then drawn with probability proportional to
             ``w_i lambda_i`` (the leverage of the weighted row) and scaled as
             they are gathered. A scalar, numpy or a Dask array of any chunking
-            (computed, like ``y``). Integer weights give the problem of the rows
-            repeated.
+            (computed, like ``y``). Integer weights give the objective of the
+            rows repeated, not the same fit: the sketch of the weighted rows is
+            another random draw (see the class description).
 
         Returns
         -------

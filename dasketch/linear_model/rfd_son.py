@@ -97,13 +97,14 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
     intercept_ : ndarray of shape (1,) or (n_classes,)
     n_seen_ : int
-        Examples processed, over all passes.
+        Examples processed (those of weight > 0), over all passes.
     online_error_rate_ : float
-        Fraction of examples misclassified by the prediction made before their
-        label was revealed (the paper's online error rate); ``fit`` issues a
-        ConvergenceWarning when it exceeds the majority-class rate.
+        Fraction of examples (weighted by ``sample_weight``) misclassified by the
+        prediction made before their label was revealed (the paper's online error
+        rate); ``fit`` issues a ConvergenceWarning when it exceeds the
+        majority-class rate.
     online_loss_ : float
-        Mean loss suffered online (per learner).
+        Mean loss suffered online (per learner; weighted mean).
     alpha_ : float or ndarray of shape (n_classes,)
         ``alpha`` of the sketch of each learner.
     prediction_bound_, mu_ : float
@@ -169,24 +170,27 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
         return np.where(index[:, None] == np.arange(self.classes_.size), 1.0, -1.0)
 
     @staticmethod
-    def _count_mistakes(z, targets):
+    def _count_mistakes(z, targets, weights):
+        """Weight of the examples misclassified online."""
         if z.shape[1] == 1:
-            return int(np.count_nonzero(np.where(z[:, 0] > 0, 1.0, -1.0) != targets[:, 0]))
-        return int(np.count_nonzero(z.argmax(axis=1) != targets.argmax(axis=1)))
+            wrong = np.where(z[:, 0] > 0, 1.0, -1.0) != targets[:, 0]
+        else:
+            wrong = z.argmax(axis=1) != targets.argmax(axis=1)
+        return float(weights[wrong].sum())
 
     @staticmethod
-    def _baseline(targets):
-        """Mistakes of always predicting the majority class."""
-        counts = (targets > 0).sum(axis=0)
+    def _baseline(targets, weights):
+        """Weight of the mistakes of always predicting the majority class."""
+        counts = weights @ (targets > 0)
         if targets.shape[1] == 1:
-            counts = np.array([targets.shape[0] - counts[0], counts[0]])
-        return float(targets.shape[0] - counts.max())
+            counts = np.array([weights.sum() - counts[0], counts[0]])
+        return float(weights.sum() - counts.max())
 
     @staticmethod
     def _online_measure(stats):
-        return stats["mistakes"] / stats["seen"]
+        return stats["mistakes"] / stats["weight"]
 
-    def partial_fit(self, X, y, classes=None):
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One pass over the rows of ``X`` in order, continuing from the current model.
 
         Parameters
@@ -197,6 +201,13 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
             Class labels, read block by block with ``X``.
         classes : array_like, optional
             All labels; inferred from ``y`` on the first call when omitted.
+        sample_weight : array_like or dask.array.Array of shape (n,), optional
+            Finite weights ``>= 0`` (default 1). Example ``t``'s loss is scaled by
+            its weight, so its gradient and its sketched row are too (as in
+            :class:`sklearn.linear_model.SGDClassifier`); an example of weight 0
+            is skipped exactly as if it were absent. The online measures are
+            weighted means. A weight is not a repetition of the example: an
+            online step depends on the iterate each example meets.
 
         Returns
         -------
@@ -219,8 +230,8 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
         >>> clf.partial_fit(X[50:], X[50:, 0] > 0).n_seen_
         100
         """
-        self._partial_fit(X, y, classes)
-        self.online_error_rate_ = self._stats["mistakes"] / self.n_seen_
+        self._partial_fit(X, y, classes, sample_weight)
+        self.online_error_rate_ = self._stats["mistakes"] / self._stats["weight"]
         return self
 
     def _set_coef(self, coef, intercept):
@@ -357,7 +368,8 @@ class RFDSONRegressor(RegressorMixin, _BaseRFDSON):
     intercept_ : float
     n_seen_ : int
     online_loss_ : float
-        Mean squared error of the predictions made before each target was seen;
+        Mean squared error (weighted by ``sample_weight``) of the predictions
+        made before each target was seen;
         ``fit`` issues a ConvergenceWarning when it exceeds the mean of ``y^2``
         (the error of predicting 0).
     alpha_, prediction_bound_, mu_ : float
@@ -419,18 +431,18 @@ class RFDSONRegressor(RegressorMixin, _BaseRFDSON):
         return np.asarray(y, dtype=np.float64)[:, None]
 
     @staticmethod
-    def _count_mistakes(z, targets):
-        return 0
+    def _count_mistakes(z, targets, weights):
+        return 0.0
 
     @staticmethod
-    def _baseline(targets):
-        return float(targets[:, 0] @ targets[:, 0])
+    def _baseline(targets, weights):
+        return float((weights * targets[:, 0]) @ targets[:, 0])
 
     @staticmethod
     def _online_measure(stats):
-        return stats["loss_sum"] / stats["seen"]
+        return stats["loss_sum"] / stats["weight"]
 
-    def partial_fit(self, X, y):
+    def partial_fit(self, X, y, sample_weight=None):
         """Make one pass over the rows of ``X`` in order, continuing from the current model.
 
         Parameters
@@ -439,13 +451,19 @@ class RFDSONRegressor(RegressorMixin, _BaseRFDSON):
             A Dask array or zarr store is read one row block at a time.
         y : array_like or dask.array.Array of shape (n,)
             Targets, read block by block with ``X``.
+        sample_weight : array_like or dask.array.Array of shape (n,), optional
+            Finite weights ``>= 0`` (default 1): example ``t``'s loss is
+            ``w_t (w^T x_t - y_t)^2``, so its gradient and its sketched row are
+            scaled by ``w_t``; an example of weight 0 is skipped exactly as if it
+            were absent (also for ``prediction_bound="auto"``). A weight is not a
+            repetition of the example (see :meth:`RFDSONClassifier.partial_fit`).
 
         Returns
         -------
         self : RFDSONRegressor
             The estimator, updated.
         """
-        return self._partial_fit(X, y)
+        return self._partial_fit(X, y, sample_weight=sample_weight)
 
     def _set_coef(self, coef, intercept):
         self.coef_, self.intercept_ = coef[0], float(intercept[0])

@@ -69,7 +69,7 @@ def validate_input(estimator, X, y="no_validation", *, reset, accept_sparse=("cs
     block from the estimator's ``block_rows`` if it has one); its shape, dtype
     and feature count are checked here. A Dask DataFrame, or a Dask array with
     unknown row chunk sizes, first has its chunk sizes computed
-    (:func:`known_row_chunks`).
+    (:func:`dasketch._blocks.known_row_chunks`).
 
     Parameters
     ----------
@@ -112,8 +112,7 @@ str or PathLike
                                  dtype=dtype)
         return validate_data(estimator, X, y, reset=reset, accept_sparse=accept_sparse,
                              dtype=dtype, y_numeric=y_numeric)
-    blocks = as_row_blocks(known_row_chunks(X), name="X",
-                           block_rows=getattr(estimator, "block_rows", None))
+    blocks = as_row_blocks(X, name="X", block_rows=getattr(estimator, "block_rows", None))
     _check_out_of_core_features(estimator, blocks, reset)
     if isinstance(y, str) and y == "no_validation":
         return blocks
@@ -121,34 +120,6 @@ str or PathLike
         raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the "
                          "target y is None")
     return blocks, as_target_vector(y, blocks.n_rows, real=y_numeric)
-
-
-def known_row_chunks(X):
-    """A Dask array whose row chunks have unknown sizes (``ddf.values``,
-    ``ddf.to_dask_array()``), or a Dask DataFrame, as a Dask array with known
-    row chunks; anything else unchanged.
-
-    As dask-ml does, the sizes are computed (``compute_chunk_sizes``,
-    ``to_dask_array(lengths=True)``): one extra pass that computes every
-    partition, which the passes that follow compute again. Persist the frame
-    (``ddf.persist()``) when it fits in the workers' memory, to compute it once.
-
-    Examples
-    --------
-    >>> import pandas as pd, dask.dataframe as dd
-    >>> ddf = dd.from_pandas(pd.DataFrame({"a": [1.0, 2, 3], "b": [4.0, 5, 6]}),
-    ...                      npartitions=2)
-    >>> ddf.values.shape, known_row_chunks(ddf.values).shape
-    ((nan, 2), (3, 2))
-    """
-    if not is_dask_collection(X):
-        return X
-    if hasattr(X, "to_dask_array") and hasattr(X, "columns"):   # a Dask DataFrame
-        return X.to_dask_array(lengths=True)
-    chunks = getattr(X, "chunks", None)
-    if chunks and any(np.isnan(c) for c in chunks[0]):
-        return X.compute_chunk_sizes()
-    return X
 
 
 def as_target_vector(y, n_rows, *, name="y", matrix="X", real=False):

@@ -18,11 +18,13 @@ from dasketch.kernels.online_newton import RCOND, DivergenceError, OnlineNewton,
 
 # ------------------------------------------------------------ dense reference
 def dense_algorithm3(X, y, sketch_size, *, method="rfd", alpha0=0.0, loss="squared",
-                     prediction_bound=1.0, eta=0.0, mu=0.1, capacity=None, alpha_floor=False):
+                     prediction_bound=1.0, eta=0.0, mu=0.1, capacity=None, alpha_floor=False,
+                     weights=None):
     """Algorithm 3 written directly: H formed as a d x d matrix, its pseudo-inverse
     by ``numpy.linalg.pinv``, the sketch shrunk by a dense SVD when it holds
     ``capacity`` rows (``l`` for Algorithm 3, ``2 l`` for the buffer of Algorithm 6),
-    alpha optionally kept above ``max ||g|| max ||x|| / (2 C)``.
+    alpha optionally kept above ``max ||g|| max ||x|| / (2 C)``. Example ``i``'s loss
+    is scaled by ``weights[i]`` (its gradient is); an example of weight 0 is skipped.
 
     Returns the unconstrained iterates u_2, ..., u_{n+1} and alpha at every step.
     """
@@ -42,8 +44,15 @@ def dense_algorithm3(X, y, sketch_size, *, method="rfd", alpha0=0.0, loss="squar
         return (G if method == "full" else B.T @ B) + alpha * np.eye(d), alpha
 
     H, alpha = current_H()
-    for t in range(1, n + 1):
-        x = X[t - 1]
+    weights = np.ones(n) if weights is None else weights
+    t = 0
+    for i in range(n):
+        if weights[i] == 0:
+            us.append(u.copy())
+            alphas.append(alpha)
+            continue
+        t += 1
+        x = X[i]
         # Projection of u onto K_t = {|w^T x| <= C} in the H-(semi)norm.
         w, zu = u, x @ u
         z = zu
@@ -56,7 +65,8 @@ def dense_algorithm3(X, y, sketch_size, *, method="rfd", alpha0=0.0, loss="squar
             if denom > 0:
                 w = u - np.sign(zu) * (abs(zu) - C) / denom * hx
                 z = np.sign(zu) * C  # w^T x in exact arithmetic
-        _, slope = loss_derivative(loss, z, y[t - 1])
+        _, slope = loss_derivative(loss, z, y[i])
+        slope *= weights[i]
         row_max = max(row_max, np.linalg.norm(x))
         if slope != 0:
             g = slope * x
@@ -83,12 +93,13 @@ def dense_algorithm3(X, y, sketch_size, *, method="rfd", alpha0=0.0, loss="squar
     return np.array(us), np.array(alphas)
 
 
-def kernel_iterates(X, y, sketch_size, **params):
+def kernel_iterates(X, y, sketch_size, weights=None, **params):
     """The compiled kernel fed one row per call, its iterate read after each."""
     learner = OnlineNewton(X.shape[1], sketch_size, **params)
+    weights = np.ones(X.shape[0]) if weights is None else weights
     us, alphas = [], []
     for i in range(X.shape[0]):
-        learner.fit_rows(X[i:i + 1], y[i:i + 1])
+        learner.fit_rows(X[i:i + 1], y[i:i + 1], weights=weights[i:i + 1])
         us.append(learner.u)
         alphas.append(learner.alpha)
     return np.array(us), np.array(alphas), learner
