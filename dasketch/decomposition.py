@@ -53,9 +53,13 @@ class SketchPCA(_BasePCA):
         :func:`dasketch._pca_variance.mle_components`; needs ``n_samples >=
         n_features``).
     sketch_size : int or "exact", optional
-        ``l``, more than ``n_components``; default ``max(2 k, k + 10)`` for
+        ``l``, more than ``n_components``; default ``k + max(3 k, 10)`` for
         ``k = n_components`` (``min(n_samples, n_features)`` unless an int),
-        capped at ``min(n_samples, n_features) + 1`` (``n_features + 1`` in
+        chosen so that the ``k`` components capture at least 0.98 of the
+        variance of the best ``k``-dimensional subspace on flat as well as steep
+        spectra (measured; see
+        :func:`dasketch._pca_variance.default_sketch_size`), capped at
+        ``min(n_samples, n_features) + 1`` (``n_features + 1`` in
         :meth:`partial_fit`): a sketch of that size is exact for the
         deterministic updates (the centred data have rank below it), so the
         defaults work on data of any size. ``"exact"`` is ``n_features + 1``
