@@ -285,6 +285,29 @@ def open_zarr_array(path, *, component=None, storage_options=None, chunks=None,
                           chunks=chunks, missing_chunks=missing_chunks, name=name)[0]
 
 
+def open_checked_store(path, *, component=None, storage_options=None, missing_chunks="fill",
+                       name="X"):
+    """``(array, checked, digest)`` of the zarr store ``path`` (a path or URL with
+    ``component``, or a ``zarr.Array``): the array opened here for its metadata,
+    a Delayed that opens the store on a worker and checks it against what the
+    client saw (:func:`~dasketch.store_checks.checked_array`), and the store's
+    fingerprint, against which read tasks check their chunk files."""
+    import dask
+
+    check_missing_chunks(missing_chunks)
+    if isinstance(path, (str, os.PathLike)):
+        array = open_store_array(path, component=component,
+                                 storage_options=storage_options, name=name)
+        source = os.fspath(path)
+    else:
+        array = source = path
+    digest, signatures = store_fingerprint(array)
+    checked = dask.delayed(checked_array, pure=True)(
+        source, component, storage_options, tuple(array.shape), array.dtype.str,
+        missing_chunks, (digest, len(signatures)), name)
+    return array, checked, digest
+
+
 def open_zarr_rows(path, *, component=None, storage_options=None, chunks=None,
                    missing_chunks="fill", name="X"):
     """:func:`open_zarr_array`, and how a task reads rows of the store itself.
@@ -299,23 +322,14 @@ def open_zarr_rows(path, *, component=None, storage_options=None, chunks=None,
         A task given these reads any range of rows itself (one task instead of
         a read and a compute, and no rows held between them).
     """
-    import dask
     import dask.array as da
 
-    check_missing_chunks(missing_chunks)
-    if isinstance(path, (str, os.PathLike)):
-        array = open_store_array(path, component=component,
-                                 storage_options=storage_options, name=name)
-        source = os.fspath(path)
-    else:
-        array = source = path
+    array, checked, digest = open_checked_store(
+        path, component=component, storage_options=storage_options,
+        missing_chunks=missing_chunks, name=name)
     if array.ndim != 2:
         raise ValueError(f"{name} must be a 2-D array (rows are samples), got "
                          f"{array.ndim}-D input with shape {tuple(array.shape)}")
-    digest, signatures = store_fingerprint(array)
-    checked = dask.delayed(checked_array, pure=True)(
-        source, component, storage_options, tuple(array.shape), array.dtype.str,
-        missing_chunks, (digest, len(signatures)), name)
     rows = array.chunks[0] if chunks is None else (
         chunks[0] if isinstance(chunks, tuple) else chunks)
     block_chunks = da.core.normalize_chunks((rows, array.shape[1]), array.shape)

@@ -16,6 +16,7 @@ from dasketch import SketchPCA
 from dasketch._blocks import as_row_blocks
 from dasketch._blocks.column_reads import ColumnChunkedRows, plan_column_reads
 from dasketch._blocks.transposed_store import transposed_store_blocks
+from tests.helpers import GraphRecorder, graph_tasks, moved_whole, store_read
 
 N, D, BLOCK = 1200, 96, 128
 
@@ -32,38 +33,6 @@ def stores(tmp_path_factory):
     zarr.create_array(space, data=X, chunks=(N, 16))
     zarr.create_array(time, data=X, chunks=(BLOCK, D))
     return X, space, time
-
-
-class _Recorder:
-    """A scheduler that keeps every graph it computes (run synchronously)."""
-
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, dsk, keys, **kwargs):
-        if not isinstance(dsk, dict):
-            dsk = dict(dsk.__dask_graph__())
-        self.graphs.append(dsk)
-        return dask.local.get_sync(dsk, keys, **kwargs)
-
-
-def _tasks(graph):
-    """The tasks of a graph, and those of the subgraphs fused into its tasks."""
-    for task in graph.values():
-        yield task
-        for arg in getattr(task, "args", ()):
-            if isinstance(arg, dict):
-                yield from _tasks(arg)
-
-
-def _reads(task):
-    """``(reader, start, stop)`` of a block task that reads rows of a store itself."""
-    func = getattr(task, "func", None)
-    read = getattr(getattr(func, "func", None), "read", None)
-    if read is None:
-        return None
-    start, stop = task.args[1:3]
-    return read, start, stop
 
 
 def test_space_chunked_store_sketches_as_the_time_chunked_one(stores, cluster_client):
@@ -84,17 +53,15 @@ def test_space_chunked_store_sketches_as_the_time_chunked_one(stores, cluster_cl
 @pytest.mark.parametrize("opened", [str, da.from_zarr])
 def test_no_task_moves_a_whole_column_of_the_store(stores, opened):
     X, space, _ = stores
-    recorder = _Recorder()
+    recorder = GraphRecorder()
     with warnings.catch_warnings(), dask.config.set(scheduler=recorder):
         warnings.simplefilter("ignore")
         pca = SketchPCA(4, 12, block_rows=BLOCK).fit(opened(space))
         scores = pca.transform(opened(space)).compute()
     reference = SketchPCA(4, 12, block_rows=BLOCK).fit(X)
     np.testing.assert_allclose(scores, reference.transform(X), atol=1e-9)
-    names = {dask.utils.key_split(key) for graph in recorder.graphs for key in graph}
-    assert not {name for name in names if "rechunk" in name or "p2p" in name
-                or "shuffle" in name}, names
-    reads = [_reads(task) for graph in recorder.graphs for task in _tasks(graph)]
+    assert not moved_whole(recorder)
+    reads = [store_read(task) for graph in recorder.graphs for task in graph_tasks(graph)]
     reads = [r for r in reads if r is not None]
     assert len(reads) >= 3 * (N // BLOCK)  # sketch, variances, scores: a read per block
     for read, start, stop in reads:  # every task reads one block of rows across the chunks

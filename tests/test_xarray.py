@@ -1,11 +1,14 @@
 """EOFs of xarray fields (dasketch.xarray) against exact weighted EOFs."""
 
+import warnings
+
 import numpy as np
 import pytest
 
 xr = pytest.importorskip("xarray", reason="xarray is not installed (pip install "
                                            "'dasketch[xarray]'); dasketch.xarray untested")
 da = pytest.importorskip("dask.array")
+import dask  # noqa: E402
 
 from dasketch import SketchPCA  # noqa: E402
 from dasketch.xarray import eofs  # noqa: E402
@@ -162,3 +165,39 @@ def test_bad_inputs_are_named(field, weights):
         eofs(field, "time", 2, weights=weights.values)
     with pytest.raises(TypeError, match="data must be an xarray"):
         eofs(field.values, "time", 2)
+
+
+def test_a_space_chunked_store_is_read_by_samples_in_the_tasks(field, weights, tmp_path):
+    """A variable opened from a zarr store chunked along space gives the EOFs of the
+    same field chunked along time, and of it in memory (to 1e-10), read by block
+    tasks across the store's chunks, with no rechunk or shuffle in any graph."""
+    from tests.helpers import GraphRecorder, graph_tasks, moved_whole, store_read
+
+    opened = {}
+    for name, chunks in {"time": {"time": 40}, "space": {"time": -1, "lat": 4}}.items():
+        field.to_dataset().chunk(chunks).to_zarr(tmp_path / f"{name}.zarr", mode="w")
+        opened[name] = xr.open_zarr(tmp_path / f"{name}.zarr")
+    results, recorders = {}, {}
+    for name, ds in opened.items():
+        recorders[name] = GraphRecorder()
+        with dask.config.set(scheduler=recorders[name]), \
+                warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            results[name] = eofs(ds if name == "time" else ds.sst, "time", 4, weights=weights,
+                                 sketch_size=10, block_rows=48)
+            results[name]["scores"] = results[name].scores.compute()
+        assert not [w for w in seen if "rechunk" in str(w.message)]
+        assert not moved_whole(recorders[name]), name
+    in_memory = eofs(field, "time", 4, weights=weights, sketch_size=10, block_rows=48)
+    assert results["space"].attrs["plan"] == "column reads"
+    assert results["time"].attrs["plan"] == "rows" and in_memory.attrs["plan"] == "in memory"
+    for other in (results["time"], in_memory):
+        for var in ("components", "scores", "explained_variance", "mean"):
+            np.testing.assert_allclose(results["space"][var].values, other[var].values,
+                                       rtol=1e-10, atol=1e-10)
+    assert np.isnan(results["space"].components.values[:, 3:7, 5:11]).all()
+    reads = [store_read(task) for graph in recorders["space"].graphs
+             for task in graph_tasks(graph)]
+    reads = [r for r in reads if r is not None]
+    assert len(reads) >= 3 * (N_TIME // 48)  # sketch, variances, scores: a read per block
+    assert all(0 < stop - start <= 48 for _, start, stop in reads)

@@ -36,6 +36,12 @@ def take_columns(block, *, index):
     return block[:, index]
 
 
+def weigh_columns(block, *, weights):
+    """The block's columns times ``weights`` (a new ndarray in the dtype of
+    their product)."""
+    return block * weights
+
+
 def append_ones(block):
     """``[block 1]``, in the block's kind (ndarray or CSR) and dtype."""
     ones = np.ones((block.shape[0], 1), dtype=block.dtype)
