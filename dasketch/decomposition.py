@@ -11,6 +11,8 @@ from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from dasketch._blocks import RowBlocks, as_row_blocks, compute
+from dasketch._blocks.scaling import scaled_blocks
+from dasketch._pca_scaling import ColumnScaling
 from dasketch._pca_variance import (
     candidate_axes,
     fit_sizes,
@@ -26,7 +28,7 @@ from dasketch.utils.blockwise import affine_rows, gaussian_log_likelihood
 from dasketch.utils.validation import is_out_of_core, validate_input
 
 
-class SketchPCA(_BasePCA):
+class SketchPCA(ColumnScaling, _BasePCA):
     """Principal component analysis from a centred Robust Frequent Directions sketch.
 
     One pass over the data (block sketches merged in a tree, see
@@ -78,6 +80,15 @@ class SketchPCA(_BasePCA):
     random_state : None, int or numpy.random.Generator, optional
         Seeds the randomized update of :func:`dasketch.sketch` (sparse input much
         wider than the sketch), so equal seeds give equal fits.
+    scaling : {"standard"} or None, default None
+        ``"standard"``: centre every column and divide it by its standard
+        deviation (``ddof=0``; a constant column keeps scale 1 and becomes zero),
+        as :class:`sklearn.preprocessing.StandardScaler` does, before the PCA.
+        The means and deviations come from one more blocked pass (moments merged
+        as Chan, Golub and LeVeque 1979), and every block task of the later
+        passes, and of :meth:`transform`, :meth:`inverse_transform` and
+        :meth:`score_samples`, scales the rows it reads: the scaled matrix is
+        never stored. Dense input only; not with :meth:`partial_fit`.
 
     Attributes
     ----------
@@ -119,6 +130,10 @@ class SketchPCA(_BasePCA):
         n_components_`` (0 when that is 0), for the probabilistic PCA of
         :meth:`score`.
     mean_ : ndarray of shape (n_features,)
+        The mean of the (scaled, with ``scaling``) data.
+    scaler_mean_, scaler_scale_ : ndarray of shape (n_features,)
+        With ``scaling="standard"``: every column's mean and the divisor of the
+        centred column.
     n_components_ : int
     n_features_in_ : int
     feature_names_in_ : ndarray of str
@@ -181,10 +196,11 @@ class SketchPCA(_BasePCA):
         "split_every": [Interval(numbers.Integral, 2, None, closed="left"), None],
         "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
+        "scaling": [StrOptions({"standard"}), None],
     }
 
     def __init__(self, n_components=None, sketch_size=None, *, method="rfd", whiten=False,
-                 split_every=None, block_rows=None, random_state=None):
+                 split_every=None, block_rows=None, random_state=None, scaling=None):
         self.n_components = n_components
         self.sketch_size = sketch_size
         self.method = method
@@ -192,6 +208,7 @@ class SketchPCA(_BasePCA):
         self.split_every = split_every
         self.block_rows = block_rows
         self.random_state = random_state
+        self.scaling = scaling
 
     def _continued_sizes(self, n_samples):
         """``(k, sketch_size)`` of a :meth:`partial_fit` after the first: those of
@@ -235,6 +252,14 @@ class SketchPCA(_BasePCA):
         self._validate_params()
         X = validate_input(self, X, reset=True, accept_sparse="csr")
         blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
+        for name in ("scaler_mean_", "scaler_scale_"):
+            self.__dict__.pop(name, None)
+        if self.scaling is not None:
+            blocks = scaled_blocks(blocks, self._fit_scaler(blocks, self.scaling)[0])
+        return self._fit_rows(blocks)
+
+    def _fit_rows(self, blocks):
+        """Sketch ``blocks`` (RowBlocks) and read the components out."""
         k, sketch_size = fit_sizes(self.n_components, self.sketch_size, *blocks.shape)
         return self._read_out(self._sketch(blocks, sketch_size), k, blocks, blocks.dtype)
 
@@ -274,6 +299,9 @@ class SketchPCA(_BasePCA):
             ``n_components``.
         """
         self._validate_params()
+        if self.scaling is not None:
+            raise ValueError("scaling='standard' needs the moments of every row before the "
+                             "sketch: use fit, or scale the batches beforehand")
         first = not hasattr(self, "sketch_")
         X = validate_input(self, X, reset=first, accept_sparse="csr")
         blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
@@ -358,7 +386,12 @@ class SketchPCA(_BasePCA):
             raise on NaN or Inf when computed.
         """
         check_is_fitted(self, "components_")
-        X = validate_input(self, X, reset=False, accept_sparse="csr")
+        if hasattr(self, "scaler_mean_"):
+            return self._in_kind_of(X, self._transform(self._scaled(X)))
+        return self._transform(validate_input(self, X, reset=False, accept_sparse="csr"))
+
+    def _transform(self, X):
+        """:meth:`transform` of validated ``X`` (RowBlocks: lazy)."""
         projection = self._projection()[0]
         offset = -(self.mean_.astype(np.float64) @ projection)
         if not isinstance(X, RowBlocks):
@@ -391,9 +424,13 @@ class SketchPCA(_BasePCA):
             raise ValueError(f"X has {width} columns, but {type(self).__name__} has "
                              f"{self.n_components_} components")
         matrix = (self.components_.astype(np.float64).T * self._projection()[1]).T
+        offset = self.mean_.astype(np.float64)
+        if hasattr(self, "scaler_mean_"):  # undo the scaling too: x = z scale + mean
+            matrix, offset = matrix * self.scaler_scale_, offset * self.scaler_scale_ \
+                + self.scaler_mean_
         if isinstance(X, RowBlocks):
-            return affine_rows(X, matrix, self.mean_, self.components_.dtype)
-        return (X @ matrix + self.mean_).astype(self.components_.dtype, copy=False)
+            return affine_rows(X, matrix, offset, self.components_.dtype)
+        return (X @ matrix + offset).astype(self.components_.dtype, copy=False)
 
     def _singular(self):
         """Whether the probabilistic PCA covariance is singular: no noise, and fewer
@@ -463,7 +500,12 @@ class SketchPCA(_BasePCA):
             Log-likelihoods; lazy for out-of-core ``X``.
         """
         check_is_fitted(self, "components_")
-        X = validate_input(self, X, reset=False, accept_sparse="csr")
+        if hasattr(self, "scaler_mean_"):
+            return self._in_kind_of(X, self._score_samples(self._scaled(X)))
+        return self._score_samples(validate_input(self, X, reset=False, accept_sparse="csr"))
+
+    def _score_samples(self, X):
+        """:meth:`score_samples` of validated ``X`` (RowBlocks: lazy)."""
         precision = None if self._singular() else self.get_precision().astype(np.float64)
         return gaussian_log_likelihood(X, self.mean_.astype(np.float64), precision)
 

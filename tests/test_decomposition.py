@@ -410,3 +410,38 @@ def test_default_sketch_size_captures_the_stated_fraction(spectrum):
     assert model.sketch_.sketch_size == k + max(3 * k, 10)
     assert model.explained_variance_.sum() >= CAPTURED_VARIANCE_TARGET * optimum
     assert model.explained_variance_.sum() <= optimum * (1 + 1e-12)
+
+
+def test_standard_scaling_in_the_tasks_equals_standardscaler_then_pca(tmp_path):
+    """scaling="standard" on a zarr store gives StandardScaler + SketchPCA of the
+    matrix in memory, to 1e-10: the scaling learned in one pass, applied by the
+    tasks of fit, transform and inverse_transform."""
+    import zarr
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(3)
+    X = (low_rank_plus_noise(900, 40, 5, noise=0.3, seed=4) * rng.lognormal(0, 2, 40)
+         + rng.normal(0, 50, 40))
+    X[:, 7] = 2.5  # a constant column: scale 1, becomes zero
+    path = str(tmp_path / "X.zarr")
+    zarr.create_array(path, data=X, chunks=(128, 40))
+    scaler = StandardScaler().fit(X)
+    reference = SketchPCA(5, 12, block_rows=100).fit(scaler.transform(X))
+    scaled = SketchPCA(5, 12, block_rows=100, scaling="standard").fit(path)
+    np.testing.assert_allclose(scaled.scaler_mean_, scaler.mean_, rtol=1e-12)
+    np.testing.assert_allclose(scaled.scaler_scale_, scaler.scale_, rtol=1e-12)
+    for name in ("components_", "explained_variance_", "explained_variance_ratio_",
+                 "sketch_eigenvalues_"):
+        np.testing.assert_allclose(getattr(scaled, name), getattr(reference, name),
+                                   rtol=1e-10, atol=1e-10, err_msg=name)
+    scores = scaled.transform(path).compute()
+    np.testing.assert_allclose(scores, reference.transform(scaler.transform(X)), atol=1e-10)
+    np.testing.assert_allclose(scaled.transform(X), scores, atol=1e-10)  # in memory
+    back = scaler.inverse_transform(reference.inverse_transform(scores))
+    np.testing.assert_allclose(scaled.inverse_transform(scores), back, rtol=1e-10,
+                               atol=1e-10 * np.abs(X).max())
+    with pytest.raises(TypeError, match="dense to be scaled"):
+        SketchPCA(2, scaling="standard").fit(scipy.sparse.random(50, 10, density=0.3))
+    with pytest.raises(ValueError, match="use fit"):
+        SketchPCA(2, scaling="standard").partial_fit(X)
+    assert not hasattr(SketchPCA(2).fit(X), "scaler_mean_")
