@@ -99,18 +99,21 @@ def measured_variances(blocks, axes, mean, *, split_every=None):
     return np.asarray(sums, dtype=np.float64) / max(blocks.n_rows - 1, 1)
 
 
-def sketch_variances(sketch, n_axes):
+def sketch_variances(sketch, n_axes, n_rows=None):
     """The sketch's estimates ``(s_i^2 + alpha) / (n - 1)`` of the variance along
     its first ``n_axes`` candidate axes (``s_i`` the singular values of ``B``, zero
     for the completing directions). For a unit ``v``, ``v^T (B^T B + alpha I) v``
     is within ``error_bound`` of ``||X_c v||^2`` (the certificate bounds the
     spectral norm of the difference), so each estimate is within
     ``error_bound / (n - 1)`` of the data's variance along its axis, and, by
-    Weyl's inequality, of the ``i``-th covariance eigenvalue."""
+    Weyl's inequality, of the ``i``-th covariance eigenvalue. ``n_rows`` is
+    the data's rows ``n`` when the sketch is of the transpose (default: the
+    sketch's own rows)."""
     estimates = np.zeros(n_axes)
     s = sketch.singular_values()[:n_axes]
     estimates[:s.size] = s ** 2
-    return (estimates + sketch.alpha) / max(sketch.n_rows - 1, 1)
+    n_rows = sketch.n_rows if n_rows is None else n_rows
+    return (estimates + sketch.alpha) / max(n_rows - 1, 1)
 
 
 def noise_variance(total, variances, remaining, n_features):

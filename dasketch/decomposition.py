@@ -8,6 +8,7 @@ import numpy as np
 from sklearn.decomposition._base import _BasePCA
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
+from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import check_is_fitted
 
 from dasketch._blocks import RowBlocks, as_row_blocks, compute
@@ -21,6 +22,11 @@ from dasketch._pca_variance import (
     mle_components,
     noise_variance,
     sketch_variances,
+)
+from dasketch._transposed_pca import (
+    TRANSPOSED_BASIS_VALUES,
+    fit_transposed,
+    transposed_store,
 )
 from dasketch.kernels.frequent_directions import METHODS
 from dasketch.sketching import sketch
@@ -141,7 +147,19 @@ class SketchPCA(ColumnScaling, _BasePCA):
     n_samples_, n_samples_seen_ : int
         Rows summarised by the sketch (all batches of :meth:`partial_fit`).
     sketch_ : dasketch.Sketch
-        The centred sketch, with its certified ``error_bound``.
+        The centred sketch, with its certified ``error_bound`` (with
+        ``plan_ == "transposed"``, the sketch of ``X_c^T``, of ``n_samples``
+        columns: its Gram estimates ``X_c X_c^T``, whose nonzero eigenvalues are
+        the covariance's times ``n - 1``).
+    plan_ : {"rows", "column reads", "rechunk", "transposed"}
+        How :meth:`fit` read ``X``: blocks of whole rows; blocks of rows read
+        across the column chunks of a zarr store; a Dask array chunked along
+        columns rechunked to whole rows; or, for a 2-D zarr store chunked along
+        columns whose column reads would decode every chunk at least 1.5 times
+        a pass, the sketch of its transpose, whose rows are whole in those
+        chunks, followed by two passes that measure the components
+        (:mod:`dasketch._transposed_pca`; ``block_rows`` then counts the
+        store's columns per block). The statements above hold for every plan.
 
     See Also
     --------
@@ -250,13 +268,33 @@ class SketchPCA(ColumnScaling, _BasePCA):
             The fitted estimator.
         """
         self._validate_params()
-        X = validate_input(self, X, reset=True, accept_sparse="csr")
-        blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
         for name in ("scaler_mean_", "scaler_scale_"):
             self.__dict__.pop(name, None)
+        store = None
+        if self.scaling is None and self.sketch_size != "exact":
+            store = transposed_store(X, self.block_rows)
+        if store is not None:
+            sizes = fit_sizes(self.n_components, self.sketch_size, *store.shape)
+            if store.shape[1] * sizes[1] <= TRANSPOSED_BASIS_VALUES:
+                return self._fit_transposed(store, *sizes)
+        X = validate_input(self, X, reset=True, accept_sparse="csr")
+        blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
         if self.scaling is not None:
             blocks = scaled_blocks(blocks, self._fit_scaler(blocks, self.scaling)[0])
         return self._fit_rows(blocks)
+
+    def _fit_transposed(self, store, k, sketch_size):
+        """Fit from the sketch of the transpose of a store chunked along columns
+        (:mod:`dasketch._transposed_pca`)."""
+        n, d = (int(v) for v in store.shape)
+        sk, axes, variances, mean = fit_transposed(
+            store, sketch_size, method=self.method, split_every=self.split_every,
+            block_rows=self.block_rows, random_state=self.random_state)
+        self.n_features_in_ = d
+        self.__dict__.pop("feature_names_in_", None)
+        axes = svd_flip(None, axes, u_based_decision=False)[1]
+        return self._set_fitted(sk, k, axes, variances, mean, n, store.dtype, "data",
+                                "transposed")
 
     def _fit_rows(self, blocks):
         """Sketch ``blocks`` (RowBlocks) and read the components out."""
@@ -325,8 +363,7 @@ class SketchPCA(ColumnScaling, _BasePCA):
         along its directions are measured on ``blocks`` (or, when None, taken
         from the sketch), then ``k`` (or the rule of ``n_components``) of them are
         kept."""
-        n, d = sk.n_rows, sk.n_features
-        mean = np.asarray(sk.mean, dtype=np.float64)
+        n, mean = sk.n_rows, np.asarray(sk.mean, dtype=np.float64)
         counted = self.n_components is None or isinstance(self.n_components, numbers.Integral)
         axes = candidate_axes(sk, k if counted else 1)
         if blocks is not None:
@@ -335,6 +372,16 @@ class SketchPCA(ColumnScaling, _BasePCA):
             axes, variances = axes[order], variances[order]
         else:
             variances = sketch_variances(sk, axes.shape[0])
+        return self._set_fitted(sk, k, axes, variances, mean, n, dtype,
+                                "data" if blocks is not None else "sketch",
+                                "rows" if blocks is None else blocks.plan)
+
+    def _set_fitted(self, sk, k, axes, variances, mean, n, dtype, source, plan):
+        """Keep ``k`` (or the rule of ``n_components``) of the orthonormal
+        ``axes`` (by decreasing ``variances``, from ``source``) of the sketch
+        ``sk`` of data of ``n`` rows, column means ``mean``."""
+        d = axes.shape[1]
+        counted = self.n_components is None or isinstance(self.n_components, numbers.Integral)
         dof = max(n - 1, 1)
         total = sk.frobenius_sq / dof
         ratios = variances / total if total > 0 else np.zeros_like(variances)
@@ -344,13 +391,13 @@ class SketchPCA(ColumnScaling, _BasePCA):
             k = fraction_components(ratios, self.n_components)
         k = min(k, axes.shape[0])
         dtype = dtype if dtype in (np.float32, np.float64) else np.float64
-        self.sketch_ = sk
-        self.variance_source_ = "data" if blocks is not None else "sketch"
+        self.sketch_, self.plan_ = sk, plan
+        self.variance_source_ = source
         self.components_ = axes[:k].astype(dtype)
         self.explained_variance_ = variances[:k].astype(dtype)
         self.explained_variance_ratio_ = ratios[:k].astype(dtype)
         self.singular_values_ = np.sqrt(variances[:k] * dof).astype(dtype)
-        self.sketch_eigenvalues_ = sketch_variances(sk, k)
+        self.sketch_eigenvalues_ = sketch_variances(sk, k, n)
         self.eigenvalue_bound_ = float(sk.error_bound) / dof
         self.noise_variance_ = noise_variance(total, variances[:k], min(n, d) - k, d)
         self.mean_ = mean.astype(dtype)

@@ -42,6 +42,27 @@ def weigh_columns(block, *, weights):
     return block * weights
 
 
+def centred_rows(block):
+    """The block (float64) with every row centred on its own mean: the rows of
+    a transposed matrix centred as the columns of the original are."""
+    block = np.asarray(block, dtype=np.float64)
+    return block - block.mean(axis=1, keepdims=True)
+
+
+def centred_products_and_means(block, start, stop, *, axes):
+    """``[centred_rows(block) @ axes.T, mean]``: the products of the centred rows
+    with the rows of ``axes``, and every row's mean as a last column."""
+    block = np.asarray(block, dtype=np.float64)
+    mean = block.mean(axis=1, keepdims=True)
+    return np.hstack([(block - mean) @ axes.T, mean])
+
+
+def centred_transposed_product(block, start, stop, basis):
+    """``centred_rows(block).T @ basis``: the block's share of ``A_c Q`` where the
+    block holds rows ``[start, stop)`` of ``A^T`` and ``basis`` those of ``Q``."""
+    return centred_rows(block).T @ basis
+
+
 def append_ones(block):
     """``[block 1]``, in the block's kind (ndarray or CSR) and dtype."""
     ones = np.ones((block.shape[0], 1), dtype=block.dtype)
