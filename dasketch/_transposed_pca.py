@@ -13,17 +13,20 @@ rows that needs some of its rows; this plan decodes every chunk once a pass:
    ``(s_i^2 + alpha) / (n - 1)`` (``s_i`` the singular values of ``B``), the
    statement the row plan makes (Weyl's inequality), certified or with the
    sketch's probability.
-2. One blocked pass gives ``W = X_c^T U`` for the right singular vectors ``U``
-   of ``B`` (approximate left singular vectors of ``X_c``: ``W`` spans the
-   approximate top right singular vectors) and the column means.
-3. With ``Q`` an orthonormal basis of ``W``, one more pass gives ``G = X_c Q``;
-   the SVD ``G = P S R^T`` gives the axes ``(Q R)^T``, orthonormal, and the
-   variance of the data along each, ``S_i^2 / (n - 1)``, measured (Rayleigh-Ritz
-   in ``span(W)``: the best axes of that subspace, in decreasing variance).
+2. One more blocked pass, one read of every block of columns, gives the rows
+   of ``W = X_c^T U S^{-1}`` for the right singular vectors ``U`` of ``B`` and
+   its singular values ``S`` (approximate left singular vectors of ``X_c``:
+   ``W`` approximates its top right singular vectors, its columns near
+   orthonormal), the column means, and ``X_c W``, summed over the blocks.
+   With ``W = Q R`` (QR on the client), ``X_c Q = (X_c W) R^{-1}``, and its
+   SVD ``P S' T^T`` gives the axes ``(Q T)^T``, orthonormal, and the variance
+   of the data along each, ``S'_i^2 / (n - 1)``, measured (Rayleigh-Ritz in
+   ``span(W)``: the best axes of that subspace, in decreasing variance).
 
-The plan is chosen by cost (:func:`transposed_store`): three passes that decode
-every chunk once against the two passes of column reads, which decode it
-``amplification`` times each, so it runs from :data:`TRANSPOSED_AMPLIFICATION`.
+The plan is chosen by cost (:func:`transposed_store`): two passes that decode
+every chunk once, as the row plan of a store chunked by rows, against the two
+passes of column reads, which decode it ``amplification`` times each; it runs
+from :data:`TRANSPOSED_AMPLIFICATION`.
 """
 
 from __future__ import annotations
@@ -31,14 +34,11 @@ from __future__ import annotations
 import logging
 import os
 
+import numpy as np
 import scipy.linalg
 
-from dasketch._blocks import add, as_row_aligned, compute, map_reduce, map_rows
-from dasketch._blocks.block_functions import (
-    centred_products_and_means,
-    centred_rows,
-    centred_transposed_product,
-)
+from dasketch._blocks import add, block_tasks, compute, tree_reduce
+from dasketch._blocks.block_functions import centred_rows, transposed_pca_pass
 from dasketch._blocks.column_reads import plan_column_reads
 from dasketch._blocks.row_blocks import _block_rows, _transformed
 from dasketch._blocks.transposed_store import stored_array, transposed_store_blocks
@@ -50,6 +50,9 @@ logger = logging.getLogger("dasketch")
 # Column reads decoding every chunk this many times a pass or more cost more than
 # the three single-decode passes of the transposed plan.
 TRANSPOSED_AMPLIFICATION = 1.5
+# Directions of the sketch whose singular value is at most this fraction of the
+# largest are numerically zero and left out.
+KEPT_SINGULAR_RATIO = 1e-10
 # Most float64 values of the d x r bases the client holds (512 MiB).
 TRANSPOSED_BASIS_VALUES = 2 ** 26
 
@@ -99,17 +102,19 @@ def fit_transposed(store, sketch_size, *, method="rfd", split_every=None, block_
     centred = _transformed(blocks, centred_rows, n)
     sk = sketch(centred, sketch_size, method=method, center=False, split_every=split_every,
                 random_state=random_state)
-    directions = sk.components()
-    r = directions.shape[0]
-    products = map_rows(blocks, centred_products_and_means, n_columns=r + 1,
-                        shared={"axes": directions}, keeps_block=False)
-    (products,) = compute(products)
-    mean = products[:, -1]
-    basis = scipy.linalg.qr(products[:, :-1], mode="economic")[0] if r else products[:, :0]
-    gram = map_reduce(blocks, centred_transposed_product, add,
-                      as_row_aligned(basis, blocks), split_every=split_every,
-                      keeps_block=False)
-    (projected,) = compute(gram)
-    _, s, rotation_t = scipy.linalg.svd(projected, full_matrices=False)
+    s = sk.singular_values()
+    keep = s > s[:1].max(initial=0.0) * KEPT_SINGULAR_RATIO
+    directions, s = sk.components()[keep], s[keep]
+    parts = block_tasks(blocks, transposed_pca_pass, shared={"axes": directions, "scales": s},
+                        keeps_block=False)
+    total = tree_reduce([part[1] for part in parts], add, split_every)
+    (rows, projected) = compute([part[0] for part in parts], total)
+    rows = np.vstack(rows)
+    mean = rows[:, -1]
+    basis, triangle = scipy.linalg.qr(rows[:, :-1], mode="economic")
+    # X_c Q = (X_c W) R^{-1}, W = Q R: W's columns are near-orthonormal (scaled by
+    # the sketch's singular values), so R is well conditioned.
+    projected = scipy.linalg.solve_triangular(triangle, projected.T, trans="T").T
+    _, variances, rotation_t = scipy.linalg.svd(projected, full_matrices=False)
     axes = (basis @ rotation_t.T).T
-    return sk, axes, s ** 2 / max(n - 1, 1), mean
+    return sk, axes, variances ** 2 / max(n - 1, 1), mean

@@ -49,18 +49,16 @@ def centred_rows(block):
     return block - block.mean(axis=1, keepdims=True)
 
 
-def centred_products_and_means(block, start, stop, *, axes):
-    """``[centred_rows(block) @ axes.T, mean]``: the products of the centred rows
-    with the rows of ``axes``, and every row's mean as a last column."""
+def transposed_pca_pass(block, start, stop, *, axes, scales):
+    """One read of rows ``[start, stop)`` of ``A^T`` (columns of ``A``) for the
+    transposed PCA: with ``C`` the block's rows centred on their means and
+    ``Y = C axes^T / scales``, the rows ``[Y, mean]`` and the block's share
+    ``C^T Y`` of ``A_c W`` (``W`` the stacked ``Y``)."""
     block = np.asarray(block, dtype=np.float64)
     mean = block.mean(axis=1, keepdims=True)
-    return np.hstack([(block - mean) @ axes.T, mean])
-
-
-def centred_transposed_product(block, start, stop, basis):
-    """``centred_rows(block).T @ basis``: the block's share of ``A_c Q`` where the
-    block holds rows ``[start, stop)`` of ``A^T`` and ``basis`` those of ``Q``."""
-    return centred_rows(block).T @ basis
+    centred = block - mean
+    products = (centred @ axes.T) / scales
+    return np.hstack([products, mean]), centred.T @ products
 
 
 def append_ones(block):
