@@ -41,7 +41,7 @@ from dasketch._blocks import add, block_tasks, compute, tree_reduce
 from dasketch._blocks.block_functions import centred_rows, transposed_pca_pass
 from dasketch._blocks.column_reads import plan_column_reads
 from dasketch._blocks.row_blocks import _block_rows, _transformed
-from dasketch._blocks.transposed_store import stored_array, transposed_store_blocks
+from dasketch._blocks.transposed_store import stored_array
 from dasketch.io import open_store_array
 from dasketch.sketching import sketch
 
@@ -67,7 +67,10 @@ def transposed_store(X, block_rows=None, name="X"):
     if store is None:
         return None
     if isinstance(store, (str, os.PathLike)):
-        store = open_store_array(store, name=name)
+        try:  # a group (AnnData, sparse rows) or no store: the row plans decide
+            store = open_store_array(store, name=name)
+        except (ValueError, FileNotFoundError):
+            return None
     if store.ndim != 2 or 0 in store.shape or store.dtype.kind not in "biuf":
         return None
     n, d = (int(v) for v in store.shape)
@@ -82,9 +85,10 @@ def transposed_store(X, block_rows=None, name="X"):
     return store
 
 
-def fit_transposed(store, sketch_size, *, method="rfd", split_every=None, block_rows=None,
-                   random_state=None, name="X"):
-    """The sketch of ``X_c^T`` and the measured axes of the store ``store``.
+def fit_transposed(blocks, sketch_size, *, method="rfd", split_every=None, random_state=None):
+    """The sketch of ``X_c^T`` and the measured axes of ``X``, from ``blocks``,
+    the :class:`~dasketch._blocks.RowBlocks` of ``X^T`` (e.g.
+    :func:`~dasketch._blocks.transposed_store.transposed_store_blocks`).
 
     Returns
     -------
@@ -97,7 +101,6 @@ def fit_transposed(store, sketch_size, *, method="rfd", split_every=None, block_
     mean : ndarray of shape (d,)
         The column means of ``X``.
     """
-    blocks = transposed_store_blocks(store, block_rows=block_rows, name=name)
     n = blocks.n_features
     centred = _transformed(blocks, centred_rows, n)
     sk = sketch(centred, sketch_size, method=method, center=False, split_every=split_every,

@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from dasketch._blocks import RowBlocks, as_row_blocks, compute
 from dasketch._blocks.scaling import scaled_blocks
+from dasketch._blocks.transposed_store import transposed_store_blocks
 from dasketch._pca_scaling import ColumnScaling
 from dasketch._pca_variance import (
     candidate_axes,
@@ -276,24 +277,27 @@ class SketchPCA(ColumnScaling, _BasePCA):
         if store is not None:
             sizes = fit_sizes(self.n_components, self.sketch_size, *store.shape)
             if store.shape[1] * sizes[1] <= TRANSPOSED_BASIS_VALUES:
-                return self._fit_transposed(store, *sizes)
+                return self._fit_transposed(transposed_store_blocks(
+                    store, block_rows=self.block_rows, name="X"))
         X = validate_input(self, X, reset=True, accept_sparse="csr")
         blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
         if self.scaling is not None:
             blocks = scaled_blocks(blocks, self._fit_scaler(blocks, self.scaling)[0])
         return self._fit_rows(blocks)
 
-    def _fit_transposed(self, store, k, sketch_size):
-        """Fit from the sketch of the transpose of a store chunked along columns
+    def _fit_transposed(self, blocks):
+        """Fit from the sketch of ``X^T``, whose row blocks are ``blocks``
         (:mod:`dasketch._transposed_pca`)."""
-        n, d = (int(v) for v in store.shape)
+        self._validate_params()
+        n, d = blocks.n_features, blocks.n_rows
+        k, sketch_size = fit_sizes(self.n_components, self.sketch_size, n, d)
         sk, axes, variances, mean = fit_transposed(
-            store, sketch_size, method=self.method, split_every=self.split_every,
-            block_rows=self.block_rows, random_state=self.random_state)
+            blocks, sketch_size, method=self.method, split_every=self.split_every,
+            random_state=self.random_state)
         self.n_features_in_ = d
         self.__dict__.pop("feature_names_in_", None)
         axes = svd_flip(None, axes, u_based_decision=False)[1]
-        return self._set_fitted(sk, k, axes, variances, mean, n, store.dtype, "data",
+        return self._set_fitted(sk, k, axes, variances, mean, n, blocks.dtype, "data",
                                 "transposed")
 
     def _fit_rows(self, blocks):

@@ -17,8 +17,12 @@ back as a lazy Dask array. A variable opened from a zarr store
 opened is read from the store by the block tasks themselves: each reads its
 samples across all the store's chunks and drops the mask and applies the
 weights, so a store chunked along space is neither reshaped nor rechunked
-(:mod:`dasketch._blocks.stacked_store`; ``attrs["plan"]`` of the result says
-which plan ran).
+(:mod:`dasketch._blocks.stacked_store`). Where those reads would decode every
+chunk 1.5 times a pass or more, the EOFs come from the sketch of the
+transpose instead, read by blocks of grid points, every chunk decoded once a
+pass (:mod:`dasketch._transposed_pca`), with the same statement; the scores
+are then one pass of reads by samples. ``attrs["plan"]`` of the result says
+which plan ran.
 """
 
 from __future__ import annotations
@@ -26,8 +30,14 @@ from __future__ import annotations
 import numpy as np
 
 from dasketch._blocks import compute
-from dasketch._blocks.stacked_store import masked_weighted, stacked_store_blocks
+from dasketch._blocks.stacked_store import (
+    masked_weighted,
+    stacked_plan,
+    stacked_store_blocks,
+    stacked_transposed_blocks,
+)
 from dasketch._optional import import_optional
+from dasketch._transposed_pca import TRANSPOSED_AMPLIFICATION
 from dasketch.decomposition import SketchPCA
 from dasketch.io import open_store_array
 
@@ -83,6 +93,17 @@ def _backing_store(data, source, sample_dim):
     if store is None or tuple(store.shape) != tuple(data.shape) or store.dtype != data.dtype:
         return None
     return store
+
+
+def _transposed(store, valid, weights, block_rows, sketch_size):
+    """Row blocks of the transpose of the masked, weighted matrix of ``store``
+    when reading its rows across the chunks of its second axis would decode
+    every chunk at least :data:`~dasketch._transposed_pca.TRANSPOSED_AMPLIFICATION`
+    times a pass (and the sketch is not ``"exact"``), else None."""
+    plan = stacked_plan(store, block_rows, "data")[2]
+    if plan is None or plan.amplification < TRANSPOSED_AMPLIFICATION or sketch_size == "exact":
+        return None
+    return stacked_transposed_blocks(store, valid, weights, block_rows=block_rows, name="data")
 
 
 def _opened_array(layers):
@@ -224,9 +245,11 @@ def eofs(data, sample_dim, n_modes=10, *, variable=None, weights=None, sketch_si
     if weights is not None:
         template = data.isel({sample_dim: 0}, drop=True)
         flat = _feature_weights(weights, template, feature_dims)[valid]
+    transposed = None
     if store is not None:  # each task reads its samples across the store's chunks
         matrix = masked_weighted(stacked_store_blocks(store, block_rows=block_rows,
                                                       name="data"), valid, flat)
+        transposed = _transposed(store, valid, flat, block_rows, sketch_size)
     else:
         matrix = data.data.reshape(data.sizes[sample_dim], int(np.prod(shape)))
         if valid.size < matrix.shape[1]:
@@ -235,7 +258,8 @@ def eofs(data, sample_dim, n_modes=10, *, variable=None, weights=None, sketch_si
             dtype = matrix.dtype if matrix.dtype.kind == "f" else np.float64
             matrix = matrix * flat.astype(dtype)
     pca = SketchPCA(n_modes, sketch_size, method=method, random_state=random_state,
-                    block_rows=block_rows, split_every=split_every).fit(matrix)
+                    block_rows=block_rows, split_every=split_every)
+    pca = pca.fit(matrix) if transposed is None else pca._fit_transposed(transposed)
     scores = pca.transform(matrix)
     modes = np.arange(1, pca.n_components_ + 1)
 
@@ -264,5 +288,5 @@ def eofs(data, sample_dim, n_modes=10, *, variable=None, weights=None, sketch_si
         attrs={"sample_dim": sample_dim, "guarantee": pca.sketch_.guarantee,
                "sketch_size": int(pca.sketch_.sketch_size), "method": method,
                "n_samples": int(pca.n_samples_), "weighted": int(weights is not None),
-               "plan": matrix.plan if store is not None else
+               "plan": pca.plan_ if store is not None else
                ("in memory" if isinstance(data.data, np.ndarray) else "dask array")})
