@@ -86,7 +86,9 @@ class ColumnChunkedRows:
     decoded straight into its columns of the block (a context manager giving
     the block, as :class:`dasketch.io.ZarrRows`). With ``transposed`` the rows
     read are columns ``[start, stop)`` of the store, as the rows of its
-    transpose (``groups`` then range over the store's rows). An array of more
+    transpose (``groups`` then range over the store's rows), decoded in the
+    store's layout: the block is a Fortran-ordered view, never transposed in
+    memory. An array of more
     than two dimensions has its axes after the first stacked into the columns
     (C order: a row of a ``(time, lat, lon)`` store is its ``lat x lon`` grid),
     and ``groups`` range over its second axis. The chunk files
@@ -101,15 +103,18 @@ class ColumnChunkedRows:
         from zarr.core.buffer import default_buffer_prototype
 
         inner = tuple(array.shape[2:])  # axes stacked into the columns
-        width = array.shape[0] if self.transposed else math.prod(array.shape[1:])
-        out = np.empty((stop - start, width), dtype=array.dtype)
+        if self.transposed:  # decoded in the store's layout; the block is its transpose
+            stored = np.empty((array.shape[0], stop - start), dtype=array.dtype)
+            out = stored.T
+        else:
+            out = np.empty((stop - start, math.prod(array.shape[1:])), dtype=array.dtype)
         wrap = default_buffer_prototype().nd_buffer.from_numpy_array
         per = math.prod(inner)
         try:
             for lo, hi in self.groups:
                 if self.transposed:
                     array.get_basic_selection((slice(lo, hi), slice(start, stop)),
-                                              out=wrap(out[:, lo:hi].T))
+                                              out=wrap(stored[lo:hi]))
                 else:  # a view of the block's columns shaped as the selection
                     view = out[:, lo * per:hi * per].reshape((stop - start, hi - lo) + inner,
                                                              copy=False)
