@@ -100,6 +100,9 @@ def fit_transposed(blocks, sketch_size, *, method="rfd", split_every=None, rando
         ``||X_c v||^2 / (n - 1)`` of every axis ``v``.
     mean : ndarray of shape (d,)
         The column means of ``X``.
+    scores : ndarray of shape (n, r)
+        ``X_c axes^T``, the projections of the centred rows, which the last
+        pass gives as ``(X_c Q) T``.
     """
     n = blocks.n_features
     centred = _transformed(blocks, centred_rows, n)
@@ -118,6 +121,6 @@ def fit_transposed(blocks, sketch_size, *, method="rfd", split_every=None, rando
     # X_c Q = (X_c W) R^{-1}, W = Q R: W's columns are near-orthonormal (scaled by
     # the sketch's singular values), so R is well conditioned.
     projected = scipy.linalg.solve_triangular(triangle, projected.T, trans="T").T
-    _, variances, rotation_t = scipy.linalg.svd(projected, full_matrices=False)
+    left, singular, rotation_t = scipy.linalg.svd(projected, full_matrices=False)
     axes = (basis @ rotation_t.T).T
-    return sk, axes, variances ** 2 / max(n - 1, 1), mean
+    return sk, axes, singular ** 2 / max(n - 1, 1), mean, left * singular

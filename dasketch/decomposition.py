@@ -8,7 +8,6 @@ import numpy as np
 from sklearn.decomposition._base import _BasePCA
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
-from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import check_is_fitted
 
 from dasketch._blocks import RowBlocks, as_row_blocks, compute
@@ -291,14 +290,21 @@ class SketchPCA(ColumnScaling, _BasePCA):
         self._validate_params()
         n, d = blocks.n_features, blocks.n_rows
         k, sketch_size = fit_sizes(self.n_components, self.sketch_size, n, d)
-        sk, axes, variances, mean = fit_transposed(
+        sk, axes, variances, mean, scores = fit_transposed(
             blocks, sketch_size, method=self.method, split_every=self.split_every,
             random_state=self.random_state)
         self.n_features_in_ = d
         self.__dict__.pop("feature_names_in_", None)
-        axes = svd_flip(None, axes, u_based_decision=False)[1]
-        return self._set_fitted(sk, k, axes, variances, mean, n, blocks.dtype, "data",
-                                "transposed")
+        # Signs as sklearn.utils.extmath.svd_flip fixes them from V: the largest
+        # entry of every axis positive.
+        signs = np.sign(axes[np.arange(axes.shape[0]), np.argmax(np.abs(axes), axis=1)])
+        signs[signs == 0] = 1.0
+        self._set_fitted(sk, k, axes * signs[:, None], variances, mean, n, blocks.dtype,
+                         "data", "transposed")
+        # The projections X_c V^T of the fitted rows, which the last pass gave.
+        self._fit_scores = (scores[:, :self.n_components_] * signs[:self.n_components_]
+                            ).astype(self.components_.dtype)
+        return self
 
     def _fit_rows(self, blocks):
         """Sketch ``blocks`` (RowBlocks) and read the components out."""

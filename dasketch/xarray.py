@@ -20,9 +20,9 @@ weights, so a store chunked along space is neither reshaped nor rechunked
 (:mod:`dasketch._blocks.stacked_store`). Where those reads would decode every
 chunk 1.5 times a pass or more, the EOFs come from the sketch of the
 transpose instead, read by blocks of grid points, every chunk decoded once a
-pass (:mod:`dasketch._transposed_pca`), with the same statement; the scores
-are then one pass of reads by samples. ``attrs["plan"]`` of the result says
-which plan ran.
+pass (:mod:`dasketch._transposed_pca`), with the same statement; its last
+pass gives the scores too (in memory, ``n_samples x n_modes``).
+``attrs["plan"]`` of the result says which plan ran.
 """
 
 from __future__ import annotations
@@ -260,7 +260,8 @@ def eofs(data, sample_dim, n_modes=10, *, variable=None, weights=None, sketch_si
     pca = SketchPCA(n_modes, sketch_size, method=method, random_state=random_state,
                     block_rows=block_rows, split_every=split_every)
     pca = pca.fit(matrix) if transposed is None else pca._fit_transposed(transposed)
-    scores = pca.transform(matrix)
+    # The transposed plan's last pass gave the projections of the rows it fitted.
+    scores = pca._fit_scores if pca.plan_ == "transposed" else pca.transform(matrix)
     modes = np.arange(1, pca.n_components_ + 1)
 
     def unmasked(rows, fill=np.nan):
