@@ -351,6 +351,10 @@ class SketchPCA(ColumnScaling, _BasePCA):
             raise ValueError("scaling='standard' needs the moments of every row before the "
                              "sketch: use fit, or scale the batches beforehand")
         first = not hasattr(self, "sketch_")
+        if not first and self.plan_ == "transposed":
+            raise ValueError("fit sketched the transpose of a store chunked along columns "
+                             "(plan_ == 'transposed'), which later rows cannot be merged "
+                             "into; call fit on all the rows, or partial_fit from the start")
         X = validate_input(self, X, reset=first, accept_sparse="csr")
         blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
         n, d = blocks.shape

@@ -101,6 +101,8 @@ def test_the_transposed_plan_is_certified_and_measured(tmp_path):
     assert exact[:k].sum() - 2 * k * bound <= captured <= exact[:k].sum() * (1 + 1e-12)
     assert abs(captured - by_rows.explained_variance_.sum()) <= 2 * k * max(
         bound, by_rows.eigenvalue_bound_)
+    with pytest.raises(ValueError, match="sketched the transpose"):
+        pca.partial_fit(X[:10])
 
 
 def test_dask_array_from_zarr_is_read_in_the_tasks(stores, caplog):
