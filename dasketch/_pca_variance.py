@@ -14,6 +14,38 @@ from sklearn.utils.extmath import svd_flip
 from dasketch._blocks import compute
 from dasketch.utils.blockwise import squared_norms_along
 
+# Rows of the default sketch beyond the k kept: DEFAULT_OVERSAMPLING k, at least
+# DEFAULT_MIN_EXTRA (see :func:`default_sketch_size`).
+DEFAULT_OVERSAMPLING = 3
+DEFAULT_MIN_EXTRA = 10
+# The captured-variance target the default sketch size meets (see default_sketch_size).
+CAPTURED_VARIANCE_TARGET = 0.98
+
+
+def default_sketch_size(k, cap):
+    """Default sketch size of :class:`dasketch.SketchPCA` for ``k`` components:
+    ``l = k + max(3 k, 10)``, at most ``cap + 1`` (a sketch of ``cap + 1`` rows is
+    exact when the centred data have rank ``cap`` or less), at least 2.
+
+    The target: the ``k`` components capture at least
+    :data:`CAPTURED_VARIANCE_TARGET` (0.98) of the variance the best
+    ``k``-dimensional subspace captures. Frequent Directions bounds the loss by
+    ``k Delta <= k ||A_c - [A_c]_k||_F^2 / (l - k)`` (the components' variance is
+    at least that of the sketch along them, whose top ``k`` eigenvalues are each
+    within ``Delta`` of the covariance's; DESIGN section 2), so a fixed fraction
+    of the optimum calls for ``l - k`` proportional to ``k``, by a factor that
+    grows with the ratio of the tail's variance to the top ``k``'s. The bound is
+    far from tight, so the factor is measured (benchmarks/bench_sketch_size.py):
+    on a flat spectrum (log-normalised sparse counts, the top 30 components
+    explaining a few per cent) the fraction captured is 0.976 at ``l - k = k``,
+    0.984 at ``2 k``, 0.988 at ``3 k`` and 0.992 at ``4 k``; on a steep one
+    (climate anomalies) it is above 0.999 from ``l = k + 5``. The factor 3 meets
+    the target on both with a margin; the sketch costs time in proportion to
+    ``l``.
+    """
+    extra = max(DEFAULT_OVERSAMPLING * int(k), DEFAULT_MIN_EXTRA)
+    return max(min(int(k) + extra, int(cap) + 1), 2)
+
 
 def fit_sizes(n_components, sketch_size, n_samples, n_features, streaming=False):
     """``(k, sketch_size)`` of :class:`dasketch.SketchPCA` by the rule in its
@@ -33,7 +65,7 @@ def fit_sizes(n_components, sketch_size, n_samples, n_features, streaming=False)
         return k, n_features + 1
     if sketch_size is None:
         cap = n_features if streaming else most
-        return k, max(min(max(2 * k, k + 10), cap + 1), 2)
+        return k, default_sketch_size(k, cap)
     counted = isinstance(n_components, numbers.Integral)
     if (counted or n_components is None) and sketch_size <= k:
         kept = f"n_components ({k})" if counted else \
@@ -67,18 +99,21 @@ def measured_variances(blocks, axes, mean, *, split_every=None):
     return np.asarray(sums, dtype=np.float64) / max(blocks.n_rows - 1, 1)
 
 
-def sketch_variances(sketch, n_axes):
+def sketch_variances(sketch, n_axes, n_rows=None):
     """The sketch's estimates ``(s_i^2 + alpha) / (n - 1)`` of the variance along
     its first ``n_axes`` candidate axes (``s_i`` the singular values of ``B``, zero
     for the completing directions). For a unit ``v``, ``v^T (B^T B + alpha I) v``
     is within ``error_bound`` of ``||X_c v||^2`` (the certificate bounds the
     spectral norm of the difference), so each estimate is within
     ``error_bound / (n - 1)`` of the data's variance along its axis, and, by
-    Weyl's inequality, of the ``i``-th covariance eigenvalue."""
+    Weyl's inequality, of the ``i``-th covariance eigenvalue. ``n_rows`` is
+    the data's rows ``n`` when the sketch is of the transpose (default: the
+    sketch's own rows)."""
     estimates = np.zeros(n_axes)
     s = sketch.singular_values()[:n_axes]
     estimates[:s.size] = s ** 2
-    return (estimates + sketch.alpha) / max(sketch.n_rows - 1, 1)
+    n_rows = sketch.n_rows if n_rows is None else n_rows
+    return (estimates + sketch.alpha) / max(n_rows - 1, 1)
 
 
 def noise_variance(total, variances, remaining, n_features):

@@ -12,6 +12,9 @@ from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from dasketch._blocks import RowBlocks, as_row_blocks, compute
+from dasketch._blocks.scaling import scaled_blocks
+from dasketch._blocks.transposed_store import transposed_store_blocks
+from dasketch._pca_scaling import ColumnScaling
 from dasketch._pca_variance import (
     candidate_axes,
     fit_sizes,
@@ -21,13 +24,18 @@ from dasketch._pca_variance import (
     noise_variance,
     sketch_variances,
 )
+from dasketch._transposed_pca import (
+    TRANSPOSED_BASIS_VALUES,
+    fit_transposed,
+    transposed_store,
+)
 from dasketch.kernels.frequent_directions import METHODS
 from dasketch.sketching import sketch
 from dasketch.utils.blockwise import affine_rows, gaussian_log_likelihood
 from dasketch.utils.validation import is_out_of_core, validate_input
 
 
-class SketchPCA(_BasePCA):
+class SketchPCA(ColumnScaling, _BasePCA):
     """Principal component analysis from a centred Robust Frequent Directions sketch.
 
     One pass over the data (block sketches merged in a tree, see
@@ -54,9 +62,13 @@ class SketchPCA(_BasePCA):
         :func:`dasketch._pca_variance.mle_components`; needs ``n_samples >=
         n_features``).
     sketch_size : int or "exact", optional
-        ``l``, more than ``n_components``; default ``max(2 k, k + 10)`` for
+        ``l``, more than ``n_components``; default ``k + max(3 k, 10)`` for
         ``k = n_components`` (``min(n_samples, n_features)`` unless an int),
-        capped at ``min(n_samples, n_features) + 1`` (``n_features + 1`` in
+        chosen so that the ``k`` components capture at least 0.98 of the
+        variance of the best ``k``-dimensional subspace on flat as well as steep
+        spectra (measured; see
+        :func:`dasketch._pca_variance.default_sketch_size`), capped at
+        ``min(n_samples, n_features) + 1`` (``n_features + 1`` in
         :meth:`partial_fit`): a sketch of that size is exact for the
         deterministic updates (the centred data have rank below it), so the
         defaults work on data of any size. ``"exact"`` is ``n_features + 1``
@@ -75,6 +87,15 @@ class SketchPCA(_BasePCA):
     random_state : None, int or numpy.random.Generator, optional
         Seeds the randomized update of :func:`dasketch.sketch` (sparse input much
         wider than the sketch), so equal seeds give equal fits.
+    scaling : {"standard"} or None, default None
+        ``"standard"``: centre every column and divide it by its standard
+        deviation (``ddof=0``; a constant column keeps scale 1 and becomes zero),
+        as :class:`sklearn.preprocessing.StandardScaler` does, before the PCA.
+        The means and deviations come from one more blocked pass (moments merged
+        as Chan, Golub and LeVeque 1979), and every block task of the later
+        passes, and of :meth:`transform`, :meth:`inverse_transform` and
+        :meth:`score_samples`, scales the rows it reads: the scaled matrix is
+        never stored. Dense input only; not with :meth:`partial_fit`.
 
     Attributes
     ----------
@@ -116,6 +137,10 @@ class SketchPCA(_BasePCA):
         n_components_`` (0 when that is 0), for the probabilistic PCA of
         :meth:`score`.
     mean_ : ndarray of shape (n_features,)
+        The mean of the (scaled, with ``scaling``) data.
+    scaler_mean_, scaler_scale_ : ndarray of shape (n_features,)
+        With ``scaling="standard"``: every column's mean and the divisor of the
+        centred column.
     n_components_ : int
     n_features_in_ : int
     feature_names_in_ : ndarray of str
@@ -123,7 +148,19 @@ class SketchPCA(_BasePCA):
     n_samples_, n_samples_seen_ : int
         Rows summarised by the sketch (all batches of :meth:`partial_fit`).
     sketch_ : dasketch.Sketch
-        The centred sketch, with its certified ``error_bound``.
+        The centred sketch, with its certified ``error_bound`` (with
+        ``plan_ == "transposed"``, the sketch of ``X_c^T``, of ``n_samples``
+        columns: its Gram estimates ``X_c X_c^T``, whose nonzero eigenvalues are
+        the covariance's times ``n - 1``).
+    plan_ : {"rows", "column reads", "rechunk", "transposed"}
+        How :meth:`fit` read ``X``: blocks of whole rows; blocks of rows read
+        across the column chunks of a zarr store; a Dask array chunked along
+        columns rechunked to whole rows; or, for a 2-D zarr store chunked along
+        columns whose column reads would decode every chunk at least 1.5 times
+        a pass, the sketch of its transpose, whose rows are whole in those
+        chunks, followed by two passes that measure the components
+        (:mod:`dasketch._transposed_pca`; ``block_rows`` then counts the
+        store's columns per block). The statements above hold for every plan.
 
     See Also
     --------
@@ -178,10 +215,11 @@ class SketchPCA(_BasePCA):
         "split_every": [Interval(numbers.Integral, 2, None, closed="left"), None],
         "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
+        "scaling": [StrOptions({"standard"}), None],
     }
 
     def __init__(self, n_components=None, sketch_size=None, *, method="rfd", whiten=False,
-                 split_every=None, block_rows=None, random_state=None):
+                 split_every=None, block_rows=None, random_state=None, scaling=None):
         self.n_components = n_components
         self.sketch_size = sketch_size
         self.method = method
@@ -189,6 +227,7 @@ class SketchPCA(_BasePCA):
         self.split_every = split_every
         self.block_rows = block_rows
         self.random_state = random_state
+        self.scaling = scaling
 
     def _continued_sizes(self, n_samples):
         """``(k, sketch_size)`` of a :meth:`partial_fit` after the first: those of
@@ -230,8 +269,46 @@ class SketchPCA(_BasePCA):
             The fitted estimator.
         """
         self._validate_params()
+        for name in ("scaler_mean_", "scaler_scale_"):
+            self.__dict__.pop(name, None)
+        store = None
+        if self.scaling is None and self.sketch_size != "exact":
+            store = transposed_store(X, self.block_rows)
+        if store is not None:
+            sizes = fit_sizes(self.n_components, self.sketch_size, *store.shape)
+            if store.shape[1] * sizes[1] <= TRANSPOSED_BASIS_VALUES:
+                return self._fit_transposed(transposed_store_blocks(
+                    store, block_rows=self.block_rows, name="X"))
         X = validate_input(self, X, reset=True, accept_sparse="csr")
         blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
+        if self.scaling is not None:
+            blocks = scaled_blocks(blocks, self._fit_scaler(blocks, self.scaling)[0])
+        return self._fit_rows(blocks)
+
+    def _fit_transposed(self, blocks):
+        """Fit from the sketch of ``X^T``, whose row blocks are ``blocks``
+        (:mod:`dasketch._transposed_pca`)."""
+        self._validate_params()
+        n, d = blocks.n_features, blocks.n_rows
+        k, sketch_size = fit_sizes(self.n_components, self.sketch_size, n, d)
+        sk, axes, variances, mean, scores = fit_transposed(
+            blocks, sketch_size, method=self.method, split_every=self.split_every,
+            random_state=self.random_state)
+        self.n_features_in_ = d
+        self.__dict__.pop("feature_names_in_", None)
+        # Signs as sklearn.utils.extmath.svd_flip fixes them from V: the largest
+        # entry of every axis positive.
+        signs = np.sign(axes[np.arange(axes.shape[0]), np.argmax(np.abs(axes), axis=1)])
+        signs[signs == 0] = 1.0
+        self._set_fitted(sk, k, axes * signs[:, None], variances, mean, n, blocks.dtype,
+                         "data", "transposed")
+        # The projections X_c V^T of the fitted rows, which the last pass gave.
+        self._fit_scores = (scores[:, :self.n_components_] * signs[:self.n_components_]
+                            ).astype(self.components_.dtype)
+        return self
+
+    def _fit_rows(self, blocks):
+        """Sketch ``blocks`` (RowBlocks) and read the components out."""
         k, sketch_size = fit_sizes(self.n_components, self.sketch_size, *blocks.shape)
         return self._read_out(self._sketch(blocks, sketch_size), k, blocks, blocks.dtype)
 
@@ -271,7 +348,14 @@ class SketchPCA(_BasePCA):
             ``n_components``.
         """
         self._validate_params()
+        if self.scaling is not None:
+            raise ValueError("scaling='standard' needs the moments of every row before the "
+                             "sketch: use fit, or scale the batches beforehand")
         first = not hasattr(self, "sketch_")
+        if not first and self.plan_ == "transposed":
+            raise ValueError("fit sketched the transpose of a store chunked along columns "
+                             "(plan_ == 'transposed'), which later rows cannot be merged "
+                             "into; call fit on all the rows, or partial_fit from the start")
         X = validate_input(self, X, reset=first, accept_sparse="csr")
         blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
         n, d = blocks.shape
@@ -294,18 +378,10 @@ class SketchPCA(_BasePCA):
         along its directions are measured on ``blocks`` (or, when None, taken
         from the sketch), then ``k`` (or the rule of ``n_components``) of them are
         kept."""
-        n, d = sk.n_rows, sk.n_features
+        n = sk.n_rows
         # A sketch of rows divided by 2**e (entries beyond 2**200) is read out in the
-        # data's own units while its squares are floats.
-        e = sk.scale_exponent
-        mean = np.ldexp(np.asarray(sk.mean, dtype=np.float64), e)
-        with np.errstate(over="ignore"):
-            frobenius_sq = float(np.ldexp(sk.frobenius_sq, 2 * e))
-        if not (np.isfinite(frobenius_sq) and np.isfinite(sk.error_bound)):
-            raise ValueError(
-                f"X: its centred Frobenius norm is {math.ldexp(math.sqrt(sk.frobenius_sq), e):.3g}"
-                "; the variances SketchPCA reports (its square over n - 1) exceed float64's "
-                "range; rescale X (e.g. divide it by that norm) and scale the variances back")
+        # data's own units while its squares are floats (checked by _set_fitted).
+        mean = np.ldexp(np.asarray(sk.mean, dtype=np.float64), sk.scale_exponent)
         counted = self.n_components is None or isinstance(self.n_components, numbers.Integral)
         axes = candidate_axes(sk, k if counted else 1)
         if blocks is not None:
@@ -314,7 +390,25 @@ class SketchPCA(_BasePCA):
             axes, variances = axes[order], variances[order]
         else:
             variances = sketch_variances(sk, axes.shape[0])
+        return self._set_fitted(sk, k, axes, variances, mean, n, dtype,
+                                "data" if blocks is not None else "sketch",
+                                "rows" if blocks is None else blocks.plan)
+
+    def _set_fitted(self, sk, k, axes, variances, mean, n, dtype, source, plan):
+        """Keep ``k`` (or the rule of ``n_components``) of the orthonormal
+        ``axes`` (by decreasing ``variances``, from ``source``) of the sketch
+        ``sk`` of data of ``n`` rows, column means ``mean``."""
+        d = axes.shape[1]
+        counted = self.n_components is None or isinstance(self.n_components, numbers.Integral)
         dof = max(n - 1, 1)
+        with np.errstate(over="ignore"):
+            frobenius_sq = float(np.ldexp(sk.frobenius_sq, 2 * sk.scale_exponent))
+        if not (np.isfinite(frobenius_sq) and np.isfinite(sk.error_bound)):
+            norm = math.ldexp(math.sqrt(sk.frobenius_sq), sk.scale_exponent)
+            raise ValueError(
+                f"X: its centred Frobenius norm is {norm:.3g}; the variances SketchPCA "
+                "reports (its square over n - 1) exceed float64's range; rescale X (e.g. "
+                "divide it by that norm) and scale the variances back")
         total = frobenius_sq / dof
         ratios = variances / total if total > 0 else np.zeros_like(variances)
         if self.n_components == "mle":
@@ -323,13 +417,13 @@ class SketchPCA(_BasePCA):
             k = fraction_components(ratios, self.n_components)
         k = min(k, axes.shape[0])
         dtype = dtype if dtype in (np.float32, np.float64) else np.float64
-        self.sketch_ = sk
-        self.variance_source_ = "data" if blocks is not None else "sketch"
+        self.sketch_, self.plan_ = sk, plan
+        self.variance_source_ = source
         self.components_ = axes[:k].astype(dtype)
         self.explained_variance_ = variances[:k].astype(dtype)
         self.explained_variance_ratio_ = ratios[:k].astype(dtype)
         self.singular_values_ = np.sqrt(variances[:k] * dof).astype(dtype)
-        self.sketch_eigenvalues_ = sketch_variances(sk, k)
+        self.sketch_eigenvalues_ = sketch_variances(sk, k, n)
         self.eigenvalue_bound_ = float(sk.error_bound) / dof
         self.noise_variance_ = noise_variance(total, variances[:k], min(n, d) - k, d)
         self.mean_ = mean.astype(dtype)
@@ -365,7 +459,12 @@ class SketchPCA(_BasePCA):
             raise on NaN or Inf when computed.
         """
         check_is_fitted(self, "components_")
-        X = validate_input(self, X, reset=False, accept_sparse="csr")
+        if hasattr(self, "scaler_mean_"):
+            return self._in_kind_of(X, self._transform(self._scaled(X)))
+        return self._transform(validate_input(self, X, reset=False, accept_sparse="csr"))
+
+    def _transform(self, X):
+        """:meth:`transform` of validated ``X`` (RowBlocks: lazy)."""
         projection = self._projection()[0]
         offset = -(self.mean_.astype(np.float64) @ projection)
         if not isinstance(X, RowBlocks):
@@ -398,9 +497,13 @@ class SketchPCA(_BasePCA):
             raise ValueError(f"X has {width} columns, but {type(self).__name__} has "
                              f"{self.n_components_} components")
         matrix = (self.components_.astype(np.float64).T * self._projection()[1]).T
+        offset = self.mean_.astype(np.float64)
+        if hasattr(self, "scaler_mean_"):  # undo the scaling too: x = z scale + mean
+            matrix, offset = matrix * self.scaler_scale_, offset * self.scaler_scale_ \
+                + self.scaler_mean_
         if isinstance(X, RowBlocks):
-            return affine_rows(X, matrix, self.mean_, self.components_.dtype)
-        return (X @ matrix + self.mean_).astype(self.components_.dtype, copy=False)
+            return affine_rows(X, matrix, offset, self.components_.dtype)
+        return (X @ matrix + offset).astype(self.components_.dtype, copy=False)
 
     def _singular(self):
         """Whether the probabilistic PCA covariance is singular: no noise, and fewer
@@ -470,7 +573,12 @@ class SketchPCA(_BasePCA):
             Log-likelihoods; lazy for out-of-core ``X``.
         """
         check_is_fitted(self, "components_")
-        X = validate_input(self, X, reset=False, accept_sparse="csr")
+        if hasattr(self, "scaler_mean_"):
+            return self._in_kind_of(X, self._score_samples(self._scaled(X)))
+        return self._score_samples(validate_input(self, X, reset=False, accept_sparse="csr"))
+
+    def _score_samples(self, X):
+        """:meth:`score_samples` of validated ``X`` (RowBlocks: lazy)."""
         precision = None if self._singular() else self.get_precision().astype(np.float64)
         return gaussian_log_likelihood(X, self.mean_.astype(np.float64), precision)
 

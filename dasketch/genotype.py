@@ -26,21 +26,18 @@ import numbers
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
-from dasketch._blocks import RowBlocks, as_row_blocks, compute, is_dask_collection
-from dasketch._blocks.scaling import column_summary, scaled_blocks
+from dasketch._blocks import compute, is_dask_collection
+from dasketch._blocks.scaling import scaled_blocks
 from dasketch._blocks.transposed_store import stored_array, transposed_store_blocks
 from dasketch.decomposition import SketchPCA
 from dasketch.kernels.column_scaling import (
     COUNT,
     HIGH,
     LOW,
-    ColumnScaler,
     check_missing,
-    column_scaling,
 )
-from dasketch.utils.validation import is_out_of_core
+from dasketch.utils.validation import validate_input
 
 
 class GenotypePCA(SketchPCA):
@@ -134,16 +131,11 @@ class GenotypePCA(SketchPCA):
         self.ploidy = ploidy
         self.missing = missing
 
-    def _blocks(self, X):
-        """``X`` as row blocks, never converted whole (validated by the pass that
-        reads it)."""
-        if isinstance(X, RowBlocks):
-            return X
-        return as_row_blocks(X, block_rows=self.block_rows, name="X")
+    def _missing_value(self, dtype):
+        return check_missing(self.missing, dtype)
 
     def _learn_scaling(self, blocks):
-        missing = check_missing(self.missing, blocks.dtype)
-        moments, row_missing = column_summary(blocks, missing, split_every=self.split_every)
+        scaler, moments, row_missing = self._fit_scaler(blocks, self.scaler, self.ploidy)
         called = moments[COUNT] > 0
         if self.scaler == "patterson":
             outside = called & ((moments[LOW] < 0) | (moments[HIGH] > self.ploidy))
@@ -155,12 +147,10 @@ class GenotypePCA(SketchPCA):
                     f"{moments[HIGH, j]:g}); Patterson scaling needs allele counts: set "
                     f"missing= to the missing-call value (now {self.missing!r}) or ploidy=, "
                     "or use scaler='standard'")
-        mean, scale = column_scaling(moments, self.scaler, self.ploidy, blocks.n_rows)
-        self.scaler_mean_, self.scaler_scale_ = mean, scale
         self.missing_per_variant_ = (blocks.n_rows - moments[COUNT]).astype(np.int64)
         self.missing_per_sample_ = row_missing
         self.n_missing_ = int(row_missing.sum())
-        return ColumnScaler(mean, scale, missing)
+        return scaler
 
     def fit(self, X, y=None):
         """Learn the variants' scaling, then fit the PCA of the scaled samples.
@@ -183,56 +173,9 @@ class GenotypePCA(SketchPCA):
         """
         self._validate_params()
         blocks = self._blocks(X)
-        return super().fit(scaled_blocks(blocks, self._learn_scaling(blocks)))
-
-    def _scaled(self, X):
-        check_is_fitted(self, "scaler_mean_")
-        blocks = self._blocks(X)
-        if blocks.n_features != self.n_features_in_:
-            raise ValueError(f"X has {blocks.n_features} features, but {type(self).__name__} "
-                             f"is expecting {self.n_features_in_} features as input.")
-        missing = check_missing(self.missing, blocks.dtype)
-        return scaled_blocks(blocks, ColumnScaler(self.scaler_mean_, self.scaler_scale_,
-                                                  missing))
-
-    def transform(self, X):
-        """Project samples on the components, scaled as in :meth:`fit`.
-
-        Parameters
-        ----------
-        X : array-like, dask.array.Array, zarr.Array, str or os.PathLike
-            Samples by the fitted variants, as in :meth:`fit`; missing calls
-            are imputed to the fitted means.
-
-        Returns
-        -------
-        ndarray or dask.array.Array of shape (n_samples, n_components_)
-            The coordinates; lazy for out-of-core ``X``.
-        """
-        return self._in_kind_of(X, super().transform(self._scaled(X)))
-
-    def score_samples(self, X):
-        """Log-likelihood of each sample, scaled as in :meth:`fit`.
-
-        Parameters
-        ----------
-        X : array-like, dask.array.Array, zarr.Array, str or os.PathLike
-            Samples by the fitted variants.
-
-        Returns
-        -------
-        ndarray or dask.array.Array of shape (n_samples,)
-            :meth:`dasketch.SketchPCA.score_samples` of the scaled samples.
-        """
-        return self._in_kind_of(X, super().score_samples(self._scaled(X)))
-
-    @staticmethod
-    def _in_kind_of(X, result):
-        """``result`` computed for in-memory ``X``, lazy for out-of-core ``X``."""
-        if is_out_of_core(X) or isinstance(result, np.ndarray):
-            return result
-        (result,) = compute(result)
-        return result
+        scaled = scaled_blocks(blocks, self._learn_scaling(blocks))
+        validate_input(self, scaled, reset=True)
+        return self._fit_rows(scaled)
 
     def partial_fit(self, X, y=None):
         """Refuse: the scaling needs the moments of every sample first.

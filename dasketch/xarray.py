@@ -12,7 +12,17 @@ certified bound. xarray is imported only when these functions run (install
 
 A Dask-backed DataArray stays lazy: the data are read in blocks by one pass
 that counts NaN per grid point, then by the sketch's passes; the scores come
-back as a lazy Dask array.
+back as a lazy Dask array. A variable opened from a zarr store
+(``xr.open_zarr``, ``xr.open_dataset(engine="zarr")``) and passed as it is
+opened is read from the store by the block tasks themselves: each reads its
+samples across all the store's chunks and drops the mask and applies the
+weights, so a store chunked along space is neither reshaped nor rechunked
+(:mod:`dasketch._blocks.stacked_store`). Where those reads would decode every
+chunk 1.5 times a pass or more, the EOFs come from the sketch of the
+transpose instead, read by blocks of grid points, every chunk decoded once a
+pass (:mod:`dasketch._transposed_pca`), with the same statement; its last
+pass gives the scores too (in memory, ``n_samples x n_modes``).
+``attrs["plan"]`` of the result says which plan ran.
 """
 
 from __future__ import annotations
@@ -20,11 +30,21 @@ from __future__ import annotations
 import numpy as np
 
 from dasketch._blocks import compute
+from dasketch._blocks.stacked_store import (
+    masked_weighted,
+    stacked_plan,
+    stacked_store_blocks,
+    stacked_transposed_blocks,
+)
 from dasketch._optional import import_optional
+from dasketch._transposed_pca import TRANSPOSED_AMPLIFICATION
 from dasketch.decomposition import SketchPCA
+from dasketch.io import open_store_array
 
 
 def _data_array(data, variable):
+    """``(DataArray, source)``: the variable, and the path of the store its
+    Dataset was opened from (``encoding["source"]``), if any."""
     xr = import_optional("xarray", "xarray")
     if isinstance(data, xr.Dataset):
         names = list(data.data_vars)
@@ -33,13 +53,72 @@ def _data_array(data, variable):
         if variable not in data.data_vars:
             raise ValueError(f"variable must name one of the Dataset's variables {names}, "
                              f"got {variable!r}")
-        return data[variable]
+        return data[variable], data.encoding.get("source")
     if not isinstance(data, xr.DataArray):
         raise TypeError("data must be an xarray.DataArray or Dataset, got "
                         f"{type(data).__name__}")
     if variable is not None:
         raise ValueError("variable applies only when data is an xarray.Dataset")
-    return data
+    return data, None
+
+
+def _backing_store(data, source, sample_dim):
+    """The ``zarr.Array`` that ``data`` reads as it is stored, or None.
+
+    ``data`` must be as ``xr.open_zarr`` (or ``open_dataset(engine="zarr")``)
+    opened it: Dask-backed with nothing applied since (its graph the opening
+    alone), with the source path in its or its Dataset's ``encoding``, no
+    decoding that changes stored values (``scale_factor``, ``add_offset``, a
+    ``_FillValue`` other than NaN), ``sample_dim`` first, and the shape and
+    dtype of the stored array: the one xarray's backend wraps, else the one
+    named after ``data`` in the store at ``encoding["source"]``."""
+    encoding = data.encoding
+    source = encoding.get("source", source)
+    array = data.data
+    layers = getattr(getattr(array, "dask", None), "layers", {})
+    fill = encoding.get("_FillValue")
+    if (data.name is None or "preferred_chunks" not in encoding
+            or len(layers) != 2 or not str(getattr(array, "name", "")).startswith(
+                "open_dataset-") or data.dims[0] != sample_dim
+            or "scale_factor" in encoding or "add_offset" in encoding
+            or (fill is not None and not (isinstance(fill, float | np.floating)
+                                          and np.isnan(fill)))):
+        return None
+    store = _opened_array(layers)
+    if store is None and source is not None:
+        try:
+            store = open_store_array(source, component=str(data.name), name="data")
+        except (ValueError, FileNotFoundError):
+            return None
+    if store is None or tuple(store.shape) != tuple(data.shape) or store.dtype != data.dtype:
+        return None
+    return store
+
+
+def _transposed(store, valid, weights, block_rows, sketch_size):
+    """Row blocks of the transpose of the masked, weighted matrix of ``store``
+    when reading its rows across the chunks of its second axis would decode
+    every chunk at least :data:`~dasketch._transposed_pca.TRANSPOSED_AMPLIFICATION`
+    times a pass (and the sketch is not ``"exact"``), else None."""
+    plan = stacked_plan(store, block_rows, "data")[2]
+    if plan is None or plan.amplification < TRANSPOSED_AMPLIFICATION or sketch_size == "exact":
+        return None
+    return stacked_transposed_blocks(store, valid, weights, block_rows=block_rows, name="data")
+
+
+def _opened_array(layers):
+    """The ``zarr.Array`` that xarray's zarr backend wraps in the opening layer
+    of a Dask graph (its ``get_array()``), or None."""
+    opening = [layer for key, layer in layers.items() if str(key).startswith("original-")]
+    if len(opening) != 1 or len(opening[0]) != 1:
+        return None
+    wrapped = next(iter(opening[0].values()))
+    for _ in range(8):  # the backend's adapters, each holding the next as .array
+        if hasattr(wrapped, "get_array"):
+            array = wrapped.get_array()
+            return array if type(array).__module__.split(".")[0] == "zarr" else None
+        wrapped = getattr(wrapped, "array", None)
+    return None
 
 
 def _feature_weights(weights, template, feature_dims):
@@ -63,13 +142,16 @@ def _feature_weights(weights, template, feature_dims):
     return flat
 
 
-def _valid_features(matrix, data, sample_dim, feature_dims):
-    """Indices of the columns without NaN; columns NaN at every sample are the
-    mask; a column NaN at some samples only is an error naming it."""
-    counts = np.isnan(matrix).sum(axis=0)
+def _valid_features(data, sample_dim, feature_dims):
+    """Indices of the stacked grid points (columns) without NaN; those NaN at
+    every sample are the mask; a grid point NaN at some samples only is an error
+    naming it. One pass over ``data`` (transposed to ``sample_dim`` first),
+    without reshaping it."""
+    counts = np.isnan(data.data).sum(axis=0)
     if not isinstance(counts, np.ndarray):
         (counts,) = compute(counts)
-    n = matrix.shape[0]
+    counts = np.asarray(counts).ravel()
+    n = data.sizes[sample_dim]
     partial = np.flatnonzero((counts > 0) & (counts < n))
     if partial.size:
         where = np.unravel_index(partial[0], [data.sizes[d] for d in feature_dims])
@@ -150,25 +232,36 @@ def eofs(data, sample_dim, n_modes=10, *, variable=None, weights=None, sketch_si
     True
     """
     xr = import_optional("xarray", "xarray")
-    data = _data_array(data, variable)
+    data, source = _data_array(data, variable)
     if sample_dim not in data.dims:
         raise ValueError(f"sample_dim must be one of data's dimensions {data.dims}, got "
                          f"{sample_dim!r}")
+    store = _backing_store(data, source, sample_dim)
     feature_dims = tuple(d for d in data.dims if d != sample_dim)
     data = data.transpose(sample_dim, *feature_dims)
     shape = tuple(data.sizes[d] for d in feature_dims)
-    matrix = data.data.reshape(data.sizes[sample_dim], int(np.prod(shape)))
-    valid = _valid_features(matrix, data, sample_dim, feature_dims)
-    if valid.size < matrix.shape[1]:
-        matrix = matrix[:, valid]
+    valid = _valid_features(data, sample_dim, feature_dims)
+    flat = None
     if weights is not None:
         template = data.isel({sample_dim: 0}, drop=True)
         flat = _feature_weights(weights, template, feature_dims)[valid]
-        dtype = matrix.dtype if matrix.dtype.kind == "f" else np.float64
-        matrix = matrix * flat.astype(dtype)
+    transposed = None
+    if store is not None:  # each task reads its samples across the store's chunks
+        matrix = masked_weighted(stacked_store_blocks(store, block_rows=block_rows,
+                                                      name="data"), valid, flat)
+        transposed = _transposed(store, valid, flat, block_rows, sketch_size)
+    else:
+        matrix = data.data.reshape(data.sizes[sample_dim], int(np.prod(shape)))
+        if valid.size < matrix.shape[1]:
+            matrix = matrix[:, valid]
+        if flat is not None:
+            dtype = matrix.dtype if matrix.dtype.kind == "f" else np.float64
+            matrix = matrix * flat.astype(dtype)
     pca = SketchPCA(n_modes, sketch_size, method=method, random_state=random_state,
-                    block_rows=block_rows, split_every=split_every).fit(matrix)
-    scores = pca.transform(matrix)
+                    block_rows=block_rows, split_every=split_every)
+    pca = pca.fit(matrix) if transposed is None else pca._fit_transposed(transposed)
+    # The transposed plan's last pass gave the projections of the rows it fitted.
+    scores = pca._fit_scores if pca.plan_ == "transposed" else pca.transform(matrix)
     modes = np.arange(1, pca.n_components_ + 1)
 
     def unmasked(rows, fill=np.nan):
@@ -195,4 +288,6 @@ def eofs(data, sample_dim, n_modes=10, *, variable=None, weights=None, sketch_si
         coords={"mode": modes},
         attrs={"sample_dim": sample_dim, "guarantee": pca.sketch_.guarantee,
                "sketch_size": int(pca.sketch_.sketch_size), "method": method,
-               "n_samples": int(pca.n_samples_), "weighted": int(weights is not None)})
+               "n_samples": int(pca.n_samples_), "weighted": int(weights is not None),
+               "plan": pca.plan_ if store is not None else
+               ("in memory" if isinstance(data.data, np.ndarray) else "dask array")})

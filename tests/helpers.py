@@ -1,5 +1,6 @@
 """Test data and exact reference quantities."""
 
+import dask
 import numpy as np
 
 
@@ -60,3 +61,41 @@ def sparse_decaying(n, d, nnz_per_row, seed=0):
                                 shape=(n, d))
     X.sum_duplicates()
     return X
+
+
+class GraphRecorder:
+    """A scheduler that keeps every graph it computes (run synchronously)."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, dsk, keys, **kwargs):
+        if not isinstance(dsk, dict):
+            dsk = dict(dsk.__dask_graph__())
+        self.graphs.append(dsk)
+        return dask.local.get_sync(dsk, keys, **kwargs)
+
+
+def graph_tasks(graph):
+    """The tasks of a graph, and those of the subgraphs fused into its tasks."""
+    for task in graph.values():
+        yield task
+        for arg in getattr(task, "args", ()):
+            if isinstance(arg, dict):
+                yield from graph_tasks(arg)
+
+
+def store_read(task):
+    """``(reader, start, stop)`` of a block task that reads rows of a store itself."""
+    func = getattr(task, "func", None)
+    read = getattr(getattr(func, "func", None), "read", None)
+    if read is None:
+        return None
+    start, stop = task.args[1:3]
+    return read, start, stop
+
+
+def moved_whole(recorder):
+    """Names of the tasks of recorded graphs that rechunk or shuffle data."""
+    names = {dask.utils.key_split(key) for graph in recorder.graphs for key in graph}
+    return {name for name in names if "rechunk" in name or "p2p" in name or "shuffle" in name}

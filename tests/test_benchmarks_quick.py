@@ -31,6 +31,7 @@ SCRIPTS = {
     "bench_faults": ([], "faults", (), True),
     "bench_user_data": ([], "user_data", ("xeofs", "scanpy"), True),
     "bench_column_reads": ([], "column_reads", (), True),
+    "bench_sketch_size": ([], "sketch_size", (), True),
 }
 
 
@@ -79,5 +80,18 @@ def _sketch(report):
     assert ours <= report["certified_bound"] * (1 + 1e-9)
 
 
-CHECKS = {"bench_store_checks": _store_checks, "bench_sketch": _sketch}
+def _sketch_size(report):
+    """No subspace captures more than the optimum, and the default sketch size
+    (l = 4 k) meets its target on both spectra."""
+    from dasketch._pca_variance import CAPTURED_VARIANCE_TARGET
+
+    for case in ("flat", "steep"):
+        runs = report[case]["runs"]
+        assert all(r["captured_fraction"] <= 1 + 1e-9 for r in runs)
+        assert all(r["captured_fraction"] >= CAPTURED_VARIANCE_TARGET
+                   for r in runs if r["sketch_size"] == 4 * r["k"])
+
+
+CHECKS = {"bench_store_checks": _store_checks, "bench_sketch": _sketch,
+          "bench_sketch_size": _sketch_size}
 

@@ -16,6 +16,7 @@ from dasketch import SketchPCA
 from dasketch._blocks import as_row_blocks
 from dasketch._blocks.column_reads import ColumnChunkedRows, plan_column_reads
 from dasketch._blocks.transposed_store import transposed_store_blocks
+from tests.helpers import GraphRecorder, graph_tasks, moved_whole, store_read
 
 N, D, BLOCK = 1200, 96, 128
 
@@ -32,38 +33,6 @@ def stores(tmp_path_factory):
     zarr.create_array(space, data=X, chunks=(N, 16))
     zarr.create_array(time, data=X, chunks=(BLOCK, D))
     return X, space, time
-
-
-class _Recorder:
-    """A scheduler that keeps every graph it computes (run synchronously)."""
-
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, dsk, keys, **kwargs):
-        if not isinstance(dsk, dict):
-            dsk = dict(dsk.__dask_graph__())
-        self.graphs.append(dsk)
-        return dask.local.get_sync(dsk, keys, **kwargs)
-
-
-def _tasks(graph):
-    """The tasks of a graph, and those of the subgraphs fused into its tasks."""
-    for task in graph.values():
-        yield task
-        for arg in getattr(task, "args", ()):
-            if isinstance(arg, dict):
-                yield from _tasks(arg)
-
-
-def _reads(task):
-    """``(reader, start, stop)`` of a block task that reads rows of a store itself."""
-    func = getattr(task, "func", None)
-    read = getattr(getattr(func, "func", None), "read", None)
-    if read is None:
-        return None
-    start, stop = task.args[1:3]
-    return read, start, stop
 
 
 def test_space_chunked_store_sketches_as_the_time_chunked_one(stores, cluster_client):
@@ -83,22 +52,57 @@ def test_space_chunked_store_sketches_as_the_time_chunked_one(stores, cluster_cl
 
 @pytest.mark.parametrize("opened", [str, da.from_zarr])
 def test_no_task_moves_a_whole_column_of_the_store(stores, opened):
+    """SketchPCA of the space-chunked store sketches its transpose (column reads
+    would decode every chunk 38 times a pass): its two passes read every column
+    once each, its transform reads blocks of rows across the column chunks, and
+    no graph holds a rechunk or shuffle."""
     X, space, _ = stores
-    recorder = _Recorder()
+    recorder, rows = GraphRecorder(), 32
     with warnings.catch_warnings(), dask.config.set(scheduler=recorder):
         warnings.simplefilter("ignore")
-        pca = SketchPCA(4, 12, block_rows=BLOCK).fit(opened(space))
+        pca = SketchPCA(4, 12, block_rows=rows).fit(opened(space))
         scores = pca.transform(opened(space)).compute()
-    reference = SketchPCA(4, 12, block_rows=BLOCK).fit(X)
-    np.testing.assert_allclose(scores, reference.transform(X), atol=1e-9)
-    names = {dask.utils.key_split(key) for graph in recorder.graphs for key in graph}
-    assert not {name for name in names if "rechunk" in name or "p2p" in name
-                or "shuffle" in name}, names
-    reads = [_reads(task) for graph in recorder.graphs for task in _tasks(graph)]
+    assert pca.plan_ == "transposed"
+    np.testing.assert_allclose(scores, (X - X.mean(axis=0)) @ pca.components_.T, atol=1e-9)
+    assert not moved_whole(recorder)
+    reads = [store_read(task) for graph in recorder.graphs for task in graph_tasks(graph)]
     reads = [r for r in reads if r is not None]
-    assert len(reads) >= 3 * (N // BLOCK)  # sketch, variances, scores: a read per block
-    for read, start, stop in reads:  # every task reads one block of rows across the chunks
-        assert isinstance(read, ColumnChunkedRows) and 0 < stop - start <= BLOCK
+    assert all(isinstance(read, ColumnChunkedRows) for read, _, _ in reads)
+    fitted = sorted((start, stop) for read, start, stop in reads if read.transposed)
+    assert fitted == sorted(2 * [(a, min(a + rows, D)) for a in range(0, D, rows)])
+    projected = sorted((start, stop) for read, start, stop in reads if not read.transposed)
+    assert projected == [(a, min(a + rows, N)) for a in range(0, N, rows)]
+
+
+def test_the_transposed_plan_is_certified_and_measured(tmp_path):
+    """The transposed plan's statement: every covariance eigenvalue within
+    eigenvalue_bound_ of sketch_eigenvalues_, explained_variance_ the data's
+    variance along the components (1e-10), the captured variance within 2 k
+    bounds of the optimum, as the row plan on the time-chunked store."""
+    rng = np.random.default_rng(1)  # a slowly decaying spectrum, columns of different means
+    n, d = 600, 400
+    X = rng.standard_normal((n, d)) * 0.99 ** np.arange(d) + np.linspace(-30.0, 30.0, d)
+    space, time = str(tmp_path / "space.zarr"), str(tmp_path / "time.zarr")
+    zarr.create_array(space, data=X, chunks=(n, 16))
+    zarr.create_array(time, data=X, chunks=(BLOCK, d))
+    k = 4  # 50 blocks of 8 columns, shrunk at every merge: the sketch is not exact
+    pca = SketchPCA(k, 16, block_rows=8).fit(space)
+    by_rows = SketchPCA(k, 16, block_rows=BLOCK).fit(time)
+    assert pca.plan_ == "transposed" and by_rows.plan_ == "rows"
+    exact = np.linalg.eigvalsh(np.cov(X.T))[::-1]
+    Xc = X - X.mean(axis=0)
+    np.testing.assert_allclose(pca.mean_, X.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(pca.explained_variance_,
+                               np.var(Xc @ pca.components_.T, axis=0, ddof=1), rtol=1e-10)
+    bound = pca.eigenvalue_bound_
+    assert 0 < bound < 0.5 * exact[0]
+    assert np.all(np.abs(pca.sketch_eigenvalues_ - exact[:k]) <= bound * (1 + 1e-9))
+    captured = pca.explained_variance_.sum()
+    assert exact[:k].sum() - 2 * k * bound <= captured <= exact[:k].sum() * (1 + 1e-12)
+    assert abs(captured - by_rows.explained_variance_.sum()) <= 2 * k * max(
+        bound, by_rows.eigenvalue_bound_)
+    with pytest.raises(ValueError, match="sketched the transpose"):
+        pca.partial_fit(X[:10])
 
 
 def test_dask_array_from_zarr_is_read_in_the_tasks(stores, caplog):

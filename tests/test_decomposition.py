@@ -3,6 +3,8 @@
 import dask.array as da
 import numpy as np
 import pytest
+import scipy.sparse
+import scipy.sparse.linalg
 from sklearn.decomposition import PCA
 
 from dasketch import SketchPCA
@@ -370,3 +372,76 @@ def test_zero_components_is_the_isotropic_model_as_scikit_learn():
     assert pca.components_.shape == (0, 5) and pca.transform(X).shape == (200, 0)
     assert pca.noise_variance_ == pytest.approx(exact.noise_variance_, rel=1e-12)
     assert pca.score(X) == pytest.approx(exact.score(X), rel=1e-12)
+
+
+def _lognormalised_counts(n_cells, n_genes, seed=0):
+    """Single-cell-like rows (flat spectrum): negative-binomial counts of six cell
+    types, normalised to 1e4 per cell and log1p'd, CSR."""
+    rng = np.random.default_rng(seed)
+    kind = rng.integers(6, size=n_cells)
+    programmes = rng.lognormal(0.0, 1.0, (6, n_genes)) ** (rng.random(n_genes) < 0.1)
+    mean = (rng.lognormal(0.0, 0.4, n_cells)[:, None] * rng.gamma(0.3, 1.0, n_genes)
+            * programmes[kind])
+    counts = scipy.sparse.csr_matrix(rng.negative_binomial(2, 2 / (2 + mean)).astype(float))
+    counts = scipy.sparse.diags(1e4 / np.maximum(counts.sum(axis=1).A.ravel(), 1)) @ counts
+    counts.data = np.log1p(counts.data)
+    return counts.tocsr()
+
+
+@pytest.mark.parametrize("spectrum", ["flat", "steep"])
+def test_default_sketch_size_captures_the_stated_fraction(spectrum):
+    """SketchPCA's default sketch size meets its target: the k components capture at
+    least 0.98 of the variance of the best k-dimensional subspace, on a flat
+    spectrum (the top 20 of 3,000 directions explain a few per cent) and a steep
+    one (a geometrically decaying signal under noise)."""
+    from dasketch._pca_variance import CAPTURED_VARIANCE_TARGET
+
+    if spectrum == "flat":
+        X, k = _lognormalised_counts(2000, 3000), 20
+    else:
+        X, k = low_rank_plus_noise(2000, 400, 30, noise=0.3, seed=2), 10
+    mean = np.asarray(X.mean(axis=0)).ravel()
+    covariance = scipy.sparse.linalg.LinearOperator(
+        (X.shape[1],) * 2, matvec=lambda v: (X.T @ (X @ v) - X.shape[0] * mean * (mean @ v))
+        / (X.shape[0] - 1), dtype=np.float64)
+    optimum = scipy.sparse.linalg.eigsh(covariance, k, tol=1e-12,
+                                        return_eigenvectors=False).sum()
+    model = SketchPCA(k, random_state=0).fit(X)
+    assert model.sketch_.sketch_size == k + max(3 * k, 10)
+    assert model.explained_variance_.sum() >= CAPTURED_VARIANCE_TARGET * optimum
+    assert model.explained_variance_.sum() <= optimum * (1 + 1e-12)
+
+
+def test_standard_scaling_in_the_tasks_equals_standardscaler_then_pca(tmp_path):
+    """scaling="standard" on a zarr store gives StandardScaler + SketchPCA of the
+    matrix in memory, to 1e-10: the scaling learned in one pass, applied by the
+    tasks of fit, transform and inverse_transform."""
+    import zarr
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(3)
+    X = (low_rank_plus_noise(900, 40, 5, noise=0.3, seed=4) * rng.lognormal(0, 2, 40)
+         + rng.normal(0, 50, 40))
+    X[:, 7] = 2.5  # a constant column: scale 1, becomes zero
+    path = str(tmp_path / "X.zarr")
+    zarr.create_array(path, data=X, chunks=(128, 40))
+    scaler = StandardScaler().fit(X)
+    reference = SketchPCA(5, 12, block_rows=100).fit(scaler.transform(X))
+    scaled = SketchPCA(5, 12, block_rows=100, scaling="standard").fit(path)
+    np.testing.assert_allclose(scaled.scaler_mean_, scaler.mean_, rtol=1e-12)
+    np.testing.assert_allclose(scaled.scaler_scale_, scaler.scale_, rtol=1e-12)
+    for name in ("components_", "explained_variance_", "explained_variance_ratio_",
+                 "sketch_eigenvalues_"):
+        np.testing.assert_allclose(getattr(scaled, name), getattr(reference, name),
+                                   rtol=1e-10, atol=1e-10, err_msg=name)
+    scores = scaled.transform(path).compute()
+    np.testing.assert_allclose(scores, reference.transform(scaler.transform(X)), atol=1e-10)
+    np.testing.assert_allclose(scaled.transform(X), scores, atol=1e-10)  # in memory
+    back = scaler.inverse_transform(reference.inverse_transform(scores))
+    np.testing.assert_allclose(scaled.inverse_transform(scores), back, rtol=1e-10,
+                               atol=1e-10 * np.abs(X).max())
+    with pytest.raises(TypeError, match="dense to be scaled"):
+        SketchPCA(2, scaling="standard").fit(scipy.sparse.random(50, 10, density=0.3))
+    with pytest.raises(ValueError, match="use fit"):
+        SketchPCA(2, scaling="standard").partial_fit(X)
+    assert not hasattr(SketchPCA(2).fit(X), "scaler_mean_")

@@ -1,11 +1,14 @@
 """EOFs of xarray fields (dasketch.xarray) against exact weighted EOFs."""
 
+import warnings
+
 import numpy as np
 import pytest
 
 xr = pytest.importorskip("xarray", reason="xarray is not installed (pip install "
                                            "'dasketch[xarray]'); dasketch.xarray untested")
 da = pytest.importorskip("dask.array")
+import dask  # noqa: E402
 
 from dasketch import SketchPCA  # noqa: E402
 from dasketch.xarray import eofs  # noqa: E402
@@ -162,3 +165,79 @@ def test_bad_inputs_are_named(field, weights):
         eofs(field, "time", 2, weights=weights.values)
     with pytest.raises(TypeError, match="data must be an xarray"):
         eofs(field.values, "time", 2)
+
+
+def _stores(field, tmp_path):
+    opened = {}
+    for name, chunks in {"time": {"time": 40}, "space": {"time": -1, "lat": 4}}.items():
+        field.to_dataset().chunk(chunks).to_zarr(tmp_path / f"{name}.zarr", mode="w")
+        opened[name] = xr.open_zarr(tmp_path / f"{name}.zarr")
+    return opened
+
+
+def _recorded_eofs(data, **kwargs):
+    """EOFs with their scores computed, the graphs recorded and no rechunk warning."""
+    from tests.helpers import GraphRecorder
+
+    recorder = GraphRecorder()
+    with dask.config.set(scheduler=recorder), warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = eofs(data, "time", 4, weights=kwargs.pop("weights"), **kwargs)
+        result["scores"] = result.scores.compute()
+    assert not [w for w in seen if "rechunk" in str(w.message)]
+    return result, recorder
+
+
+def test_a_space_chunked_store_is_read_by_samples_in_the_tasks(field, weights, tmp_path):
+    """A variable opened from a zarr store chunked along space, in one block of
+    samples (each chunk decoded once: column reads), gives the EOFs of the same
+    field chunked along time, and of it in memory (to 1e-10), read by block
+    tasks across the store's chunks, with no rechunk or shuffle in any graph."""
+    from tests.helpers import graph_tasks, moved_whole, store_read
+
+    opened, results, recorders = _stores(field, tmp_path), {}, {}
+    for name, ds in opened.items():
+        results[name], recorders[name] = _recorded_eofs(
+            ds if name == "time" else ds.sst, weights=weights, sketch_size=10,
+            block_rows=N_TIME)
+        assert not moved_whole(recorders[name]), name
+    in_memory = eofs(field, "time", 4, weights=weights, sketch_size=10, block_rows=N_TIME)
+    assert results["space"].attrs["plan"] == "column reads"
+    assert results["time"].attrs["plan"] == "rows" and in_memory.attrs["plan"] == "in memory"
+    for other in (results["time"], in_memory):
+        for var in ("components", "scores", "explained_variance", "mean"):
+            np.testing.assert_allclose(results["space"][var].values, other[var].values,
+                                       rtol=1e-10, atol=1e-10)
+    assert np.isnan(results["space"].components.values[:, 3:7, 5:11]).all()
+    reads = [store_read(task) for graph in recorders["space"].graphs
+             for task in graph_tasks(graph)]
+    assert [(start, stop) for _, start, stop in filter(None, reads)] == [(0, N_TIME)] * 3
+
+
+def test_a_space_chunked_store_is_sketched_transposed(field, weights, tmp_path):
+    """With blocks of 48 samples, column reads would decode every chunk 5 times a
+    pass: the EOFs come from the sketch of the masked, weighted transpose instead,
+    every grid point read once a pass, with the statement of the row plan
+    (eigenvalues certified, variances measured to 1e-10, captured variance within
+    2 k bounds of the optimum's) and no rechunk or shuffle."""
+    from dasketch._blocks.stacked_store import StackedColumns
+    from tests.helpers import graph_tasks, moved_whole, store_read
+
+    k, ds = 4, _stores(field, tmp_path)["space"]
+    result, recorder = _recorded_eofs(ds, weights=weights, sketch_size=6, block_rows=48)
+    assert result.attrs["plan"] == "transposed" and not moved_whole(recorder)
+    Xc, valid, _, lam = _reference(field, weights)
+    comps = result.components.values.reshape(k, -1)[:, valid]
+    measured = np.var(Xc @ comps.T, axis=0, ddof=1)
+    np.testing.assert_allclose(result.explained_variance.values, measured, rtol=1e-10)
+    np.testing.assert_allclose(result.scores.values, Xc @ comps.T, atol=1e-9)
+    bound = float(result.eigenvalue_bound)
+    assert np.all(np.abs(result.sketch_eigenvalues.values - lam[:k]) <= bound * (1 + 1e-9))
+    assert lam[:k].sum() - 2 * k * bound <= measured.sum() <= lam[:k].sum() * (1 + 1e-12)
+    assert np.isnan(result.components.values[:, 3:7, 5:11]).all()
+    reads = [r for r in (store_read(task) for graph in recorder.graphs
+                         for task in graph_tasks(graph)) if r is not None]
+    columns = sorted((start, stop) for read, start, stop in reads
+                     if isinstance(read, StackedColumns))
+    n_valid = int(valid.sum())
+    assert columns == sorted(2 * [(a, min(a + 48, n_valid)) for a in range(0, n_valid, 48)])

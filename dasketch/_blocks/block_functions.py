@@ -43,6 +43,31 @@ def take_columns(block, *, index):
     return block[:, index]
 
 
+def weigh_columns(block, *, weights):
+    """The block's columns times ``weights`` (a new ndarray in the dtype of
+    their product)."""
+    return block * weights
+
+
+def centred_rows(block):
+    """The block (float64) with every row centred on its own mean: the rows of
+    a transposed matrix centred as the columns of the original are."""
+    block = np.asarray(block, dtype=np.float64)
+    return block - block.mean(axis=1, keepdims=True)
+
+
+def transposed_pca_pass(block, start, stop, *, axes, scales):
+    """One read of rows ``[start, stop)`` of ``A^T`` (columns of ``A``) for the
+    transposed PCA: with ``C`` the block's rows centred on their means and
+    ``Y = C axes^T / scales``, the rows ``[Y, mean]`` and the block's share
+    ``C^T Y`` of ``A_c W`` (``W`` the stacked ``Y``)."""
+    block = np.asarray(block, dtype=np.float64)
+    mean = block.mean(axis=1, keepdims=True)
+    centred = block - mean
+    products = (centred @ axes.T) / scales
+    return np.hstack([products, mean]), centred.T @ products
+
+
 def append_ones(block):
     """``[block 1]``, in the block's kind (ndarray or CSR) and dtype."""
     ones = np.ones((block.shape[0], 1), dtype=block.dtype)

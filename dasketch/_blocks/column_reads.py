@@ -64,7 +64,7 @@ def undecodable_chunk(array, rows, columns, exc, name):
     """A ``ValueError`` naming the store and the first chunk within ``rows`` x
     ``columns`` (``(start, stop)`` each) that does not decode, read again one
     chunk at a time, for a read that failed with ``exc``."""
-    (row_chunk, column_chunk), (n, d) = (array.shards or array.chunks), array.shape
+    (row_chunk, column_chunk), (n, d) = (array.shards or array.chunks)[:2], array.shape[:2]
     where, cause = f"rows {rows[0]}-{rows[1]}", exc
     cells = [(r, c) for r in range(rows[0] - rows[0] % row_chunk, rows[1], row_chunk)
              for c in range(columns[0] - columns[0] % column_chunk, columns[1], column_chunk)]
@@ -72,7 +72,8 @@ def undecodable_chunk(array, rows, columns, exc, name):
         try:
             array[r:min(r + row_chunk, n), c:min(c + column_chunk, d)]
         except Exception as chunk_exc:  # noqa: BLE001 - this is the chunk to name
-            key = array.metadata.encode_chunk_key((r // row_chunk, c // column_chunk))
+            key = array.metadata.encode_chunk_key((r // row_chunk, c // column_chunk)
+                                                  + (0,) * (array.ndim - 2))
             where, cause = (f"chunk {key!r} (rows {r}-{min(r + row_chunk, n)}, columns "
                             f"{c}-{min(c + column_chunk, d)})", chunk_exc)
             break
@@ -86,7 +87,12 @@ class ColumnChunkedRows:
     decoded straight into its columns of the block (a context manager giving
     the block, as :class:`dasketch.io.ZarrRows`). With ``transposed`` the rows
     read are columns ``[start, stop)`` of the store, as the rows of its
-    transpose (``groups`` then range over the store's rows). The chunk files
+    transpose (``groups`` then range over the store's rows), decoded in the
+    store's layout: the block is a Fortran-ordered view, never transposed in
+    memory. An array of more
+    than two dimensions has its axes after the first stacked into the columns
+    (C order: a row of a ``(time, lat, lon)`` store is its ``lat x lon`` grid),
+    and ``groups`` range over its second axis. The chunk files
     are checked against the store's fingerprint after the read
     (:func:`dasketch.store_checks.check_chunk_files`)."""
 
@@ -97,17 +103,25 @@ class ColumnChunkedRows:
     def read(self, array, start, stop):
         from zarr.core.buffer import default_buffer_prototype
 
-        axis = 0 if self.transposed else 1
-        out = np.empty((stop - start, array.shape[axis]), dtype=array.dtype)
+        inner = tuple(array.shape[2:])  # axes stacked into the columns
+        if self.transposed:  # decoded in the store's layout; the block is its transpose
+            stored = np.empty((array.shape[0], stop - start), dtype=array.dtype)
+            out = stored.T
+        else:
+            out = np.empty((stop - start, math.prod(array.shape[1:])), dtype=array.dtype)
         wrap = default_buffer_prototype().nd_buffer.from_numpy_array
+        per = math.prod(inner)
         try:
             for lo, hi in self.groups:
                 if self.transposed:
                     array.get_basic_selection((slice(lo, hi), slice(start, stop)),
-                                              out=wrap(out[:, lo:hi].T))
-                else:
-                    array.get_basic_selection((slice(start, stop), slice(lo, hi)),
-                                              out=wrap(out[:, lo:hi]))
+                                              out=wrap(stored[lo:hi]))
+                else:  # a view of the block's columns shaped as the selection
+                    view = out[:, lo * per:hi * per].reshape((stop - start, hi - lo) + inner,
+                                                             copy=False)
+                    array.get_basic_selection(
+                        (slice(start, stop), slice(lo, hi)) + (slice(None),) * len(inner),
+                        out=wrap(view))
         except Exception as exc:  # noqa: BLE001 - a chunk that does not decode, named there
             cells = ((0, array.shape[0]), (start, stop)) if self.transposed else \
                 ((start, stop), (0, array.shape[1]))

@@ -106,6 +106,29 @@ def open_zarr_array(path, *, component=None, storage_options=None, chunks=None,
                           chunks=chunks, missing_chunks=missing_chunks, name=name)[0]
 
 
+def open_checked_store(path, *, component=None, storage_options=None, missing_chunks="fill",
+                       name="X"):
+    """``(array, checked, digest)`` of the zarr store ``path`` (a path or URL with
+    ``component``, or a ``zarr.Array``) of any number of dimensions: the array
+    opened here for its metadata, a Delayed that opens the store on a worker and
+    checks it against what the client saw
+    (:func:`~dasketch.store_checks.checked_array`, watched for the end-of-job
+    listing of a remote store), and the digest of the store's fingerprint, against
+    which read tasks check their chunk files."""
+    check_missing_chunks(missing_chunks)
+    if isinstance(path, (str, os.PathLike)):
+        array = open_store_array(path, component=component,
+                                 storage_options=storage_options, name=name)
+        source = os.fspath(path)
+    else:
+        array = source = path
+    fingerprint = store_fingerprint(array)
+    checked = _checked(checked_array, array, source, component, storage_options, "array",
+                       fingerprint, name, tuple(array.shape), array.dtype.str,
+                       missing_chunks)
+    return array, checked, fingerprint[0]
+
+
 def open_zarr_rows(path, *, component=None, storage_options=None, chunks=None,
                    missing_chunks="fill", name="X"):
     """:func:`open_zarr_array`, and how a task reads rows of the store itself.
@@ -121,24 +144,15 @@ def open_zarr_rows(path, *, component=None, storage_options=None, chunks=None,
         A task given these reads any range of rows itself (one task instead of
         a read and a compute, and no rows held between them).
     """
-    check_missing_chunks(missing_chunks)
-    if isinstance(path, (str, os.PathLike)):
-        array = open_store_array(path, component=component,
-                                 storage_options=storage_options, name=name)
-        source = os.fspath(path)
-    else:
-        array = source = path
+    array, checked, check_files = open_checked_store(
+        path, component=component, storage_options=storage_options,
+        missing_chunks=missing_chunks, name=name)
     if array.ndim != 2:
         raise ValueError(f"{name} must be a 2-D array (rows are samples), got "
                          f"{array.ndim}-D input with shape {tuple(array.shape)}")
-    fingerprint = store_fingerprint(array)
-    checked = _checked(checked_array, array, source, component, storage_options, "array",
-                       fingerprint, name, tuple(array.shape), array.dtype.str,
-                       missing_chunks)
     rows = array.chunks[0] if chunks is None else (
         chunks[0] if isinstance(chunks, tuple) else chunks)
     block_chunks = da.core.normalize_chunks((rows, array.shape[1]), array.shape)
-    check_files = fingerprint[0]  # read tasks check their chunk files against it
     lazy = da.map_blocks(_read_chunk, checked, check_files, name, chunks=block_chunks,
                          dtype=array.dtype, meta=np.empty((0, 0), array.dtype))
     return lazy, (checked, ZarrRows(check_files, name))

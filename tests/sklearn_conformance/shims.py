@@ -46,6 +46,7 @@ class PCA(_Counted, SketchPCA):
     modified)."""
 
     sketch_size = "exact"
+    scaling = None
     method = "rfd"
     split_every = None
     block_rows = None
@@ -70,6 +71,7 @@ class IncrementalPCA(_Counted, SketchPCA):
     (block sketches merged in a tree), ``copy`` ignored."""
 
     sketch_size = "exact"
+    scaling = None
     method = "rfd"
     split_every = None
     random_state = None
