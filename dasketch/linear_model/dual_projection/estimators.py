@@ -31,7 +31,9 @@ _PARAMS_DOC = """
         n_features)`` is used, so the default works on small data (where the
         preconditioner is then exact). A modest multiple of the rank of X makes
         Algorithm 1 accurate and the default solver converge in a few
-        iterations.
+        iterations; when it is too small for the spectrum and the conjugate
+        gradients contract slowly, ``solver="cg"`` grows the projection once, to
+        ``min(4 m, n, d)`` (``n_components_`` says the size it ended with).
     solver : {"cg", "paper"}, default "cg"
         ``"cg"``: conjugate gradients (squared loss) or Newton-CG (other losses)
         on the full problem, preconditioned through the projection, from the
@@ -77,6 +79,7 @@ _ATTRIBUTES_DOC = """
         The naive solution ``R z / sqrt(m)`` of the first projected problem.
     best_iteration_ : int
     n_components_ : int
+        The projection dimension the fit ended with (see ``n_components``).
     n_features_in_ : int
     feature_names_in_ : ndarray, only for DataFrame input
 """

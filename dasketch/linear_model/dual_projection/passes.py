@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from functools import partial
 
+import dask.array as da
 import numpy as np
 import scipy.sparse
 
@@ -32,6 +33,8 @@ from dasketch.linear_model.dual_projection.losses import loss_curvature, loss_de
 
 # Stream of the Gaussian projection R in dasketch.kernels.embeddings.
 PROJECTION_STREAM = 0x445250
+# Stream of the columns a grown projection adds to R.
+GROWTH_STREAM = PROJECTION_STREAM + 1
 
 
 def _dense(values):
@@ -112,6 +115,48 @@ def projection_pass(blocks, targets, weights, n_components, seed, *, b0, loss, s
     finite, row_norms = packed[0] == 0, (float(packed[1]), float(packed[2]))
     return (xhat, yd, sd, products.reshape(d, m + 1 + k), gram.reshape(m + 1, m + 1 + k),
             finite, row_norms)
+
+
+# ------------------------------------------------------------ growing the projection
+def _growth_block(block, start, stop, xhat, y, s, *, seed, extra, W, b, loss, smoothing):
+    """``X_new_b = X_b R_new / sqrt(extra)`` (``R_new`` of :data:`GROWTH_STREAM`) and,
+    packed, ``X_b^T S X_new_b``, ``X_new_b^T S [X_hat_b X_new_b 1]`` and, at
+    ``(W, b)`` (None for the squared loss), ``[X_hat_b X_new_b 1]^T diag(s l'')
+    [X_hat_b X_new_b 1]`` per target."""
+    new = project_block(block, start, stop, seed=seed, stream=GROWTH_STREAM,
+                        n_components=extra)
+    xa = _with_ones(np.hstack([xhat, new]))
+    parts = [_dense(block.T @ (s * new)).ravel(), (new.T @ (s * xa)).ravel()]
+    if W is not None:
+        weights = s * loss_curvature(_dense(block @ W) + b, y, loss, smoothing)
+        parts.append(np.einsum("ik,ia,ib->kab", weights, xa, xa).ravel())
+    return new, np.concatenate(parts)
+
+
+def growth_pass(blocks, xhat, yd, sd, extra, seed, W=None, b=None, *, loss, smoothing,
+                split_every, client):
+    """One pass: ``extra`` more columns of the projection, from new tiles of the
+    random operator (``R`` stays a function of ``(seed, stream, feature index)``).
+
+    Returns ``(xhat, XtS_new, gram_new, curvature)``: the persisted
+    ``[X_hat X_new]`` (n x (m + extra)), ``X^T S X_new`` (d x extra), the rows
+    ``X_new^T S [X_hat X_new 1]`` of the grown Gram matrix, and at ``(W, b)`` the
+    projected curvature ``[X_hat X_new 1]^T diag(s l''(X W + b)) [X_hat X_new 1]``
+    per target (None without ``W``).
+    """
+    m1 = xhat.shape[1] + extra + 1
+    func = partial(_growth_block, seed=int(seed), extra=int(extra), b=b, loss=loss,
+                   smoothing=smoothing)
+    new, total = map_reduce(blocks, func, add, xhat, yd, sd, split_every=split_every,
+                            shared={"W": W}, keeps_block=False, rows=(extra, np.float64))
+    grown, total = persist(da.concatenate([xhat, new], axis=1).rechunk({1: -1}), total,
+                           client=client)
+    (packed,) = compute(total, client=client)
+    d = blocks.n_features
+    products, packed = packed[:d * extra].reshape(d, extra), packed[d * extra:]
+    gram, packed = packed[:extra * m1].reshape(extra, m1), packed[extra * m1:]
+    curvature = packed.reshape(-1, m1, m1) if W is not None else None
+    return grown, products, gram, curvature
 
 
 # ------------------------------------------------------------ evaluations
