@@ -19,7 +19,13 @@ import pytest
 
 from dasketch._blocks import add, as_row_blocks, cache_blocks, compute, map_reduce, matvec
 from dasketch.datasets import write_synthetic
-from dasketch.linear_model import dual_random_projection, sketch_lstsq
+from dasketch.linear_model import (
+    DualRandomProjectionClassifier,
+    DualRandomProjectionRegressor,
+    SketchLstsqRegressor,
+    dual_random_projection,
+    sketch_lstsq,
+)
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -88,6 +94,33 @@ def test_cached_passes_do_not_read_the_store(store, tmp_path):
                                rtol=1e-12)
     with pytest.raises(Exception, match="copy.zarr"):
         compute(matvec(streamed, np.ones(D)))
+
+
+def test_estimators_record_the_choice_in_cache_(store):
+    path, X, y, labels = store
+    estimators = (DualRandomProjectionRegressor(alpha=10.0, n_components=30, tol=1e-8,
+                                                block_rows=200, random_state=0),
+                  DualRandomProjectionClassifier(alpha=1.0, n_components=30, block_rows=200,
+                                                 random_state=0),
+                  SketchLstsqRegressor(tol=1e-8, block_rows=200, random_state=0))
+    targets = (y, labels, y)
+    in_memory = [est.fit(X, t).coef_ for est, t in zip(estimators, targets)]
+    assert all(est.cache_.reason == "X is in memory already" for est in estimators)
+    for cache in ("auto", True, False):
+        for est, t, reference in zip(estimators, targets, in_memory):
+            est.set_params(cache=cache).fit(path, t)
+            assert est.cache_.cached == (cache is not False), (est, est.cache_)
+            assert est.cache_.nbytes == N * D * 8
+            assert (est.cache_.budget is None) == (cache != "auto")
+            np.testing.assert_allclose(est.coef_, reference, rtol=0,
+                                       atol=1e-9 * np.abs(reference).max())
+    with dask.config.set({"dasketch.cache-fraction": 1e-6}):
+        est = estimators[0].set_params(cache="auto").fit(path, y)
+    assert not est.cache_.cached and est.cache_.budget < est.cache_.nbytes
+    with pytest.raises(ValueError, match="cache"):
+        SketchLstsqRegressor(cache="yes").fit(X, y)
+    with pytest.raises(ValueError, match="cache must be 'auto', True or False"):
+        DualRandomProjectionRegressor(cache="yes").fit(X, y)
 
 
 def test_auto_streams_beyond_its_share_of_memory(store):

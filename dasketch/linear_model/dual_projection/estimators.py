@@ -54,6 +54,11 @@ _PARAMS_DOC = """
         :func:`dasketch.sketch`); the model does not depend on them beyond rounding.
     random_state : None, int or numpy.random.Generator, optional
         Seed of the Gaussian projection ``R``.
+    cache : {"auto", True, False}, default "auto"
+        Keep the decoded blocks of X in (worker) memory after the first pass
+        (``"auto"``: when they fit within a fraction of the workers' free
+        memory, see :mod:`dasketch._blocks.cache`); ``cache_`` records the
+        choice. The model does not depend on it.
 """
 
 _ATTRIBUTES_DOC = """
@@ -80,6 +85,10 @@ _ATTRIBUTES_DOC = """
     best_iteration_ : int
     n_components_ : int
         The projection dimension the fit ended with (see ``n_components``).
+    cache_ : dasketch._blocks.CacheChoice
+        Whether the decoded blocks of X were kept in (worker) memory after the
+        first pass (``cached``), why (``reason``), the decoded size of X
+        (``nbytes``) and the budget ``cache="auto"`` compared it with.
     n_features_in_ : int
     feature_names_in_ : ndarray, only for DataFrame input
 """
@@ -97,7 +106,8 @@ class _DualRandomProjectionBase(BaseEstimator):
     _loss_name = "squared"
 
     def __init__(self, alpha=1.0, *, n_components=100, solver="cg", tol=1e-6, max_iter=100,
-                 fit_intercept=True, block_rows=None, split_every=None, random_state=None):
+                 fit_intercept=True, block_rows=None, split_every=None, random_state=None,
+                 cache="auto"):
         self.alpha = alpha
         self.n_components = n_components
         self.solver = solver
@@ -107,6 +117,7 @@ class _DualRandomProjectionBase(BaseEstimator):
         self.block_rows = block_rows
         self.split_every = split_every
         self.random_state = random_state
+        self.cache = cache
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -119,7 +130,7 @@ class _DualRandomProjectionBase(BaseEstimator):
             n_components=self.n_components, solver=self.solver, tol=self.tol,
             max_iter=self.max_iter, fit_intercept=self.fit_intercept,
             block_rows=self.block_rows, split_every=self.split_every,
-            random_state=self.random_state, sample_weight=sample_weight)
+            random_state=self.random_state, sample_weight=sample_weight, cache=self.cache)
         dtype = X.dtype if getattr(X, "dtype", None) == np.float32 else np.float64
         self.coef_ = np.asarray(result.coef, dtype=dtype)
         self.intercept_ = np.asarray(result.intercept, dtype=dtype)[()]
@@ -136,6 +147,7 @@ class _DualRandomProjectionBase(BaseEstimator):
         self.naive_intercept_ = result.naive_intercept
         self.best_iteration_ = result.best_iteration
         self.n_components_ = result.n_components
+        self.cache_ = result.cache
         return self
 
     def _decision(self, X):
@@ -322,11 +334,11 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
 
     def __init__(self, alpha=1.0, *, loss="logistic", smoothing=1.0, class_weight=None,
                  n_components=100, solver="cg", tol=1e-6, max_iter=100, fit_intercept=True,
-                 block_rows=None, split_every=None, random_state=None):
+                 block_rows=None, split_every=None, random_state=None, cache="auto"):
         super().__init__(alpha=alpha, n_components=n_components, solver=solver, tol=tol,
                          max_iter=max_iter, fit_intercept=fit_intercept,
                          block_rows=block_rows, split_every=split_every,
-                         random_state=random_state)
+                         random_state=random_state, cache=cache)
         self.loss = loss
         self.smoothing = smoothing
         self.class_weight = class_weight
