@@ -105,11 +105,12 @@ def projection_pass(blocks, targets, weights, n_components, seed, *, b0, loss, s
     sd = as_row_aligned(np.reshape(weights, (-1, 1)), blocks, name="sample_weight")
     func = partial(_projection_block, seed=int(seed), n_components=m, b0=b0, loss=loss,
                    smoothing=smoothing)
+    d = blocks.n_features
+    part_bytes = 8 * (d * (m + 1 + k) + (m + 1) * (m + 1 + k) + 3)
     xhat, total = map_reduce(blocks, func, _sum_then_max, yd, sd, split_every=split_every,
-                             keeps_block=False, rows=(m, np.float64))
+                             keeps_block=False, rows=(m, np.float64), part_bytes=part_bytes)
     xhat, yd, sd, total = persist(xhat, yd, sd, total, client=client)
     (packed,) = compute(total, client=client)
-    d = blocks.n_features
     products, packed = packed[:d * (m + 1 + k)], packed[d * (m + 1 + k):]
     gram, packed = packed[:(m + 1) * (m + 1 + k)], packed[(m + 1) * (m + 1 + k):]
     finite, row_norms = packed[0] == 0, (float(packed[1]), float(packed[2]))
@@ -145,14 +146,16 @@ def growth_pass(blocks, xhat, yd, sd, extra, seed, W=None, b=None, *, loss, smoo
     per target (None without ``W``).
     """
     m1 = xhat.shape[1] + extra + 1
+    d = blocks.n_features
     func = partial(_growth_block, seed=int(seed), extra=int(extra), b=b, loss=loss,
                    smoothing=smoothing)
+    part_bytes = 8 * (d * extra + extra * m1 + (0 if W is None else W.shape[1] * m1 * m1))
     new, total = map_reduce(blocks, func, add, xhat, yd, sd, split_every=split_every,
-                            shared={"W": W}, keeps_block=False, rows=(extra, np.float64))
+                            shared={"W": W}, keeps_block=False, rows=(extra, np.float64),
+                            part_bytes=part_bytes)
     grown, total = persist(da.concatenate([xhat, new], axis=1).rechunk({1: -1}), total,
                            client=client)
     (packed,) = compute(total, client=client)
-    d = blocks.n_features
     products, packed = packed[:d * extra].reshape(d, extra), packed[d * extra:]
     gram, packed = packed[:extra * m1].reshape(extra, m1), packed[extra * m1:]
     curvature = packed.reshape(-1, m1, m1) if W is not None else None
