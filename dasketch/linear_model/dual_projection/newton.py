@@ -27,6 +27,9 @@ from dasketch.linear_model.dual_projection.solvers import (
 # Inner conjugate-gradient iterations per Newton step at most.
 MAX_INNER_ITER = 50
 ARMIJO = 1e-4
+# A single inner iteration reducing the Newton residual at least this much makes
+# the next Newton step the preconditioned one, without inner iterations.
+SPECULATE = 0.1
 
 
 def _inner_cg(problem, center, G, precs, kappas, forcing, columns, watch=False):
@@ -35,8 +38,10 @@ def _inner_cg(problem, center, G, precs, kappas, forcing, columns, watch=False):
     (returning the last step, or the preconditioned gradient step if none).
     With ``watch``, stops every column when the residuals contract slowly
     (:func:`.growth.contracting_slowly`; the truncated steps are still descent
-    directions). Returns the steps, the number of passes and whether it
-    stopped for slow contraction."""
+    directions). Returns the steps, the number of passes, whether it stopped
+    for slow contraction, and per column the residual reduction
+    ``||r|| / ||g||`` it reached (infinite when it stopped short of its forcing
+    target)."""
     R = -G[:, columns]
     S = np.zeros_like(R)
     Z = np.column_stack([precs[k].apply(R[:, i]) for i, k in enumerate(columns)])
@@ -45,11 +50,12 @@ def _inner_cg(problem, center, G, precs, kappas, forcing, columns, watch=False):
     initial = column_norms(R)
     target = forcing * initial
     running = np.ones(len(columns), dtype=bool)
+    reached = np.full(len(columns), np.inf)
     passes = 0
     while running.any() and passes < MAX_INNER_ITER:
         run = np.flatnonzero(running)
         if watch and contracting_slowly(column_norms(R[:, run]) / initial[run], passes):
-            return S, passes, True
+            return S, passes, True, reached
         run = np.flatnonzero(running)
         HP = problem.hessian(center[:, columns[run]], P[:, run], columns[run],
                              intercept_curvature=kappas[columns[run]])
@@ -65,13 +71,13 @@ def _inner_cg(problem, center, G, precs, kappas, forcing, columns, watch=False):
             S[:, j] += step * P[:, j]
             R[:, j] -= step * HP[:, i]
             if np.linalg.norm(R[:, j]) <= target[j]:
-                running[j] = False
+                running[j], reached[j] = False, np.linalg.norm(R[:, j]) / initial[j]
                 continue
             z = precs[columns[j]].apply(R[:, j])
             rz_new = R[:, j] @ z
             P[:, j] = z + (rz_new / rz[j]) * P[:, j]
             rz[j] = rz_new
-    return S, passes, False
+    return S, passes, False, reached
 
 
 def newton_cg(problem, V, f, G, curvature, growth, reference, tol, max_iter, history):
@@ -89,6 +95,16 @@ def newton_cg(problem, V, f, G, curvature, growth, reference, tol, max_iter, his
 
     When the inner conjugate gradients contract slowly, the projection of
     ``growth`` (:class:`.growth.Growth`) is grown once after that Newton step.
+
+    When the last inner solve took one iteration that reduced the residual by
+    :data:`SPECULATE` or more (the preconditioner matches the Hessian, e.g. X
+    of rank at most m), the next step is the
+    preconditioned Newton step ``s = -M^{-1} g`` without inner iterations
+    (``cg_iterations`` 0 in the history): the pass that evaluates the trial
+    point also returns ``H s`` at the current point, which checks the inexact
+    Newton condition ``||H s + g|| <= forcing ||g||`` after the fact. The step
+    is a descent direction either way (``M`` is positive definite) and the line
+    search applies; inner iterations resume after a step that misses it.
     """
     K = V.shape[1]
     cert = column_norms(G) / reference
@@ -99,6 +115,7 @@ def newton_cg(problem, V, f, G, curvature, growth, reference, tol, max_iter, his
     lam = problem.lam
     best = BestIterates(problem, V, G, f, cert, tol)
     stop = best.finished.copy()
+    speculate = False
     while not stop.all() and n_iter < max_iter:
         n_iter += 1
         act = np.flatnonzero(~stop)
@@ -109,12 +126,20 @@ def newton_cg(problem, V, f, G, curvature, growth, reference, tol, max_iter, his
                 0.0, lam[act] * np.minimum(1.0, cert[act]) - curvature[act, m1 - 1, m1 - 1])
         precs = {k: Preconditioner(basis, curvature[k], lam[k], kappas[k]) for k in act}
         forcing = np.minimum(0.5, np.sqrt(cert[act]))
-        S, inner, slow = _inner_cg(problem, V, G, precs, kappas, forcing, act,
-                                   watch=growth.available)
+        if speculate:
+            S = np.column_stack([precs[k].apply(-G[:, k]) for k in act])
+            inner, slow = 0, False
+        else:
+            S, inner, slow, reached = _inner_cg(problem, V, G, precs, kappas, forcing, act,
+                                            watch=growth.available)
         decrease = column_dots(G[:, act], S)
         # The full step and the objective along it in one pass; a shorter step (the
         # longest of STEPS with Armijo's decrease) costs one more pass, not one per halving.
-        f_new, G_new, curv_new, path = problem.evaluate(V[:, act], act, direction=S)
+        f_new, G_new, curv_new, path, *check = problem.evaluate(
+            V[:, act], act, direction=S, start_hessian=kappas[act] if speculate else None)
+        g_norms = column_norms(G[:, act])
+        speculate = (bool(np.all(column_norms(G[:, act] + check[0]) <= forcing * g_norms))
+                     if speculate else inner == 1 and bool(np.all(reached <= SPECULATE)))
         armijo = path <= f[act] + ARMIJO * STEPS[:, None] * decrease
         flat = np.abs(STEPS[:, None] * decrease) <= 1e-15 * np.maximum(np.abs(f[act]), 1.0)
         good = armijo | flat

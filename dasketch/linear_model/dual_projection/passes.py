@@ -164,14 +164,17 @@ def growth_pass(blocks, xhat, yd, sd, extra, seed, W=None, b=None, *, loss, smoo
 
 # ------------------------------------------------------------ evaluations
 def _evaluate_block(block, start, stop, xhat, y, s, *, W, b, loss, smoothing, curvature_gram,
-                    keep_margins=False, S=None, sb=None, steps=None):
+                    keep_margins=False, S=None, sb=None, steps=None, start_hessian=False):
     margins = _dense(block @ W)
     T = margins + b
-    path = []
+    path, start_terms = [], []
     if S is not None:
         U = _dense(block @ S) + sb
         path = [(s * loss_value(T + eta * U, y, loss, smoothing)).sum(axis=0)
                 for eta in steps]
+        if start_hessian:   # [X 1]^T diag(s l''(X W + b)) [X 1] [S; sb]
+            HU = s * loss_curvature(T, y, loss, smoothing) * U
+            start_terms = [_dense(block.T @ HU).ravel(), HU.sum(axis=0)]
         T = T + U
     value = (s * loss_value(T, y, loss, smoothing)).sum(axis=0)
     dual = s * loss_derivative(T, y, loss, smoothing)
@@ -180,12 +183,13 @@ def _evaluate_block(block, start, stop, xhat, y, s, *, W, b, loss, smoothing, cu
         xa = _with_ones(xhat)
         weights = s * loss_curvature(T, y, loss, smoothing)
         parts.append(np.einsum("ik,ia,ib->kab", weights, xa, xa).ravel())
-    packed = np.concatenate(parts + [np.ravel(path)])
+    packed = np.concatenate(parts + start_terms + [np.ravel(path)])
     return (margins, packed) if keep_margins else packed
 
 
 def evaluate_pass(blocks, xhat, yd, sd, W, b, *, loss, smoothing, curvature_gram, split_every,
-                  client, keep_margins=False, direction=None, steps=None):
+                  client, keep_margins=False, direction=None, steps=None,
+                  start_hessian=False):
     """One pass at ``(W, b)`` (``d x K``, ``K``): per target the loss sum
     ``sum_i s_i l(t_i, y_i)``, the gradient terms ``X^T S l'`` (d x K) and
     ``sum_i s_i l'`` (K) and, with ``curvature_gram``,
@@ -197,12 +201,14 @@ def evaluate_pass(blocks, xhat, yd, sd, W, b, *, loss, smoothing, curvature_gram
     With a ``direction`` ``(S, sb)`` everything is taken at ``(W + S, b + sb)``,
     and the loss sums along the segment, at ``(W + eta S, b + eta sb)`` for every
     ``eta`` of ``steps``, come back as well (``len(steps) x K``): a backtracking
-    line search then needs no further pass."""
+    line search then needs no further pass. With ``start_hessian`` the Hessian
+    products at the start, ``[X 1]^T diag(s l''(X W + b)) [X 1] [S; sb]`` (without
+    the regulariser), come back before them, as ``(d x K, K)``."""
     d, k = W.shape
     S, sb = direction if direction is not None else (None, None)
     func = partial(_evaluate_block, b=b, loss=loss, smoothing=smoothing,
                    curvature_gram=curvature_gram, keep_margins=keep_margins, sb=sb,
-                   steps=steps)
+                   steps=steps, start_hessian=start_hessian)
     total = map_reduce(blocks, func, add, xhat, yd, sd, split_every=split_every,
                        shared={"W": W, "S": S}, keeps_block=False,
                        rows=(k, np.float64) if keep_margins else None)
@@ -216,7 +222,12 @@ def evaluate_pass(blocks, xhat, yd, sd, W, b, *, loss, smoothing, curvature_gram
     m1 = xhat.shape[1] + 1
     curvature = rest[:k * m1 * m1].reshape(k, m1, m1) if curvature_gram else None
     if direction is not None:
-        return value, gradient, dual_sum, curvature, rest[-len(steps) * k:].reshape(-1, k)
+        path = rest[-len(steps) * k:].reshape(-1, k)
+        if not start_hessian:
+            return value, gradient, dual_sum, curvature, path
+        rest = rest[k * m1 * m1 if curvature_gram else 0:]
+        return (value, gradient, dual_sum, curvature, path,
+                (rest[:d * k].reshape(d, k), rest[d * k:d * k + k]))
     if keep_margins:
         return value, gradient, dual_sum, curvature, margins
     return value, gradient, dual_sum, curvature

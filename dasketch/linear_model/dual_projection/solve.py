@@ -339,7 +339,10 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     n x m) and ``X^T [X_hat, 1]``; the squared loss then needs one pass per
     conjugate-gradient iteration plus one for the start, the other losses one
     per inner iteration plus one (two when the line search shortens the step)
-    per Newton step, and one when the projection grows. Memory on the client:
+    per Newton step, one in all for a step taken without inner iterations when
+    the preconditioner matches the Hessian (see
+    :func:`~dasketch.linear_model.dual_projection.newton.newton_cg`), and one
+    when the projection grows. Memory on the client:
     ``X^T [X_hat, 1]`` and the basis of the preconditioner, ``d x (m + 1)``
     floats each, like a sketch of ``m`` rows (m as grown).
     For the smoothed hinge with little regularisation on data far from low rank

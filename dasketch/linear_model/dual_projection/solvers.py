@@ -138,18 +138,22 @@ class FullProblem:
     def stack(self, gradient_w, gradient_b):
         return np.vstack([gradient_w, gradient_b]) if self.fit_intercept else gradient_w
 
-    def evaluate(self, V, columns, curvature_gram=True, keep_margins=False, direction=None):
+    def evaluate(self, V, columns, curvature_gram=True, keep_margins=False, direction=None,
+                 start_hessian=None):
         """Objective, gradient and projected curvature at ``V`` for target
         ``columns`` (and the persisted margins ``X W`` with ``keep_margins``).
 
         With a ``direction`` ``D`` they are taken at ``V + D``, and the objective at
-        ``V + eta D`` for every ``eta`` of ``STEPS`` comes back last (``len(STEPS) x
-        K``), from the same pass."""
+        ``V + eta D`` for every ``eta`` of ``STEPS`` comes back next (``len(STEPS) x
+        K``), from the same pass; with ``start_hessian``, the curvature added to
+        the intercept per target (see :meth:`hessian`), so does ``H D`` at ``V``,
+        last."""
         W, b = self.split(V)
         extra = {}
         if direction is not None:
             Dw, db = self.split(direction)
-            extra = {"direction": (Dw, db), "steps": STEPS}
+            extra = {"direction": (Dw, db), "steps": STEPS,
+                     "start_hessian": start_hessian is not None}
         self.passes += 1
         value, xt_dual, dual_sum, curv, *more = evaluate_pass(
             self.blocks, self.xhat, self.yd[:, columns], self.sd, W, b,
@@ -157,8 +161,13 @@ class FullProblem:
         if direction is not None:
             path = more[0] + 0.5 * self.lam[columns] * np.array(
                 [column_dots(W + eta * Dw, W + eta * Dw) for eta in STEPS])
+            products = []
+            if start_hessian is not None:
+                xt, sums = more[1]
+                products = [self.stack(xt + self.lam[columns] * Dw,
+                                       sums + start_hessian * db)]
             W = W + Dw
-            more = [path]
+            more = [path, *products]
         lam = self.lam[columns]
         f = value + 0.5 * lam * column_dots(W, W)
         return (f, self.stack(xt_dual + lam * W, dual_sum), curv, *more)
