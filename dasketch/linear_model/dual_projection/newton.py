@@ -27,9 +27,10 @@ from dasketch.linear_model.dual_projection.solvers import (
 # Inner conjugate-gradient iterations per Newton step at most.
 MAX_INNER_ITER = 50
 ARMIJO = 1e-4
-# A single inner iteration reducing the Newton residual at least this much makes
-# the next Newton step the preconditioned one, without inner iterations.
-SPECULATE = 0.1
+# A single inner iteration reducing the Newton residual at least this much (a
+# hundredfold) makes the next Newton step the preconditioned one, without inner
+# iterations.
+SPECULATE = 0.01
 
 
 def _inner_cg(problem, center, G, precs, kappas, forcing, columns, watch=False):
