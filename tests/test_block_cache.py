@@ -19,7 +19,13 @@ import pytest
 
 from dasketch._blocks import add, as_row_blocks, cache_blocks, compute, map_reduce, matvec
 from dasketch.datasets import write_synthetic
-from dasketch.linear_model import dual_random_projection, sketch_lstsq
+from dasketch.linear_model import (
+    DualRandomProjectionClassifier,
+    DualRandomProjectionRegressor,
+    SketchLstsqRegressor,
+    dual_random_projection,
+    sketch_lstsq,
+)
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -90,6 +96,33 @@ def test_cached_passes_do_not_read_the_store(store, tmp_path):
         compute(matvec(streamed, np.ones(D)))
 
 
+def test_estimators_record_the_choice_in_cache_(store):
+    path, X, y, labels = store
+    estimators = (DualRandomProjectionRegressor(alpha=10.0, n_components=30, tol=1e-8,
+                                                block_rows=200, random_state=0),
+                  DualRandomProjectionClassifier(alpha=1.0, n_components=30, block_rows=200,
+                                                 random_state=0),
+                  SketchLstsqRegressor(tol=1e-8, block_rows=200, random_state=0))
+    targets = (y, labels, y)
+    in_memory = [est.fit(X, t).coef_ for est, t in zip(estimators, targets)]
+    assert all(est.cache_.reason == "X is in memory already" for est in estimators)
+    for cache in ("auto", True, False):
+        for est, t, reference in zip(estimators, targets, in_memory):
+            est.set_params(cache=cache).fit(path, t)
+            assert est.cache_.cached == (cache is not False), (est, est.cache_)
+            assert est.cache_.nbytes == N * D * 8
+            assert (est.cache_.budget is None) == (cache != "auto")
+            np.testing.assert_allclose(est.coef_, reference, rtol=0,
+                                       atol=1e-9 * np.abs(reference).max())
+    with dask.config.set({"dasketch.cache-fraction": 1e-6}):
+        est = estimators[0].set_params(cache="auto").fit(path, y)
+    assert not est.cache_.cached and est.cache_.budget < est.cache_.nbytes
+    with pytest.raises(ValueError, match="cache"):
+        SketchLstsqRegressor(cache="yes").fit(X, y)
+    with pytest.raises(ValueError, match="cache must be 'auto', True or False"):
+        DualRandomProjectionRegressor(cache="yes").fit(X, y)
+
+
 def test_auto_streams_beyond_its_share_of_memory(store):
     path, _, y, _ = store
     with dask.config.set({"dasketch.cache-fraction": 1e-6}):
@@ -109,6 +142,34 @@ def test_bad_cache_is_named(store, cache):
 
 
 # ------------------------------------------------------------- worker memory limits
+SMALL_WORKER = "240MiB"
+
+
+def run_on_small_workers(tmp_path, job):
+    """``job(client)`` on two compose workers of :data:`SMALL_WORKER` (one thread
+    each, run as an image without the xarray extra, see
+    ``cluster_procs.without_xarray``), sampling their memory; fails if the job
+    raised or a worker was lost, restarted or passed 95% of its limit. Returns
+    the job's result."""
+    from cluster_procs import ProcessCluster, run_sampling_memory, without_xarray
+    from dask.utils import parse_bytes
+
+    env = {"DASK_WORKER_MEMORY_LIMIT": SMALL_WORKER, "DASK_WORKER_THREADS": "1"}
+    with without_xarray(tmp_path / "no-xarray"), \
+            ProcessCluster(tmp_path / "logs", n_workers=2, env=env) as cluster, \
+            cluster.client(n_workers=2) as client:
+        workers = set(client.scheduler_info()["workers"])
+        run, peak = run_sampling_memory(client, lambda: job(client), timeout=840)
+        assert run.error is None, repr(run.error)
+        assert set(client.scheduler_info()["workers"]) == workers
+        logs = cluster.logs("worker")
+        for marker in ("exceeded 95% memory", "Restarting worker", "KilledWorker"):
+            assert marker not in logs, f"{marker!r} in worker logs"
+    limit = parse_bytes(SMALL_WORKER)
+    assert max(peak.values()) < 0.95 * limit, {a: v / 2 ** 20 for a, v in peak.items()}
+    return run.result
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_two_240_mib_workers_stream_a_store_larger_than_the_cluster(tmp_path):
@@ -117,7 +178,6 @@ def test_two_240_mib_workers_stream_a_store_larger_than_the_cluster(tmp_path):
     projection with ``cache="auto"`` streaming it, and a 4 MiB store is cached
     for dual random projection and sketch_lstsq; no worker is restarted or
     passes 95% of its limit."""
-    from cluster_procs import ProcessCluster, run_sampling_memory, without_xarray
     from dask.utils import parse_bytes
 
     big, small = str(tmp_path / "big.zarr"), str(tmp_path / "small.zarr")
@@ -127,37 +187,46 @@ def test_two_240_mib_workers_stream_a_store_larger_than_the_cluster(tmp_path):
     rng = np.random.default_rng(0)
     y_big = rng.standard_normal(160 * 1024)
     y_small = X_small @ rng.standard_normal(64) + 0.1 * rng.standard_normal(8192)
-    env = {"DASK_WORKER_MEMORY_LIMIT": "240MiB", "DASK_WORKER_THREADS": "1"}
-    limit = parse_bytes("240MiB")
-    # The workers run as an image without the xarray extra (cluster_procs.without_xarray).
-    with without_xarray(tmp_path / "no-xarray"), \
-            ProcessCluster(tmp_path / "logs", n_workers=2, env=env) as cluster, \
-            cluster.client(n_workers=2) as client:
-        workers = set(client.scheduler_info()["workers"])
 
-        def job():
-            options = dict(block_rows=1024, random_state=0, client=client)
-            return (dual_random_projection(big, y_big, alpha=1e3, n_components=20, tol=1e-4,
-                                           **options),
-                    dual_random_projection(small, y_small, alpha=1.0, n_components=20,
-                                           **options),
-                    sketch_lstsq(small, y_small, **options))
+    def job(client):
+        options = dict(block_rows=1024, random_state=0, client=client)
+        return (dual_random_projection(big, y_big, alpha=1e3, n_components=20, tol=1e-4,
+                                       **options),
+                dual_random_projection(small, y_small, alpha=1.0, n_components=20,
+                                       **options),
+                sketch_lstsq(small, y_small, **options))
 
-        run, peak = run_sampling_memory(client, job, timeout=840)
-        assert run.error is None, repr(run.error)
-        assert set(client.scheduler_info()["workers"]) == workers
-        logs = cluster.logs("worker")
-        for marker in ("exceeded 95% memory", "Restarting worker", "KilledWorker"):
-            assert marker not in logs, f"{marker!r} in worker logs"
-    drp_big, drp_small, lstsq_small = run.result
-    assert drp_big.cache.nbytes > 2 * limit and not drp_big.cache.cached, drp_big.cache
-    assert "streams from its source" in drp_big.cache.reason
+    drp_big, drp_small, lstsq_small = run_on_small_workers(tmp_path, job)
+    assert drp_big.cache.nbytes > 2 * parse_bytes(SMALL_WORKER), drp_big.cache
+    assert not drp_big.cache.cached and "streams from its source" in drp_big.cache.reason
     assert drp_big.optimality_residual < 1e-3
     assert drp_small.cache.cached and lstsq_small.cache.cached, drp_small.cache
-    assert max(peak.values()) < 0.95 * limit, {a: v / 2 ** 20 for a, v in peak.items()}
     exact = dual_random_projection(X_small, y_small, alpha=1.0, n_components=20,
                                    block_rows=1024, random_state=0)
     np.testing.assert_allclose(drp_small.coef, exact.coef, rtol=0,
                                atol=1e-9 * np.abs(exact.coef).max())
     x = np.linalg.lstsq(X_small, y_small, rcond=None)[0]
     np.testing.assert_allclose(lstsq_small.x, x, rtol=0, atol=1e-8 * np.abs(x).max())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_two_240_mib_workers_solve_512_columns_from_a_store(tmp_path):
+    """sketch_lstsq with 512 columns on two 240 MiB workers, the store cached and
+    streamed: the sketch pass's partial results (``S [A b]`` and the check
+    sketch, 24 MiB each, from 4 MiB blocks) are folded over several blocks in
+    one task and combined two at a time, so no worker is restarted,
+    and the solution is that of NumPy in memory."""
+    path = str(tmp_path / "wide.zarr")
+    n, d = 16 * 1024, 512
+    X = np.asarray(write_synthetic(path, n, d, rank=8, noise=0.01, chunk_rows=1024))
+    rng = np.random.default_rng(0)
+    y = X @ rng.standard_normal(d) + 0.1 * rng.standard_normal(n)
+    cached, streamed = run_on_small_workers(tmp_path, lambda client: [
+        sketch_lstsq(path, y, block_rows=1024, random_state=0, client=client, cache=cache)
+        for cache in ("auto", False)])
+    x = np.linalg.lstsq(X, y, rcond=None)[0]
+    assert cached.cache.cached and not streamed.cache.cached, (cached.cache, streamed.cache)
+    for res in (cached, streamed):
+        assert np.linalg.norm(res.x - x) <= res.coef_error_bound
+        np.testing.assert_allclose(res.x, x, rtol=0, atol=1e-8 * np.abs(x).max())

@@ -285,6 +285,39 @@ def test_split_every_defaults_to_dask_config_and_arguments_win():
         check_split_every(None)
 
 
+def test_large_parts_are_folded_and_combined_within_a_budget(tmp_path):
+    """A part larger than a block sums several blocks in one task, and large
+    parts are combined fewer at a time: fewer parts in memory, the same sum."""
+    from dasketch._blocks import add, check_split_every, compute, map_reduce
+
+    X = np.random.default_rng(0).standard_normal((40, 5))
+    path = str(tmp_path / "X.zarr")
+    zarr.create_array(path, shape=X.shape, chunks=(4, 5), dtype="f8")[:] = X
+    expected = np.outer(X.sum(axis=0), np.ones(50))
+
+    def func(block, start, stop):
+        return np.outer(block.sum(axis=0), np.ones(50))    # 2,000 bytes from 160
+
+    for source in (X, path):
+        blocks = as_row_blocks(source, block_rows=4)
+        plain = map_reduce(blocks, func, add, keeps_block=False)
+        folded = map_reduce(blocks, func, add, keeps_block=False, part_bytes=640)
+        assert sum(name == "add" for name in map(
+            dask.utils.key_split, dict(plain.__dask_graph__()))) == 2 + 1
+        names = [dask.utils.key_split(k) for k in dict(folded.__dask_graph__())]
+        assert names.count("func") == 3        # 10 blocks, 4 to a task: 3 parts
+        for total in compute(plain, folded):
+            np.testing.assert_allclose(total, expected, rtol=1e-12)
+    assert check_split_every(None, part_bytes=2 ** 20) == 8
+    assert check_split_every(16, part_bytes=2 ** 22) == 15
+    assert check_split_every(None, part_bytes=2 ** 25) == 2
+    with dask.config.set({"dasketch.combine-bytes": "16 MiB"}):
+        assert check_split_every(None, part_bytes=2 ** 22) == 3
+    with dask.config.set({"dasketch.combine-bytes": 0}), \
+            pytest.raises(ValueError, match="dasketch.combine-bytes"):
+        check_split_every(None, part_bytes=1)
+
+
 def test_in_memory_block_keys_follow_the_data():
     from dasketch._blocks import rmatvec
 

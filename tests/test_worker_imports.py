@@ -161,6 +161,8 @@ def _cases(tmp_path):
         "leverage": (lambda: leverage_scores(blocks, precond), "leverage_block"),
         "sketch_lstsq": (lambda: sketch_lstsq(path, y, random_state=0,
                                               block_rows=100), "rmatvec_block"),
+        "folded sketch pass": (lambda: sketch_lstsq(X, y, random_state=0,
+                                                    block_rows=10), "weighted_embed_block"),
         "SketchPCA variance pass": (lambda: SketchPCA(n_components=2, sketch_size=4).fit(
             path), "squared_norms_block"),
         "DRP fit passes": (drp_ridge, "hessian_block"),
@@ -210,7 +212,8 @@ PASSES = ["sketch", "estimate_error", "random projection", "X w", "X^T v",
           "RFD-SON classifier predict", "DRP regressor predict", "DRP classifier predict",
           "DRP projection pass",
           "DRP gradient pass", "DRP recovery pass", "DRP projected problem",
-          "DRP dual variables", "sparse store pass", "cached block read"]
+          "DRP dual variables", "sparse store pass", "cached block read",
+          "folded sketch pass"]
 
 
 def test_masked_anndata_genes_run_without_scikit_learn(worker_runs):

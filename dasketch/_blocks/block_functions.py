@@ -137,19 +137,39 @@ def rmatvec_block(block, start, stop, v):
     return np.asarray(block.T @ np.asarray(v, dtype=np.float64), dtype=np.float64)
 
 
-def embed_block(block, start, stop, *pieces, seed, specs):
+# Columns of a dense block embedded at once by embed_block.
+EMBED_COLUMNS = 64
+
+
+def embed_block(block, start, stop, *pieces, seed, specs, out=None):
     """``[S_1 X_blk; S_2 X_blk; ...]`` (float64, dense) for the embeddings ``specs``
     (tuples ``(stream, sketch_size, embedding, nnz_per_column)``); extra row-aligned
-    ``pieces`` (vectors or matrices) are appended to the block as columns."""
+    ``pieces`` (vectors or matrices) are appended to the block as columns.
+
+    Written into the top left corner of ``out`` when given (and ``out`` returned),
+    else into a new array: each embedding's rows are written in place, never
+    stacked from copies, :data:`EMBED_COLUMNS` columns of a dense block at a time."""
     columns = [np.asarray(p, dtype=np.float64).reshape(stop - start, -1) for p in pieces]
-    out = []
+    d = block.shape[1]
+    width = d + sum(c.shape[1] for c in columns)
+    if out is None:
+        out = np.empty((sum(spec[1] for spec in specs), width))
+    row = 0
     for stream, size, embedding, k in specs:
         S = sparse_embedding_block(seed, stream, start, stop, size, embedding=embedding,
                                    nnz_per_column=k)
-        SX = S @ block
-        SX = SX.toarray() if scipy.sparse.issparse(SX) else np.asarray(SX)
-        out.append(np.hstack([SX.astype(np.float64, copy=False)] + [S @ c for c in columns]))
-    return np.vstack(out)
+        if scipy.sparse.issparse(block):
+            out[row:row + size, :d] = (S @ block).toarray()
+        else:   # a few columns at a time: no temporary of the embedding's size
+            for lo in range(0, d, EMBED_COLUMNS):
+                hi = min(lo + EMBED_COLUMNS, d)
+                out[row:row + size, lo:hi] = S @ block[:, lo:hi]
+        col = d
+        for c in columns:
+            out[row:row + size, col:col + c.shape[1]] = S @ c
+            col += c.shape[1]
+        row += size
+    return out
 
 
 def gather_block(block, start, stop, rows):

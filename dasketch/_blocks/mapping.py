@@ -20,7 +20,7 @@ import dask.array as da
 import numpy as np
 
 from dasketch._blocks.row_blocks import as_row_aligned, delayed_row_chunks
-from dasketch._blocks.tasks import ReadThenApply, task, tree_reduce
+from dasketch._blocks.tasks import ReadThenApply, add, task, tree_reduce
 
 
 def block_tasks(blocks, func, per_block=None, *, shared=None, keeps_block=True,
@@ -34,15 +34,62 @@ def block_tasks(blocks, func, per_block=None, *, shared=None, keeps_block=True,
     enter the graph once, under one key each, not once per task.
     """
     which = range(len(blocks.blocks)) if which is None else which
+    apply, arguments = _applied(blocks, func, per_block, keeps_block)
+    mapped = task(apply)
+    shared = _shared(shared)
+    return [mapped(*arguments(i), **shared) for i in which]
+
+
+def _shared(shared):
+    return {key: dask.delayed(value, pure=True) for key, value in (shared or {}).items()}
+
+
+def _applied(blocks, func, per_block, keeps_block):
+    """``(apply, arguments)``: ``apply(*arguments(i), **shared)`` is ``func`` of
+    block ``i``, reading the block's rows itself when ``blocks`` has a reader."""
     per_block = per_block if per_block is not None else [()] * len(blocks.blocks)
-    shared = {key: dask.delayed(value, pure=True) for key, value in (shared or {}).items()}
     ranges = blocks.ranges()
     if blocks.reader is not None:
         source, read = blocks.reader
-        mapped = task(ReadThenApply(func, read, not keeps_block, blocks.transform))
-        return [mapped(source, *ranges[i], *per_block[i], **shared) for i in which]
-    mapped = task(func)
-    return [mapped(blocks.blocks[i], *ranges[i], *per_block[i], **shared) for i in which]
+        return (ReadThenApply(func, read, not keeps_block, blocks.transform),
+                lambda i: (source, *ranges[i], *per_block[i]))
+    return func, lambda i: (blocks.blocks[i], *ranges[i], *per_block[i])
+
+
+class FoldBlocks:
+    """``apply`` of several blocks in turn, in one task, their parts summed into
+    one array the task owns (in place for :func:`add`, else by ``combine``):
+    the task holds one part and one block's work at a time."""
+
+    def __init__(self, apply, combine):
+        self.apply, self.combine = apply, combine
+        self.__name__ = dask.utils.funcname(apply)
+
+    def __call__(self, items, **shared):
+        total = None
+        for arguments in items:
+            part = self.apply(*arguments, **shared)
+            if total is None:
+                total = part.copy() if self.combine is add else part
+            elif self.combine is add:
+                total += part
+            else:
+                total = self.combine(total, part)
+            del part
+        return total
+
+    def __dask_tokenize__(self):
+        return (type(self).__name__, dask.base.tokenize(self.apply),
+                dask.base.tokenize(self.combine))
+
+
+def fold_size(blocks, part_bytes):
+    """Blocks one task folds into one part: ``part_bytes // read_bytes`` when a
+    part is larger than a block (so no part summarises less data than it
+    holds), else 1."""
+    if not part_bytes:
+        return 1
+    return max(1, int(part_bytes) // max(int(blocks.read_bytes), 1))
 
 
 def _aligned_pieces(blocks, aligned):
@@ -97,7 +144,7 @@ def _concatenated(blocks, parts, n_columns, dtype):
 
 
 def map_reduce(blocks, func, combine, *aligned, split_every=None, shared=None,
-               keeps_block=True, rows=None):
+               keeps_block=True, rows=None, part_bytes=None):
     """Delayed tree combination, by ``combine(*parts)`` with fan-in ``split_every``
     (:func:`~dasketch._blocks.tasks.check_split_every`), of
     ``func(block, start, stop, *pieces, **shared)`` over the blocks.
@@ -105,7 +152,12 @@ def map_reduce(blocks, func, combine, *aligned, split_every=None, shared=None,
     The tree depends only on the number of blocks, and the blocks only on the
     shape, so the result is the same for any chunking, scheduler or number of
     workers. ``aligned``, ``shared`` and ``keeps_block`` are as in
-    :func:`map_rows`. Compute the result with :func:`~dasketch._blocks.compute`.
+    :func:`map_rows`. ``part_bytes``, the size of one part when it may be
+    large, bounds memory: a part larger than a block is the sum over several
+    consecutive blocks, folded in one task (:func:`fold_size`,
+    :class:`FoldBlocks`), and the fan-in is lowered so that a combine task stays
+    within a memory budget (:func:`~dasketch._blocks.tasks.check_split_every`).
+    Compute the result with :func:`~dasketch._blocks.compute`.
 
     With ``rows=(n_columns, dtype)`` the pass is fused: ``func`` returns
     ``(block_rows, part)`` and the result is ``(array, total)``, the rows as
@@ -121,10 +173,18 @@ def map_reduce(blocks, func, combine, *aligned, split_every=None, shared=None,
     >>> compute(map_reduce(blocks, lambda b, start, stop, v: b.T @ v, add, np.ones(4)))[0]
     array([18., 22., 26.])
     """
+    fold = fold_size(blocks, part_bytes) if rows is None else 1
+    if fold > 1:
+        apply, arguments = _applied(blocks, func, _aligned_pieces(blocks, aligned),
+                                    keeps_block)
+        folded, count = task(FoldBlocks(apply, combine)), len(blocks.blocks)
+        parts = [folded([arguments(i) for i in range(lo, min(lo + fold, count))],
+                        **_shared(shared)) for lo in range(0, count, fold)]
+        return tree_reduce(parts, combine, split_every, part_bytes)
     parts = block_tasks(blocks, func, _aligned_pieces(blocks, aligned), shared=shared,
                         keeps_block=keeps_block)
     if rows is None:
-        return tree_reduce(parts, combine, split_every)
+        return tree_reduce(parts, combine, split_every, part_bytes)
     n_columns, dtype = rows
     return (_concatenated(blocks, [part[0] for part in parts], n_columns, dtype),
-            tree_reduce([part[1] for part in parts], combine, split_every))
+            tree_reduce([part[1] for part in parts], combine, split_every, part_bytes))

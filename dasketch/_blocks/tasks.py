@@ -14,13 +14,18 @@ from threadpoolctl import ThreadpoolController
 
 from dasketch._blocks.block_functions import add
 
-__all__ = ["DEFAULT_SPLIT_EVERY", "SPLIT_EVERY_KEY", "ReadThenApply", "add",
-           "check_split_every", "one_blas_thread_while_computing", "task", "tree_reduce"]
+__all__ = ["COMBINE_BYTES", "COMBINE_BYTES_KEY", "DEFAULT_SPLIT_EVERY", "SPLIT_EVERY_KEY",
+           "ReadThenApply", "add", "check_split_every", "one_blas_thread_while_computing",
+           "task", "tree_reduce"]
 
 # Fan-in of tree reductions when neither the caller nor dask.config sets one.
 DEFAULT_SPLIT_EVERY = 8
 # The Dask configuration key of the fan-in, as dask.array reductions read it.
 SPLIT_EVERY_KEY = "split_every"
+# Bytes that the inputs and the output of one combine task may take together
+# (dask.config "dasketch.combine-bytes"): large parts are combined fewer at once.
+COMBINE_BYTES = 64 * 2 ** 20
+COMBINE_BYTES_KEY = "dasketch.combine-bytes"
 
 
 class _OneBlasThread:
@@ -129,10 +134,17 @@ def task(func):
     return dask.delayed(_OneBlasThread(func), pure=True)
 
 
-def check_split_every(split_every):
+def check_split_every(split_every, part_bytes=None):
     """The fan-in of tree reductions: ``split_every`` when given, else the Dask
     configuration value ``split_every`` (the key ``dask.array`` reductions read;
     for a per-axis dict, its entry for axis 0), else :data:`DEFAULT_SPLIT_EVERY`.
+
+    Given ``part_bytes``, the size of one part, the fan-in is lowered (to 2 at
+    least) so that a combine task's inputs and output, ``(fan-in + 1)
+    part_bytes``, stay within ``dask.config`` ``"dasketch.combine-bytes"``
+    (default :data:`COMBINE_BYTES`): workers with little memory then combine
+    large parts, such as sketches of many columns, a few at a time. The tree
+    still depends only on the shape of the data.
 
     Examples
     --------
@@ -143,29 +155,43 @@ def check_split_every(split_every):
     >>> with dask.config.set(split_every=16):
     ...     check_split_every(None), check_split_every(4)
     (16, 4)
+    >>> check_split_every(None, part_bytes=2 ** 20), check_split_every(None, part_bytes=2 ** 24)
+    (8, 3)
     """
     name = "split_every"
     if split_every is None:
         split_every = dask.config.get(SPLIT_EVERY_KEY, None)
         if isinstance(split_every, dict):
             split_every = split_every.get(0)
-        if split_every is None:
-            return DEFAULT_SPLIT_EVERY
         name = f"dask.config {SPLIT_EVERY_KEY!r}"
+        if split_every is None:
+            split_every = DEFAULT_SPLIT_EVERY
     if isinstance(split_every, (bool, np.bool_)) or not isinstance(
         split_every, numbers.Integral
     ) or split_every < 2:
         raise ValueError(f"{name} must be an integer >= 2, got {split_every!r}")
-    return int(split_every)
+    split_every = int(split_every)
+    if part_bytes:
+        budget = dask.config.get(COMBINE_BYTES_KEY, COMBINE_BYTES)
+        if isinstance(budget, str):
+            budget = dask.utils.parse_bytes(budget)
+        if isinstance(budget, (bool, np.bool_)) or not isinstance(budget, numbers.Real) \
+                or not budget > 0:
+            raise ValueError(f"dask.config {COMBINE_BYTES_KEY!r} must be a number of bytes "
+                             f"> 0, got {budget!r}")
+        split_every = max(2, min(split_every, int(budget // part_bytes) - 1))
+    return split_every
 
 
-def tree_reduce(parts, combine, split_every=None):
+def tree_reduce(parts, combine, split_every=None, part_bytes=None):
     """Combine Delayed ``parts`` in a deterministic tree with fan-in ``split_every``.
 
     Level by level, consecutive groups of ``split_every`` parts are combined with
-    ``combine(*group)``; the tree depends only on the number of parts.
+    ``combine(*group)``; the tree depends only on the number of parts (and
+    ``part_bytes``, the size of one part, which can lower the fan-in: see
+    :func:`check_split_every`).
     """
-    split_every = check_split_every(split_every)
+    split_every = check_split_every(split_every, part_bytes)
     parts = list(parts)
     if not parts:
         raise ValueError("tree_reduce needs at least one part")

@@ -45,16 +45,23 @@ def _weighted_embed_block(block, start, stop, weights, extra, *, seed, specs, po
     E = np.asarray(extra, dtype=np.float64).reshape(stop - start, -1)
     scale = row_power(w, power)
     unit = bool(np.all(scale == 1.0))
-    sketches = embed_block(block if unit else scale_rows(block, scale), start, stop,
-                           E if unit else E * scale[:, None], seed=seed, specs=specs)
+    out = np.zeros(_packed_shape(specs, block.shape[1] + E.shape[1]))
+    embed_block(block if unit else scale_rows(block, scale), start, stop,
+                E if unit else E * scale[:, None], seed=seed, specs=specs, out=out)
     if scipy.sparse.issparse(block):
         sums = np.asarray(block.T @ w).ravel()
         squares = np.asarray(block.multiply(block).sum(axis=1)).ravel()
     else:
         dense = np.asarray(block, dtype=np.float64)
         sums, squares = w @ dense, np.einsum("ij,ij->i", dense, dense)
-    last = np.concatenate([sums, w @ E, [w @ squares]])
-    return np.vstack([np.hstack([sketches, np.zeros((sketches.shape[0], 1))]), last])
+    out[-1] = np.concatenate([sums, w @ E, [w @ squares]])
+    return out
+
+
+def _packed_shape(specs, width):
+    """Shape of a block's packed result: the sketch rows of every embedding and
+    the sums row; the ``width`` columns of ``[B E]`` and one more."""
+    return sum(spec[1] for spec in specs) + 1, width + 1
 
 
 def weighted_sketch_pass(blocks, extra, weights, specs, seed, *, power=2, client=None,
@@ -70,9 +77,10 @@ def weighted_sketch_pass(blocks, extra, weights, specs, seed, *, power=2, client
     """
     specs = tuple((int(st), int(s), str(kd), int(k)) for st, s, kd, k in specs)
     func = partial(_weighted_embed_block, seed=int(seed), specs=specs, power=power)
+    rows, columns = _packed_shape(specs, blocks.n_features + np.shape(extra)[1])
     lazy = map_reduce(blocks, func, add, as_row_aligned(weights, blocks, name="sample_weight"),
                       as_row_aligned(extra, blocks, name="extra"), split_every=split_every,
-                      keeps_block=False)
+                      keeps_block=False, part_bytes=rows * columns * 8)
     (stacked,) = compute(lazy, client=client)
     return stacked[:-1, :-1], stacked[-1, :-1], float(stacked[-1, -1])
 

@@ -464,6 +464,8 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         As for :func:`sketch_lstsq`.
     block_rows : int, optional
         As for :func:`sketch_lstsq`.
+    cache : {"auto", True, False}, default "auto"
+        As for :func:`sketch_lstsq`; ``cache_`` records the choice.
 
     Attributes
     ----------
@@ -497,6 +499,10 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
     intercept_error_bound_ : float or ndarray (n_targets,)
         ``|intercept_ - intercept*| <= intercept_error_bound_``:
         ``||mean(X)|| coef_error_bound_`` plus rounding.
+    cache_ : dasketch._blocks.CacheChoice
+        Whether the decoded blocks of X were kept in (worker) memory after the
+        first pass (``cached``), why (``reason``), the decoded size of X
+        (``nbytes``) and the budget ``cache="auto"`` compared it with.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         For a pandas DataFrame ``X``.
@@ -532,10 +538,11 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         "embedding": [StrOptions(set(EMBEDDINGS))],
         "random_state": ["random_state"],
         "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "cache": [StrOptions({"auto"}), "boolean"],
     }
 
     def __init__(self, fit_intercept=True, tol=1e-10, max_iter=None, sketch_size=None,
-                 embedding="osnap", random_state=None, block_rows=None):
+                 embedding="osnap", random_state=None, block_rows=None, cache="auto"):
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
@@ -543,6 +550,7 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         self.embedding = embedding
         self.random_state = random_state
         self.block_rows = block_rows
+        self.cache = cache
 
     def fit(self, X, y, sample_weight=None):
         """Fit the coefficients and intercept by sketch-preconditioned LSQR.
@@ -569,7 +577,7 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
                           sketch_size=self.sketch_size, embedding=self.embedding,
                           random_state=self.random_state, block_rows=self.block_rows,
                           name="X", sample_weight=weights, fit_intercept=self.fit_intercept,
-                          exact_singular_values=True)
+                          exact_singular_values=True, cache=self.cache)
         self._set_coef(res.x, res.intercept if self.fit_intercept else None, dtype)
         rounding = np.linalg.norm(np.atleast_2d(self.coef_) - np.atleast_2d(res.x.T), axis=1)
         self.coef_error_bound_ = _scalar_per_target(res.coef_error_bound + rounding,
@@ -580,6 +588,7 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         self.singular_ = res.singular_values
         self.condition_number_estimate_ = res.condition_number_estimate
         self.optimality_residual_ = res.optimality_residual
+        self.cache_ = res.cache
         return self
 
     def __sklearn_tags__(self):

@@ -118,6 +118,7 @@ class _Solving:
     _dasketch_params = {}
     block_rows = None
     split_every = None
+    cache = "auto"
 
     def _refuse(self):
         if getattr(self, "positive", False):

@@ -32,7 +32,9 @@ _PARAMS_DOC = """
         n_features)`` is used, so the default works on small data (where the
         preconditioner is then exact). A modest multiple of the rank of X makes
         Algorithm 1 accurate and the default solver converge in a few
-        iterations.
+        iterations; when it is too small for the spectrum and the conjugate
+        gradients contract slowly, ``solver="cg"`` grows the projection once, to
+        ``min(4 m, n, d)`` (``n_components_`` says the size it ended with).
     solver : {"cg", "paper"}, default "cg"
         ``"cg"``: conjugate gradients (squared loss) or Newton-CG (other losses)
         on the full problem, preconditioned through the projection, from the
@@ -53,6 +55,11 @@ _PARAMS_DOC = """
         :func:`dasketch.sketch`); the model does not depend on them beyond rounding.
     random_state : None, int or numpy.random.Generator, optional
         Seed of the Gaussian projection ``R``.
+    cache : {"auto", True, False}, default "auto"
+        Keep the decoded blocks of X in (worker) memory after the first pass
+        (``"auto"``: when they fit within a fraction of the workers' free
+        memory, see :mod:`dasketch._blocks.cache`); ``cache_`` records the
+        choice. The model does not depend on it.
 """
 
 _ATTRIBUTES_DOC = """
@@ -78,6 +85,11 @@ _ATTRIBUTES_DOC = """
         The naive solution ``R z / sqrt(m)`` of the first projected problem.
     best_iteration_ : int
     n_components_ : int
+        The projection dimension the fit ended with (see ``n_components``).
+    cache_ : dasketch._blocks.CacheChoice
+        Whether the decoded blocks of X were kept in (worker) memory after the
+        first pass (``cached``), why (``reason``), the decoded size of X
+        (``nbytes``) and the budget ``cache="auto"`` compared it with.
     n_features_in_ : int
     feature_names_in_ : ndarray, only for DataFrame input
 """
@@ -95,7 +107,8 @@ class _DualRandomProjectionBase(BaseEstimator):
     _loss_name = "squared"
 
     def __init__(self, alpha=1.0, *, n_components=100, solver="cg", tol=1e-6, max_iter=100,
-                 fit_intercept=True, block_rows=None, split_every=None, random_state=None):
+                 fit_intercept=True, block_rows=None, split_every=None, random_state=None,
+                 cache="auto"):
         self.alpha = alpha
         self.n_components = n_components
         self.solver = solver
@@ -105,6 +118,7 @@ class _DualRandomProjectionBase(BaseEstimator):
         self.block_rows = block_rows
         self.split_every = split_every
         self.random_state = random_state
+        self.cache = cache
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -117,7 +131,7 @@ class _DualRandomProjectionBase(BaseEstimator):
             n_components=self.n_components, solver=self.solver, tol=self.tol,
             max_iter=self.max_iter, fit_intercept=self.fit_intercept,
             block_rows=self.block_rows, split_every=self.split_every,
-            random_state=self.random_state, sample_weight=sample_weight)
+            random_state=self.random_state, sample_weight=sample_weight, cache=self.cache)
         dtype = X.dtype if getattr(X, "dtype", None) == np.float32 else np.float64
         self.coef_ = np.asarray(result.coef, dtype=dtype)
         self.intercept_ = np.asarray(result.intercept, dtype=dtype)[()]
@@ -134,6 +148,7 @@ class _DualRandomProjectionBase(BaseEstimator):
         self.naive_intercept_ = result.naive_intercept
         self.best_iteration_ = result.best_iteration
         self.n_components_ = result.n_components
+        self.cache_ = result.cache
         return self
 
     def _decision(self, X):
@@ -320,11 +335,11 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
 
     def __init__(self, alpha=1.0, *, loss="logistic", smoothing=1.0, class_weight=None,
                  n_components=100, solver="cg", tol=1e-6, max_iter=100, fit_intercept=True,
-                 block_rows=None, split_every=None, random_state=None):
+                 block_rows=None, split_every=None, random_state=None, cache="auto"):
         super().__init__(alpha=alpha, n_components=n_components, solver=solver, tol=tol,
                          max_iter=max_iter, fit_intercept=fit_intercept,
                          block_rows=block_rows, split_every=split_every,
-                         random_state=random_state)
+                         random_state=random_state, cache=cache)
         self.loss = loss
         self.smoothing = smoothing
         self.class_weight = class_weight

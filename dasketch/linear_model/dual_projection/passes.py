@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from functools import partial
 
+import dask.array as da
 import numpy as np
 import scipy.sparse
 
@@ -32,6 +33,8 @@ from dasketch.linear_model.dual_projection.losses import loss_curvature, loss_de
 
 # Stream of the Gaussian projection R in dasketch.kernels.embeddings.
 PROJECTION_STREAM = 0x445250
+# Stream of the columns a grown projection adds to R.
+GROWTH_STREAM = PROJECTION_STREAM + 1
 
 
 def _dense(values):
@@ -102,11 +105,12 @@ def projection_pass(blocks, targets, weights, n_components, seed, *, b0, loss, s
     sd = as_row_aligned(np.reshape(weights, (-1, 1)), blocks, name="sample_weight")
     func = partial(_projection_block, seed=int(seed), n_components=m, b0=b0, loss=loss,
                    smoothing=smoothing)
+    d = blocks.n_features
+    part_bytes = 8 * (d * (m + 1 + k) + (m + 1) * (m + 1 + k) + 3)
     xhat, total = map_reduce(blocks, func, _sum_then_max, yd, sd, split_every=split_every,
-                             keeps_block=False, rows=(m, np.float64))
+                             keeps_block=False, rows=(m, np.float64), part_bytes=part_bytes)
     xhat, yd, sd, total = persist(xhat, yd, sd, total, client=client)
     (packed,) = compute(total, client=client)
-    d = blocks.n_features
     products, packed = packed[:d * (m + 1 + k)], packed[d * (m + 1 + k):]
     gram, packed = packed[:(m + 1) * (m + 1 + k)], packed[(m + 1) * (m + 1 + k):]
     finite, row_norms = packed[0] == 0, (float(packed[1]), float(packed[2]))
@@ -114,16 +118,63 @@ def projection_pass(blocks, targets, weights, n_components, seed, *, b0, loss, s
             finite, row_norms)
 
 
+# ------------------------------------------------------------ growing the projection
+def _growth_block(block, start, stop, xhat, y, s, *, seed, extra, W, b, loss, smoothing):
+    """``X_new_b = X_b R_new / sqrt(extra)`` (``R_new`` of :data:`GROWTH_STREAM`) and,
+    packed, ``X_b^T S X_new_b``, ``X_new_b^T S [X_hat_b X_new_b 1]`` and, at
+    ``(W, b)`` (None for the squared loss), ``[X_hat_b X_new_b 1]^T diag(s l'')
+    [X_hat_b X_new_b 1]`` per target."""
+    new = project_block(block, start, stop, seed=seed, stream=GROWTH_STREAM,
+                        n_components=extra)
+    xa = _with_ones(np.hstack([xhat, new]))
+    parts = [_dense(block.T @ (s * new)).ravel(), (new.T @ (s * xa)).ravel()]
+    if W is not None:
+        weights = s * loss_curvature(_dense(block @ W) + b, y, loss, smoothing)
+        parts.append(np.einsum("ik,ia,ib->kab", weights, xa, xa).ravel())
+    return new, np.concatenate(parts)
+
+
+def growth_pass(blocks, xhat, yd, sd, extra, seed, W=None, b=None, *, loss, smoothing,
+                split_every, client):
+    """One pass: ``extra`` more columns of the projection, from new tiles of the
+    random operator (``R`` stays a function of ``(seed, stream, feature index)``).
+
+    Returns ``(xhat, XtS_new, gram_new, curvature)``: the persisted
+    ``[X_hat X_new]`` (n x (m + extra)), ``X^T S X_new`` (d x extra), the rows
+    ``X_new^T S [X_hat X_new 1]`` of the grown Gram matrix, and at ``(W, b)`` the
+    projected curvature ``[X_hat X_new 1]^T diag(s l''(X W + b)) [X_hat X_new 1]``
+    per target (None without ``W``).
+    """
+    m1 = xhat.shape[1] + extra + 1
+    d = blocks.n_features
+    func = partial(_growth_block, seed=int(seed), extra=int(extra), b=b, loss=loss,
+                   smoothing=smoothing)
+    part_bytes = 8 * (d * extra + extra * m1 + (0 if W is None else W.shape[1] * m1 * m1))
+    new, total = map_reduce(blocks, func, add, xhat, yd, sd, split_every=split_every,
+                            shared={"W": W}, keeps_block=False, rows=(extra, np.float64),
+                            part_bytes=part_bytes)
+    grown, total = persist(da.concatenate([xhat, new], axis=1).rechunk({1: -1}), total,
+                           client=client)
+    (packed,) = compute(total, client=client)
+    products, packed = packed[:d * extra].reshape(d, extra), packed[d * extra:]
+    gram, packed = packed[:extra * m1].reshape(extra, m1), packed[extra * m1:]
+    curvature = packed.reshape(-1, m1, m1) if W is not None else None
+    return grown, products, gram, curvature
+
+
 # ------------------------------------------------------------ evaluations
 def _evaluate_block(block, start, stop, xhat, y, s, *, W, b, loss, smoothing, curvature_gram,
-                    keep_margins=False, S=None, sb=None, steps=None):
+                    keep_margins=False, S=None, sb=None, steps=None, start_hessian=False):
     margins = _dense(block @ W)
     T = margins + b
-    path = []
+    path, start_terms = [], []
     if S is not None:
         U = _dense(block @ S) + sb
         path = [(s * loss_value(T + eta * U, y, loss, smoothing)).sum(axis=0)
                 for eta in steps]
+        if start_hessian:   # [X 1]^T diag(s l''(X W + b)) [X 1] [S; sb]
+            HU = s * loss_curvature(T, y, loss, smoothing) * U
+            start_terms = [_dense(block.T @ HU).ravel(), HU.sum(axis=0)]
         T = T + U
     value = (s * loss_value(T, y, loss, smoothing)).sum(axis=0)
     dual = s * loss_derivative(T, y, loss, smoothing)
@@ -132,12 +183,13 @@ def _evaluate_block(block, start, stop, xhat, y, s, *, W, b, loss, smoothing, cu
         xa = _with_ones(xhat)
         weights = s * loss_curvature(T, y, loss, smoothing)
         parts.append(np.einsum("ik,ia,ib->kab", weights, xa, xa).ravel())
-    packed = np.concatenate(parts + [np.ravel(path)])
+    packed = np.concatenate(parts + start_terms + [np.ravel(path)])
     return (margins, packed) if keep_margins else packed
 
 
 def evaluate_pass(blocks, xhat, yd, sd, W, b, *, loss, smoothing, curvature_gram, split_every,
-                  client, keep_margins=False, direction=None, steps=None):
+                  client, keep_margins=False, direction=None, steps=None,
+                  start_hessian=False):
     """One pass at ``(W, b)`` (``d x K``, ``K``): per target the loss sum
     ``sum_i s_i l(t_i, y_i)``, the gradient terms ``X^T S l'`` (d x K) and
     ``sum_i s_i l'`` (K) and, with ``curvature_gram``,
@@ -149,12 +201,14 @@ def evaluate_pass(blocks, xhat, yd, sd, W, b, *, loss, smoothing, curvature_gram
     With a ``direction`` ``(S, sb)`` everything is taken at ``(W + S, b + sb)``,
     and the loss sums along the segment, at ``(W + eta S, b + eta sb)`` for every
     ``eta`` of ``steps``, come back as well (``len(steps) x K``): a backtracking
-    line search then needs no further pass."""
+    line search then needs no further pass. With ``start_hessian`` the Hessian
+    products at the start, ``[X 1]^T diag(s l''(X W + b)) [X 1] [S; sb]`` (without
+    the regulariser), come back before them, as ``(d x K, K)``."""
     d, k = W.shape
     S, sb = direction if direction is not None else (None, None)
     func = partial(_evaluate_block, b=b, loss=loss, smoothing=smoothing,
                    curvature_gram=curvature_gram, keep_margins=keep_margins, sb=sb,
-                   steps=steps)
+                   steps=steps, start_hessian=start_hessian)
     total = map_reduce(blocks, func, add, xhat, yd, sd, split_every=split_every,
                        shared={"W": W, "S": S}, keeps_block=False,
                        rows=(k, np.float64) if keep_margins else None)
@@ -168,7 +222,12 @@ def evaluate_pass(blocks, xhat, yd, sd, W, b, *, loss, smoothing, curvature_gram
     m1 = xhat.shape[1] + 1
     curvature = rest[:k * m1 * m1].reshape(k, m1, m1) if curvature_gram else None
     if direction is not None:
-        return value, gradient, dual_sum, curvature, rest[-len(steps) * k:].reshape(-1, k)
+        path = rest[-len(steps) * k:].reshape(-1, k)
+        if not start_hessian:
+            return value, gradient, dual_sum, curvature, path
+        rest = rest[k * m1 * m1 if curvature_gram else 0:]
+        return (value, gradient, dual_sum, curvature, path,
+                (rest[:d * k].reshape(d, k), rest[d * k:d * k + k]))
     if keep_margins:
         return value, gradient, dual_sum, curvature, margins
     return value, gradient, dual_sum, curvature

@@ -16,7 +16,8 @@ when X is not low rank. The default ``solver="cg"`` keeps the projection as a
 preconditioner of the full problem instead (:mod:`.preconditioner`), with
 conjugate gradients for the squared loss and Newton-CG for the others
 (:mod:`.solvers`): one pass over X per iteration, no divergence, and exact
-preconditioning when the rank of X is at most m.
+preconditioning when the rank of X is at most m; a projection too small for
+the spectrum of X is grown once (:mod:`.growth`).
 
 Every fit reports its relative optimality residual
 ``||grad F(w, b)|| / ||grad F(0, b0)||`` (``b0`` the best constant model, 0
@@ -39,12 +40,14 @@ from sklearn.utils.validation import _check_sample_weight
 
 from dasketch._blocks import CacheChoice, as_row_blocks, cache_blocks, compute, is_dask_collection
 from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
+from dasketch.linear_model.dual_projection.growth import Growth
 from dasketch.linear_model.dual_projection.losses import (
     LOSSES,
     intercept_only,
     loss_derivative,
     loss_value,
 )
+from dasketch.linear_model.dual_projection.newton import newton_cg
 from dasketch.linear_model.dual_projection.paper import algorithm_one, paper_rounds
 from dasketch.linear_model.dual_projection.passes import (
     PROJECTION_STREAM,
@@ -52,13 +55,7 @@ from dasketch.linear_model.dual_projection.passes import (
     dual_variables,
     projection_pass,
 )
-from dasketch.linear_model.dual_projection.preconditioner import ProjectedBasis
-from dasketch.linear_model.dual_projection.solvers import (
-    FullProblem,
-    newton_cg,
-    pcg_squared,
-    record,
-)
+from dasketch.linear_model.dual_projection.solvers import FullProblem, pcg_squared, record
 
 __all__ = ["DualRandomProjectionResult", "dual_random_projection"]
 
@@ -98,6 +95,7 @@ class DualRandomProjectionResult:
     history : list of dict
         Per iteration: ``iteration``, ``passes`` (over X so far),
         ``optimality_residual`` and ``objective`` (per target when several),
+        for ``solver="cg"`` ``n_components`` (the projection dimension then),
         and for Newton-CG ``cg_iterations`` and ``step_size``.
     naive_coef, naive_intercept : ndarray or float
         The naive solution ``R z / sqrt(m)`` of the first projected problem, the
@@ -106,7 +104,10 @@ class DualRandomProjectionResult:
         ``solver="paper"``: the round returned (the one with the lowest
         objective when the iteration stopped contracting), else ``n_iter``.
     n_components : int
-        The projection dimension used, ``min(n_components, n_samples, n_features)``.
+        The projection dimension the fit ended with: ``min(n_components,
+        n_samples, n_features)``, or up to four times that when ``solver="cg"``
+        grew the projection once because its conjugate gradients contracted
+        slowly (:mod:`dasketch.linear_model.dual_projection.growth`).
     random_state : int
         The seed of ``R``.
     cache : dasketch._blocks.CacheChoice, optional
@@ -277,7 +278,11 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         ``m``, the projection dimension; ``min(n_components, n, d)`` is used.
         Algorithm 1 recovers well, and the default solver converges in a few
         iterations, when m is a modest multiple of the rank of X (the paper's
-        Theorems 1 and 2 ask ``m = O(r log r)``).
+        Theorems 1 and 2 ask ``m = O(r log r)``). When m is too small for the
+        spectrum of X and the conjugate gradients of ``solver="cg"`` contract
+        slowly, the projection is grown once, to ``min(4 m, n, d)`` columns, in
+        one more pass that keeps the columns already computed (the result's
+        ``n_components`` is the size it ended with).
     solver : {"cg", "paper"}, default "cg"
         ``"cg"``: conjugate gradients (squared loss) or Newton-CG (other losses)
         on the full problem, preconditioned through the projection and started
@@ -334,8 +339,12 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     n x m) and ``X^T [X_hat, 1]``; the squared loss then needs one pass per
     conjugate-gradient iteration plus one for the start, the other losses one
     per inner iteration plus one (two when the line search shortens the step)
-    per Newton step. Memory on the client: ``X^T [X_hat, 1]`` and the basis of
-    the preconditioner, ``d x (m + 1)`` floats each, like a sketch of ``m`` rows.
+    per Newton step, one in all for a step taken without inner iterations when
+    the preconditioner matches the Hessian (see
+    :func:`~dasketch.linear_model.dual_projection.newton.newton_cg`), and one
+    when the projection grows. Memory on the client:
+    ``X^T [X_hat, 1]`` and the basis of the preconditioner, ``d x (m + 1)``
+    floats each, like a sketch of ``m`` rows (m as grown).
     For the smoothed hinge with little regularisation on data far from low rank
     the generalised Newton steps are often cut short by the line search and the
     iteration can need many passes (a ``ConvergenceWarning`` says when
@@ -406,16 +415,15 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         Z, B, W1 = algorithm_one(full, xhat, b0, products[:, :m], column_sums,
                                  target_products)
         V = full.stack(W1, B)
+        growth = Growth(full, products[:, :m + 1], gram[:, :m + 1], seed, min(n, d))
         if loss == "squared":
             g_zero = full.stack(-target_products, -(s * Y).sum(axis=0))
             V, cert, f, n_iter, G = pcg_squared(
-                full, V, V0, g_v0, g_zero, 0.5 * np.sum(s * Y ** 2, axis=0),
-                ProjectedBasis(products[:, :m + 1], gram[:, :m + 1], fit_intercept),
-                gram[:, :m + 1], reference, tol, max_iter, history)
+                full, V, V0, g_v0, g_zero, 0.5 * np.sum(s * Y ** 2, axis=0), growth,
+                reference, tol, max_iter, history)
         else:
             V, cert, f, n_iter, G = _newton_from_algorithm_one(
-                full, V, V0, g_v0, f_v0, products, gram, b0, reference, tol, max_iter,
-                history)
+                full, V, V0, g_v0, f_v0, growth, b0, reference, tol, max_iter, history)
         bound = full.error_bound(V, G, f)
         converged = full.done(V, G, f, tol)
     W, b = full.split(V)
@@ -432,19 +440,18 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         converged=bool(np.all(converged)), n_iter=int(n_iter), n_passes=full.passes,
         history=history, naive_coef=naive[:, 0] if squeeze else naive.T,
         naive_intercept=pick(B), best_iteration=int(best if best else n_iter),
-        n_components=m, random_state=seed, cache=cache_choice,
+        n_components=full.n_components, random_state=seed, cache=cache_choice,
         _dual=(source, yd, sd, W, b, loss, smoothing, squeeze))
     if not result.converged:
         _warn(result, tol, solver, loss, diverged)
     return result
 
 
-def _newton_from_algorithm_one(full, V, V0, g_v0, f_v0, products, gram, b0, reference,
-                               tol, max_iter, history):
+def _newton_from_algorithm_one(full, V, V0, g_v0, f_v0, growth, b0, reference, tol,
+                               max_iter, history):
     """Newton-CG from the Algorithm 1 solution, or from the intercept-only model for
     targets where that has the lower objective (the recovery can be far off when
     X is not low rank or, for the smoothed hinge, when lambda is small)."""
-    m = gram.shape[0] - 1
     K = V.shape[1]
     f, G, curvature = full.evaluate(V, np.arange(K))
     worse = np.flatnonzero(f > f_v0)
@@ -452,7 +459,6 @@ def _newton_from_algorithm_one(full, V, V0, g_v0, f_v0, products, gram, b0, refe
         V[:, worse], f[worse], G[:, worse] = V0[:, worse], f_v0[worse], g_v0[:, worse]
         curvature[worse] = curvature_at_constant(full.xhat, full.yd[:, worse], full.sd,
                                                  b0[worse], **full.options)
-    basis = ProjectedBasis(products[:, :m + 1], gram[:, :m + 1], full.fit_intercept)
-    return newton_cg(full, V, f, G, curvature, basis, reference, tol, max_iter, history)
+    return newton_cg(full, V, f, G, curvature, growth, reference, tol, max_iter, history)
 
 

@@ -10,14 +10,13 @@ pass; ``lambda`` may differ per target). Points are stacked as columns
   Algorithm 1 solution of Zhang et al. (COLT 2013). One pass over X per
   iteration, which also returns the true gradient at the current iterate, so the
   reported residual is never a drifting recurrence.
-* Logistic and smoothed hinge: an inexact (truncated) Newton method, Nocedal and
-  Wright, *Numerical Optimization*, Algorithm 7.1 (line-search Newton-CG), with
-  the forcing sequence ``min(0.5, sqrt(residual))`` and Armijo backtracking; each
-  Hessian-vector product is one pass, each trial point one pass.
+* Logistic and smoothed hinge: an inexact (truncated) Newton method
+  (:mod:`.newton`).
 
 Both use the preconditioner of :mod:`.preconditioner`, exact when the rank of
-X is at most the projection dimension, and both stop on the a-posteriori bound
-of :meth:`FullProblem.error_bound`: a target is done when
+X is at most the projection dimension, grow the projection once when their
+conjugate gradients contract slowly (:mod:`.growth`), and both stop on the
+a-posteriori bound of :meth:`FullProblem.error_bound`: a target is done when
 ``||w - w*|| <= tol ||w||`` is certified.
 """
 
@@ -25,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dasketch.linear_model.dual_projection.growth import contracting_slowly
 from dasketch.linear_model.dual_projection.passes import evaluate_pass, hessian_pass
 from dasketch.linear_model.dual_projection.preconditioner import Preconditioner
 
@@ -37,9 +37,6 @@ STALL = 10
 ROUNDING = 2.0 * np.finfo(np.float64).eps
 # Lipschitz constant of l' (squared, logistic; smoothed hinge: 1 / smoothing).
 LIPSCHITZ = {"squared": 1.0, "logistic": 0.25}
-# Inner conjugate-gradient iterations per Newton step at most.
-MAX_INNER_ITER = 50
-ARMIJO = 1e-4
 # Step lengths tried by the line search, all evaluated in the pass at the full step.
 STEPS = 2.0 ** -np.arange(0, 31)
 
@@ -51,6 +48,7 @@ class FullProblem:
     targets ``yd``), ``lam`` the regularisation per target (K). ``coupling``
     is ``(X^T s, sum_i s_i, sum_i s_i ||x_i||^2, max_{s_i > 0} ||x_i||)``, what
     :meth:`error_bound` needs of X (all from the projection pass).
+    ``n_components`` is the number of columns of ``xhat``.
     """
 
     def __init__(self, blocks, xhat, yd, sd, *, lam, loss, smoothing, fit_intercept,
@@ -63,6 +61,7 @@ class FullProblem:
         self.options = dict(loss=loss, smoothing=smoothing, split_every=split_every,
                             client=client)
         self.passes = 0
+        self.n_components = xhat.shape[1]
 
     def error_bound(self, V, G, f, columns=slice(None)):
         """See :meth:`bound_parts`: their sum."""
@@ -105,7 +104,7 @@ class FullProblem:
         gw = G[:-1] if self.fit_intercept else G
         column_sums, weight_sum, frobenius2, row_norm = self.coupling
         n, d = self.blocks.shape
-        w_norm = _column_norms(W)
+        w_norm = column_norms(W)
         lipschitz = LIPSCHITZ.get(self.loss, 1.0 / self.smoothing)
         if self.loss == "squared":
             dual = np.sqrt(np.maximum(2.0 * (f - 0.5 * lam * w_norm ** 2), 0.0))
@@ -115,21 +114,21 @@ class FullProblem:
         rounding = ROUNDING * (lam * w_norm + np.sqrt(d) * lipschitz * frobenius2 * w_norm
                                + np.sqrt(n) * frobenius * dual)
         if not self.fit_intercept:
-            return _column_norms(gw) / lam, rounding / lam
+            return column_norms(gw) / lam, rounding / lam
         gb = G[-1]
         rounding_b = ROUNDING * np.sqrt(weight_sum) * (
             np.sqrt(d) * lipschitz * frobenius * w_norm + np.sqrt(n) * dual)
         if self.loss == "squared":
-            size = _column_norms(gw - np.outer(column_sums, gb / weight_sum))
+            size = column_norms(gw - np.outer(column_sums, gb / weight_sum))
         else:
-            size = _column_norms(gw) + row_norm * np.abs(gb)
+            size = column_norms(gw) + row_norm * np.abs(gb)
         return size / lam, (rounding + row_norm * rounding_b) / lam
 
     def done(self, V, G, f, tol, columns=slice(None)):
         """Targets whose coefficients are certified to relative accuracy ``tol``:
         ``error_bound <= tol ||w||`` (then ``||w - w*|| <= tol/(1 - tol) ||w*||``)."""
         W, _ = self.split(V)
-        return self.error_bound(V, G, f, columns) <= tol * _column_norms(W)
+        return self.error_bound(V, G, f, columns) <= tol * column_norms(W)
 
     def split(self, V):
         if self.fit_intercept:
@@ -139,29 +138,38 @@ class FullProblem:
     def stack(self, gradient_w, gradient_b):
         return np.vstack([gradient_w, gradient_b]) if self.fit_intercept else gradient_w
 
-    def evaluate(self, V, columns, curvature_gram=True, keep_margins=False, direction=None):
+    def evaluate(self, V, columns, curvature_gram=True, keep_margins=False, direction=None,
+                 start_hessian=None):
         """Objective, gradient and projected curvature at ``V`` for target
         ``columns`` (and the persisted margins ``X W`` with ``keep_margins``).
 
         With a ``direction`` ``D`` they are taken at ``V + D``, and the objective at
-        ``V + eta D`` for every ``eta`` of ``STEPS`` comes back last (``len(STEPS) x
-        K``), from the same pass."""
+        ``V + eta D`` for every ``eta`` of ``STEPS`` comes back next (``len(STEPS) x
+        K``), from the same pass; with ``start_hessian``, the curvature added to
+        the intercept per target (see :meth:`hessian`), so does ``H D`` at ``V``,
+        last."""
         W, b = self.split(V)
         extra = {}
         if direction is not None:
             Dw, db = self.split(direction)
-            extra = {"direction": (Dw, db), "steps": STEPS}
+            extra = {"direction": (Dw, db), "steps": STEPS,
+                     "start_hessian": start_hessian is not None}
         self.passes += 1
         value, xt_dual, dual_sum, curv, *more = evaluate_pass(
             self.blocks, self.xhat, self.yd[:, columns], self.sd, W, b,
             curvature_gram=curvature_gram, keep_margins=keep_margins, **extra, **self.options)
         if direction is not None:
             path = more[0] + 0.5 * self.lam[columns] * np.array(
-                [_dot(W + eta * Dw, W + eta * Dw) for eta in STEPS])
+                [column_dots(W + eta * Dw, W + eta * Dw) for eta in STEPS])
+            products = []
+            if start_hessian is not None:
+                xt, sums = more[1]
+                products = [self.stack(xt + self.lam[columns] * Dw,
+                                       sums + start_hessian * db)]
             W = W + Dw
-            more = [path]
+            more = [path, *products]
         lam = self.lam[columns]
-        f = value + 0.5 * lam * _dot(W, W)
+        f = value + 0.5 * lam * column_dots(W, W)
         return (f, self.stack(xt_dual + lam * W, dual_sum), curv, *more)
 
     def hessian(self, center, P, columns, intercept_curvature=0.0):
@@ -175,16 +183,16 @@ class FullProblem:
         return self.stack(xt + self.lam[columns] * Pw, sums + intercept_curvature * pb)
 
 
-def _column_norms(A):
+def column_norms(A):
     return np.sqrt(np.einsum("ij,ij->j", A, A))
 
 
-def _dot(A, B):
+def column_dots(A, B):
     return np.einsum("ij,ij->j", A, B)
 
 
 def pcg_squared(problem, V, intercept_only, gradient_intercept_only, gradient_at_zero,
-                objective_at_zero, basis, gram, reference, tol, max_iter, history):
+                objective_at_zero, growth, reference, tol, max_iter, history):
     """Preconditioned CG for the squared loss from ``V`` (the Algorithm 1 solution).
 
     ``intercept_only`` is ``V0 = [0; b0]`` (zero without an intercept) and
@@ -196,51 +204,61 @@ def pcg_squared(problem, V, intercept_only, gradient_intercept_only, gradient_at
     the intercept-only model. Each later pass computes ``H [P, V]``: ``H P`` for
     the step and the true gradient of the current iterate, from which the
     residual of the next one is a single update (residual replacement).
+    When the residuals contract slowly the projection of ``growth``
+    (:class:`.growth.Growth`) is grown once and the iteration restarts from the
+    current iterate with the new preconditioner.
     """
     K = V.shape[1]
-    shared = {lam: Preconditioner(basis, gram, lam) for lam in np.unique(problem.lam)}
-    precs = [shared[lam] for lam in problem.lam]
+    precs = _squared_preconditioners(problem, growth.basis(), growth.gram)
     g_start = gradient_at_zero + problem.hessian(None, V, np.arange(K))  # g(V)
     g_base = gradient_intercept_only
     D = V - intercept_only
     HD = g_start - g_base
-    curvature = _dot(D, HD)
-    gamma = -_dot(g_base, D) / np.where(curvature > 0, curvature, np.inf)
+    curvature = column_dots(D, HD)
+    gamma = -column_dots(g_base, D) / np.where(curvature > 0, curvature, np.inf)
     V = intercept_only + gamma * D
     G = g_base + gamma * HD
 
     def objective(columns):
-        return objective_at_zero[columns] + 0.5 * _dot(
+        return objective_at_zero[columns] + 0.5 * column_dots(
             G[:, columns] + gradient_at_zero[:, columns], V[:, columns])
 
     f = objective(slice(None))
-    cert = _column_norms(G) / reference
-    history.append(record(0, problem.passes, cert, f))
+    cert = column_norms(G) / reference
+    history.append(record(0, problem.passes, cert, f, n_components=problem.n_components))
     R = -G
     P = np.column_stack([precs[k].apply(R[:, k]) for k in range(K)])
-    rz = _dot(R, P)
-    best = _Best(problem, V, G, f, cert, tol)
+    rz = column_dots(R, P)
+    best = BestIterates(problem, V, G, f, cert, tol)
     active = ~best.finished
-    n_iter = 0
+    n_iter = start = 0
+    cert_start = cert.copy()
     while active.any() and n_iter < max_iter:
         n_iter += 1
         act = np.flatnonzero(active)
         both = problem.hessian(None, np.hstack([P[:, act], V[:, act]]),
                                np.concatenate([act, act]))
         HP, true_G = both[:, :act.size], both[:, act.size:] + gradient_at_zero[:, act]
-        pHp = _dot(P[:, act], HP)
+        pHp = column_dots(P[:, act], HP)
         step = rz[act] / np.where(pHp > 0, pHp, np.inf)
         V[:, act] += step * P[:, act]
         G[:, act] = true_G + step * HP
         R[:, act] = -G[:, act]
         f[act] = objective(act)
-        cert[act] = _column_norms(G[:, act]) / reference[act]
-        history.append(record(n_iter, problem.passes, cert, f))
+        cert[act] = column_norms(G[:, act]) / reference[act]
+        history.append(record(n_iter, problem.passes, cert, f,
+                              n_components=problem.n_components))
         best.update(act, V, G, f, cert)
-        for i, k in enumerate(act):
-            if best.finished[k] or best.stalled[k] or not pHp[i] > 0:
-                active[k] = False
-                continue
+        active[act] = ~(best.finished[act] | best.stalled[act] | ~(pHp > 0))
+        act = np.flatnonzero(active)
+        if act.size and growth.available and contracting_slowly(
+                cert[act] / cert_start[act], n_iter - start):
+            precs = _squared_preconditioners(problem, *growth.grow())
+            start, cert_start = n_iter, cert.copy()
+            P[:, act] = np.column_stack([precs[k].apply(R[:, k]) for k in act])
+            rz[act] = column_dots(R[:, act], P[:, act])
+            continue
+        for k in act:
             z = precs[k].apply(R[:, k])
             rz_new = R[:, k] @ z
             P[:, k] = z + (rz_new / rz[k]) * P[:, k]
@@ -249,7 +267,13 @@ def pcg_squared(problem, V, intercept_only, gradient_intercept_only, gradient_at
     return V, cert, f, n_iter, G
 
 
-class _Best:
+def _squared_preconditioners(problem, basis, gram):
+    """One preconditioner per target (shared by targets of equal ``lambda``)."""
+    shared = {lam: Preconditioner(basis, gram, lam) for lam in np.unique(problem.lam)}
+    return [shared[lam] for lam in problem.lam]
+
+
+class BestIterates:
     """Per target, the iterate of lowest objective so far, whether it is
     certified to ``tol``, and whether the iteration should stop for rounding
     (the gradient's part of the bound below its rounding part, or the bound not
@@ -274,7 +298,7 @@ class _Best:
                                                       f[columns], columns)
         bound = gradient + rounding
         W, _ = self.problem.split(V[:, columns])
-        self.finished[columns] = bound <= self.tol * _column_norms(W)
+        self.finished[columns] = bound <= self.tol * column_norms(W)
         # at the rounding part, go on while the gradient still halves: the
         # rounding part is a worst case, the accuracy reached often much better
         shrinking = gradient <= 0.5 * self.gradient[columns]
@@ -297,96 +321,3 @@ def record(iteration, passes, cert, objective, **extra):
     return {"iteration": iteration, "passes": passes,
             "optimality_residual": squeeze(np.asarray(cert)),
             "objective": squeeze(np.asarray(objective)), **extra}
-
-
-def _inner_cg(problem, center, G, precs, kappas, forcing, columns):
-    """Truncated PCG on ``H_k s_k = -g_k`` for the target ``columns``; stops a column
-    when its residual is below ``forcing_k ||g_k||``, or on non-positive curvature
-    (returning the last step, or the preconditioned gradient step if none).
-    Returns the steps and the number of passes."""
-    R = -G[:, columns]
-    S = np.zeros_like(R)
-    Z = np.column_stack([precs[k].apply(R[:, i]) for i, k in enumerate(columns)])
-    P = Z.copy()
-    rz = _dot(R, Z)
-    target = forcing * _column_norms(R)
-    running = np.ones(len(columns), dtype=bool)
-    passes = 0
-    while running.any() and passes < MAX_INNER_ITER:
-        run = np.flatnonzero(running)
-        HP = problem.hessian(center[:, columns[run]], P[:, run], columns[run],
-                             intercept_curvature=kappas[columns[run]])
-        passes += 1
-        pHp = _dot(P[:, run], HP)
-        for i, j in enumerate(run):
-            if not pHp[i] > 0:
-                if not S[:, j].any():
-                    S[:, j] = Z[:, j]
-                running[j] = False
-                continue
-            step = rz[j] / pHp[i]
-            S[:, j] += step * P[:, j]
-            R[:, j] -= step * HP[:, i]
-            if np.linalg.norm(R[:, j]) <= target[j]:
-                running[j] = False
-                continue
-            z = precs[columns[j]].apply(R[:, j])
-            rz_new = R[:, j] @ z
-            P[:, j] = z + (rz_new / rz[j]) * P[:, j]
-            rz[j] = rz_new
-    return S, passes
-
-
-def newton_cg(problem, V, f, G, curvature, basis, reference, tol, max_iter, history):
-    """Inexact Newton (Newton-CG with Armijo backtracking) from ``V`` with objective
-    ``f``, gradient ``G`` and projected curvature ``curvature`` (K x (m+1) x (m+1))
-    there, for every target column until its relative optimality residual
-    ``||G_k|| / reference_k`` certifies its coefficients to ``tol``
-    (:meth:`FullProblem.done`).
-
-    The intercept is unpenalised: where no sample has curvature (the smoothed
-    hinge far from the optimum) its Newton system would be singular, so its
-    curvature is raised to ``lambda * residual`` when below it (a
-    Levenberg-Marquardt term that vanishes at the optimum and keeps the fast
-    local convergence).
-    """
-    K = V.shape[1]
-    cert = _column_norms(G) / reference
-    history.append(record(0, problem.passes, cert, f, cg_iterations=0, step_size=0.0))
-    n_iter = 0
-    m1 = curvature.shape[1]
-    lam = problem.lam
-    best = _Best(problem, V, G, f, cert, tol)
-    stop = best.finished.copy()
-    while not stop.all() and n_iter < max_iter:
-        n_iter += 1
-        act = np.flatnonzero(~stop)
-        kappas = np.zeros(K)
-        if problem.fit_intercept:
-            kappas[act] = np.maximum(
-                0.0, lam[act] * np.minimum(1.0, cert[act]) - curvature[act, m1 - 1, m1 - 1])
-        precs = {k: Preconditioner(basis, curvature[k], lam[k], kappas[k]) for k in act}
-        forcing = np.minimum(0.5, np.sqrt(cert[act]))
-        S, inner = _inner_cg(problem, V, G, precs, kappas, forcing, act)
-        decrease = _dot(G[:, act], S)
-        # The full step and the objective along it in one pass; a shorter step (the
-        # longest of STEPS with Armijo's decrease) costs one more pass, not one per halving.
-        f_new, G_new, curv_new, path = problem.evaluate(V[:, act], act, direction=S)
-        armijo = path <= f[act] + ARMIJO * STEPS[:, None] * decrease
-        flat = np.abs(STEPS[:, None] * decrease) <= 1e-15 * np.maximum(np.abs(f[act]), 1.0)
-        good = armijo | flat
-        eta = np.where(good.any(axis=0), STEPS[np.argmax(good, axis=0)], STEPS[-1])
-        full = eta == 1.0
-        V[:, act[full]] += S[:, full]
-        f[act[full]], G[:, act[full]], curvature[act[full]] = \
-            f_new[full], G_new[:, full], curv_new[full]
-        if not full.all():
-            cols = act[~full]
-            V[:, cols] += eta[~full] * S[:, ~full]
-            f[cols], G[:, cols], curvature[cols] = problem.evaluate(V[:, cols], cols)
-        cert[act] = _column_norms(G[:, act]) / reference[act]
-        history.append(record(n_iter, problem.passes, cert, f, cg_iterations=inner,
-                               step_size=float(eta.min())))
-        stop[act] = best.update(act, V, G, f, cert)
-    V, cert, f, G = best.result()
-    return V, cert, f, n_iter, G
