@@ -389,3 +389,39 @@ def test_every_pass_reads_zarr_rows_in_its_tasks(tmp_path, cluster_client):
                                            err_msg=name)
             np.testing.assert_array_equal(gather_rows(on_store, drawn, client=client),
                                           design[drawn])
+
+
+_CALLS = []
+
+
+def _rows_and_gram(block, start, stop):
+    _CALLS.append(start)
+    return block * 2.0, block.T @ block
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads", "distributed"])
+def test_a_fused_pass_computes_each_block_once(scheduler):
+    """map_reduce with rows= hands one block task to a Dask array and a Delayed
+    tree: persisting or computing them together runs it once per block (task
+    fusion would copy it into both collections under new keys)."""
+    from distributed import Client, LocalCluster
+
+    from dasketch._blocks import add, compute, map_reduce, persist
+
+    X = np.random.default_rng(0).standard_normal((40, 3))
+    for seed, use in enumerate(("persist", "compute")):
+        blocks = as_row_blocks(X + seed, block_rows=5)
+        rows, total = map_reduce(blocks, _rows_and_gram, add, rows=(3, np.float64))
+        _CALLS.clear()
+        if scheduler == "distributed":
+            with LocalCluster(n_workers=1, processes=False, threads_per_worker=2,
+                              dashboard_address=None) as cluster, Client(cluster) as client:
+                kept = persist(rows, total, client=client) if use == "persist" else (rows, total)
+                got_rows, got_total = compute(*kept, client=client)
+        else:
+            with dask.config.set(scheduler=scheduler):
+                kept = persist(rows, total) if use == "persist" else (rows, total)
+                got_rows, got_total = compute(*kept)
+        assert sorted(_CALLS) == list(range(0, 40, 5)), (use, _CALLS)
+        np.testing.assert_allclose(got_rows, (X + seed) * 2.0)
+        np.testing.assert_allclose(got_total, (X + seed).T @ (X + seed))

@@ -60,10 +60,21 @@ def compute(*objs, client=None, progress=False, check_stores=True):
     checks = store_watch.stores_read_by(objs) if check_stores else ()
     # Block tasks run with one BLAS thread; in this process (local schedulers,
     # in-process workers) the count is set and restored here, in this thread.
-    with one_blas_thread_while_computing():
+    with one_blas_thread_while_computing(), unfused():
         results = _compute(objs, client, progress)
     store_watch.check_unchanged(checks)
     return results
+
+
+def unfused():
+    """Dask's low-level task fusion off while a computation's graph is optimised.
+
+    The fused passes of :func:`~dasketch._blocks.map_reduce` (``rows=``) hand
+    out one block task in two collections, a Dask array of its rows and a
+    Delayed tree of its parts; fusion would merge the task into each under a
+    new key, and every block would be read and computed twice. Culling, and
+    everything else the optimisation does, stays on."""
+    return dask.config.set({"optimization.fuse.active": False})
 
 
 def active_client():
@@ -125,11 +136,12 @@ def persist(*arrays, client=None):
     8.0
     """
     checks = store_watch.stores_read_by(arrays)
-    if client is not None:
-        kept = tuple(client.persist(list(arrays)))
-    else:
-        with one_blas_thread_while_computing():
-            kept = dask.persist(*arrays)
+    with unfused():
+        if client is not None:
+            kept = tuple(client.persist(list(arrays)))
+        else:
+            with one_blas_thread_while_computing():
+                kept = dask.persist(*arrays)
     store_watch.carry(kept, checks)
     return kept
 
