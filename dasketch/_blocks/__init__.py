@@ -19,7 +19,7 @@ travel between workers.
 """
 
 from dasketch._blocks.cache import CacheChoice, cache_blocks
-from dasketch._blocks.mapping import block_tasks, map_reduce, map_rows
+from dasketch._blocks.mapping import block_tasks, map_reduce, map_rows, side_by_side
 from dasketch._blocks.operators import (
     gather_rows,
     iter_row_blocks,
@@ -46,6 +46,6 @@ __all__ = [
     "as_row_aligned", "as_row_blocks", "block_tasks", "cache_blocks", "check_split_every",
     "chunk_blocks", "compute", "default_block_rows", "gather_rows", "is_dask_collection",
     "iter_row_blocks", "known_row_chunks", "map_reduce", "map_rows", "matvec", "persist",
-    "random_projection", "rechunk_rows", "rmatvec", "select_columns", "sparse_embed_streams",
-    "tree_reduce",
+    "random_projection", "rechunk_rows", "rmatvec", "select_columns", "side_by_side",
+    "sparse_embed_streams", "tree_reduce",
 ]

@@ -135,6 +135,13 @@ def map_rows(blocks, func, *aligned, n_columns=None, dtype=np.float64, shared=No
     return _concatenated(blocks, parts, n_columns, dtype)
 
 
+def side_by_side(*arrays):
+    """Lazy row-aligned 2-D Dask arrays joined along their columns, each row chunk
+    one chunk of all the columns (e.g. the projection and the columns a fit
+    adds to it)."""
+    return da.concatenate(arrays, axis=1).rechunk({1: -1})
+
+
 def _concatenated(blocks, parts, n_columns, dtype):
     """The Delayed rows ``parts`` of the blocks as one lazy Dask array."""
     pieces = [da.from_delayed(part, shape=(stop - start,) if n_columns is None

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from functools import partial
 
-import dask.array as da
 import numpy as np
 import scipy.sparse
 
@@ -27,6 +26,7 @@ from dasketch._blocks import (
     map_reduce,
     map_rows,
     persist,
+    side_by_side,
 )
 from dasketch._blocks.block_functions import matvec_block, project_block
 from dasketch.linear_model.dual_projection.losses import loss_curvature, loss_derivative, loss_value
@@ -153,7 +153,7 @@ def growth_pass(blocks, xhat, yd, sd, extra, seed, W=None, b=None, *, loss, smoo
     new, total = map_reduce(blocks, func, add, xhat, yd, sd, split_every=split_every,
                             shared={"W": W}, keeps_block=False, rows=(extra, np.float64),
                             part_bytes=part_bytes)
-    grown, total = persist(da.concatenate([xhat, new], axis=1).rechunk({1: -1}), total,
+    grown, total = persist(side_by_side(xhat, new), total,
                            client=client)
     (packed,) = compute(total, client=client)
     products, packed = packed[:d * extra].reshape(d, extra), packed[d * extra:]
