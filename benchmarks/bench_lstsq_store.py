@@ -24,7 +24,8 @@ on every core:
 
 Recorded per method: seconds, the relative error of ``x`` against NumPy's
 solution, and for ``sketch_lstsq`` LSQR's iterations, the cache choice, its
-optimality residual and error bound, and the store reads: the bytes the process
+optimality residual and error bound (``coef_error_bound``, and over the norm of
+NumPy's solution), and the store reads: the bytes the process
 read during the call (``rchar`` of ``/proc/self/io``, page-cache hits included)
 over the bytes of ``A``'s store on disk (a pass over ``A`` is one read; ``b``
 adds ``1 / d``). Ratios: NumPy (read + solve, and solve alone) / sketch_lstsq,
@@ -151,12 +152,15 @@ def run(n, d, chunk_rows, seed, repeat, before, folder):
         best = dict(min(facts, key=lambda f: f["seconds"]))
         best["rounds_seconds"] = [f["seconds"] for f in facts]
         best["relative_error"] = relative_error(solutions[name], reference)
+        if best.get("coef_error_bound") is not None:
+            best["relative_error_bound"] = best["coef_error_bound"] / np.linalg.norm(reference)
         if best.get("bytes_read") is not None:
             best["store_reads"] = best["bytes_read"] / stored
         best["harness_wall_seconds"] = harness[name]["wall"]
         results[name] = best
     return dict(n=n, d=d, condition_number=CONDITION, chunk_rows=chunk_rows,
                 chunks=-(-n // chunk_rows), store_bytes=stored,
+                reference_norm=float(np.linalg.norm(reference)),
                 decoded_bytes=n * d * 8, solvers=results, ratios=ratios(results))
 
 

@@ -95,12 +95,15 @@ def _sketch_size(report):
 
 
 def _lstsq_store(report):
-    """Every solver agrees with NumPy at cond(A) = 1e6; cache="auto" reads the store
+    """Every solver agrees with NumPy at cond(A) = 1e6, sketch_lstsq within its
+    stated bound; cache="auto" reads the store
     once, cache=False once per pass (the sketch, two per LSQR iteration, the
     final residual and gradient); the subprocess ran this tree's code; the
     ratios are those of the seconds."""
     solvers = report["solvers"]
     assert all(facts["relative_error"] < 1e-8 for facts in solvers.values())
+    assert all(facts["relative_error"] <= facts["relative_error_bound"]
+               for name, facts in solvers.items() if name.startswith("sketch_lstsq"))
     auto, streamed = solvers['sketch_lstsq, cache="auto"'], solvers["sketch_lstsq, cache=False"]
     assert auto["cache"]["cached"] and not streamed["cache"]["cached"]
     assert 0.99 < auto["store_reads"] < 1.5
