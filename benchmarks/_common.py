@@ -7,10 +7,12 @@
   peers timed in one process, best of ``k``, wall and CPU seconds;
   :func:`traced`: one call's wall time and peak traced memory;
 * :class:`PassCounter`: passes over an ``n x d`` matrix on Dask's local schedulers;
+* :func:`relative_error`: ``||w - reference|| / ||reference||``;
 * :func:`machine_facts`: the machine and its load, recorded beside every result;
 * :func:`shared_data`: the real data sets, found as the tests find them;
 * :func:`write_results`: ``results/<name>.json`` and its figure (``<name>_quick``
-  for ``--quick``; the directory ``DASKETCH_BENCH_RESULTS`` when it is set).
+  for ``--quick``; the directory ``DASKETCH_BENCH_RESULTS`` when it is set);
+  :func:`annotated_bars`: a bar per method with its numbers written above it.
 
 Run a script as ``python -m benchmarks.bench_x`` from the repository root, or as
 ``python benchmarks/bench_x.py``.
@@ -126,6 +128,12 @@ class PassCounter:
         return max(self.rows.values(), default=0) / self.n
 
 
+def relative_error(w, reference):
+    """``||w - reference|| / ||reference||`` (Frobenius norms of any shape)."""
+    return float(np.linalg.norm(np.ravel(w) - np.ravel(reference))
+                 / np.linalg.norm(reference))
+
+
 # ---------------------------------------------------------------------- set-up
 @contextlib.contextmanager
 def local_cluster(n_workers=2, memory_limit="auto", **kwargs):
@@ -197,3 +205,14 @@ def write_results(name, report, plot=None, quick=False):
         plot(report, result_path(name, quick, ".png"))
     print(f"wrote {path}", flush=True)
     return path
+
+
+def annotated_bars(ax, bars, highlight=()):
+    """One bar of seconds per ``{label: (seconds, note)}`` on ``ax``, the note
+    written above it; labels in ``highlight`` in colour, the others grey."""
+    labels = list(bars)
+    seconds = [bars[k][0] for k in labels]
+    ax.bar(labels, seconds, color=["C0" if k in highlight else "C7" for k in labels])
+    for i, k in enumerate(labels):
+        ax.text(i, seconds[i], bars[k][1], ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel("seconds")

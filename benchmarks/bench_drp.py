@@ -69,17 +69,17 @@ from dasketch.linear_model import dual_random_projection
 
 if __package__ in (None, ""):  # run as a file: python benchmarks/bench_drp.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks._common import machine_facts, parser, write_results  # noqa: E402
+from benchmarks._common import (  # noqa: E402
+    machine_facts,
+    parser,
+    relative_error,
+    write_results,
+)
 
 DECAY, NOISE = 0.95, 0.01
 ACCURACY = 1e-6
 TOLS = (1e-4, 1e-6, 1e-8, 1e-10, 1e-12)
 BLOCK_ROWS = 1024
-
-
-def relative_error(w, reference):
-    return float(np.linalg.norm(np.ravel(w) - np.ravel(reference))
-                 / np.linalg.norm(reference))
 
 
 def targets(X, seed):

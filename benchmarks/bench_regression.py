@@ -45,7 +45,14 @@ from dasketch.linear_model import PWSGDRegressor, sketch_lstsq  # noqa: E402
 
 if __package__ in (None, ""):  # run as a file: python benchmarks/bench_regression.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks._common import best_time, machine_facts, parser, write_results  # noqa: E402
+from benchmarks._common import (  # noqa: E402
+    annotated_bars,
+    best_time,
+    machine_facts,
+    parser,
+    relative_error,
+    write_results,
+)
 
 LEVELS = (1e-1, 1e-2, 1e-3)
 
@@ -201,20 +208,18 @@ def bench_lstsq(n, d, seed):
     out["numpy_lstsq"] = dict(seconds=time.perf_counter() - start, rel_error=0.0)
     print(f"lstsq numpy: {out['numpy_lstsq']['seconds']:.1f} s", flush=True)
 
-    def rel(x):
-        return float(np.linalg.norm(x - x_np) / np.linalg.norm(x_np))
-
     start = time.perf_counter()
     res = sketch_lstsq(A, b, random_state=seed)
-    out["sketch_lstsq"] = dict(seconds=time.perf_counter() - start, rel_error=rel(res.x),
-                               n_iter=res.n_iter,
+    out["sketch_lstsq"] = dict(seconds=time.perf_counter() - start,
+                               rel_error=relative_error(res.x, x_np), n_iter=res.n_iter,
                                condition_number_estimate=res.condition_number_estimate)
     print(f"lstsq sketch: {out['sketch_lstsq']}", flush=True)
     start = time.perf_counter()
     Ad = da.from_array(A, chunks=(max(n // 16, d), d))
     bd = da.from_array(b, chunks=(Ad.chunks[0],))
     x_tsqr = da.linalg.lstsq(Ad, bd)[0].compute()
-    out["dask_tsqr_lstsq"] = dict(seconds=time.perf_counter() - start, rel_error=rel(x_tsqr))
+    out["dask_tsqr_lstsq"] = dict(seconds=time.perf_counter() - start,
+                                  rel_error=relative_error(x_tsqr, x_np))
     print(f"lstsq dask TSQR: {out['dask_tsqr_lstsq']}", flush=True)
     s = out["sketch_lstsq"]["seconds"]
     return dict(n=n, d=d, solvers=out,
@@ -242,13 +247,8 @@ def plot(results, path):
         ax.set_title(f"{title}: {r['n']:,} x {r['d']}, cond 1e6")
         ax.legend(fontsize=8)
     r = results["lstsq"]["solvers"]
-    names = list(r)
-    axes[2].bar(names, [r[k]["seconds"] for k in names],
-                color=["C0" if k == "sketch_lstsq" else "C7" for k in names])
-    for i, k in enumerate(names):
-        axes[2].text(i, r[k]["seconds"], f"{r[k]['seconds']:.1f} s\nerr {r[k]['rel_error']:.0e}",
-                     ha="center", va="bottom", fontsize=8)
-    axes[2].set_ylabel("seconds")
+    annotated_bars(axes[2], {k: (v["seconds"], f"{v['seconds']:.1f} s\nerr {v['rel_error']:.0e}")
+                             for k, v in r.items()}, highlight=("sketch_lstsq",))
     axes[2].set_title(f"least squares to 1e-8: {results['lstsq']['n']:,} x "
                       f"{results['lstsq']['d']:,}, cond 1e6")
     fig.tight_layout()

@@ -32,6 +32,8 @@ SCRIPTS = {
     "bench_user_data": ([], "user_data", ("xeofs", "scanpy"), True),
     "bench_column_reads": ([], "column_reads", (), True),
     "bench_sketch_size": ([], "sketch_size", (), True),
+    # this tree's code also as the "before" checkout: the subprocess path runs
+    "bench_lstsq_store": (["--before", "."], "lstsq_store", (), True),
 }
 
 
@@ -92,6 +94,27 @@ def _sketch_size(report):
                    for r in runs if r["sketch_size"] == 4 * r["k"])
 
 
+def _lstsq_store(report):
+    """Every solver agrees with NumPy at cond(A) = 1e6, sketch_lstsq within its
+    stated bound; cache="auto" reads the store
+    once, cache=False once per pass (the sketch, two per LSQR iteration, the
+    final residual and gradient); the subprocess ran this tree's code; the
+    ratios are those of the seconds."""
+    solvers = report["solvers"]
+    assert all(facts["relative_error"] < 1e-8 for facts in solvers.values())
+    assert all(facts["relative_error"] <= facts["relative_error_bound"]
+               for name, facts in solvers.items() if name.startswith("sketch_lstsq"))
+    auto, streamed = solvers['sketch_lstsq, cache="auto"'], solvers["sketch_lstsq, cache=False"]
+    assert auto["cache"]["cached"] and not streamed["cache"]["cached"]
+    assert 0.99 < auto["store_reads"] < 1.5
+    assert streamed["store_reads"] >= 2 * streamed["n_iter"] + 1
+    before = solvers["sketch_lstsq, before"]
+    assert Path(before["dasketch"]).resolve() == ROOT / "dasketch"
+    assert before["n_iter"] == auto["n_iter"] == streamed["n_iter"]
+    assert report["ratios"]["before / after cache=False"] == pytest.approx(
+        before["seconds"] / streamed["seconds"])
+
+
 CHECKS = {"bench_store_checks": _store_checks, "bench_sketch": _sketch,
-          "bench_sketch_size": _sketch_size}
+          "bench_sketch_size": _sketch_size, "bench_lstsq_store": _lstsq_store}
 
