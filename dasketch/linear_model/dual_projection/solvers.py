@@ -30,8 +30,8 @@ from dasketch.linear_model.dual_projection.preconditioner import Preconditioner
 
 # A target stops when the gradient's part of its error bound is below its
 # rounding part (no iteration can then improve the certificate much), or when
-# the bound has not halved in STALL iterations; the iterate of lowest
-# objective is returned.
+# the bound has not halved in STALL iterations; the iterate of smallest error
+# bound is returned.
 STALL = 10
 # Unit roundoff, doubled: the scale of the rounding error of one computed term.
 ROUNDING = 2.0 * np.finfo(np.float64).eps
@@ -274,9 +274,12 @@ def _squared_preconditioners(problem, basis, gram):
 
 
 class BestIterates:
-    """Per target, the iterate of lowest objective so far, whether it is
-    certified to ``tol``, and whether the iteration should stop for rounding
-    (the gradient's part of the bound below its rounding part, or the bound not
+    """Per target, the iterate of smallest error bound so far (the certified
+    distance to the optimum, :meth:`FullProblem.bound_parts`; by strong convexity
+    it also bounds the objective's distance to its minimum, where objectives
+    computed near the minimum differ by rounding only), whether it is certified
+    to ``tol``, and whether the iteration should stop for rounding (the
+    gradient's part of the bound below its rounding part, or the bound not
     halved in ``STALL`` iterations)."""
 
     def __init__(self, problem, V, G, f, cert, tol):
@@ -284,6 +287,7 @@ class BestIterates:
         self.V, self.G, self.f, self.cert = V.copy(), G.copy(), f.copy(), cert.copy()
         K = V.shape[1]
         self.finished, self.floor = np.zeros(K, dtype=bool), np.zeros(K, dtype=bool)
+        self.best_bound = np.full(K, np.inf)
         self.level, self.gradient = np.full(K, np.inf), np.full(K, np.inf)
         self.stall = np.zeros(K, dtype=int)
         self.update(np.arange(K), V, G, f, cert)
@@ -304,7 +308,9 @@ class BestIterates:
         shrinking = gradient <= 0.5 * self.gradient[columns]
         self.gradient[columns] = np.minimum(gradient, self.gradient[columns])
         self.floor[columns] = (gradient <= rounding) & ~shrinking
-        better = columns[(f[columns] <= self.f[columns]) | self.finished[columns]]
+        smaller = (bound <= self.best_bound[columns]) | self.finished[columns]
+        better = columns[smaller]
+        self.best_bound[better] = bound[smaller]
         self.V[:, better], self.G[:, better] = V[:, better], G[:, better]
         self.f[better], self.cert[better] = f[better], cert[better]
         halved = bound <= 0.5 * self.level[columns]
