@@ -18,6 +18,7 @@ from dasketch._blocks import (
 )
 from dasketch._blocks.scheduler import default_client
 from dasketch._blocks.tasks import check_split_every, task
+from dasketch.kernels.block_products import rows_times, rows_transpose_times
 from dasketch.kernels.embeddings import gaussian_rows, resolve_seed
 from dasketch.kernels.frequent_directions import (
     Sketch,
@@ -300,7 +301,7 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
 
 def _gram_block(block, start, stop, *, seed, n_vectors):
     omega = gaussian_rows(seed, 1, 0, block.shape[1], n_vectors)
-    return np.asarray(block.T @ (block @ omega))
+    return np.asarray(rows_transpose_times(block, rows_times(block, omega)))
 
 
 def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=None,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse
 
+from dasketch.kernels.block_products import rows_times, rows_transpose_times
 from dasketch.kernels.embeddings import TILE, gaussian_rows, sparse_embedding_block
 from dasketch.kernels.shrink import check_finite_rows
 
@@ -85,7 +86,7 @@ def project_block(block, start, stop, *, seed, stream, n_components):
     out = np.zeros((block.shape[0], n_components))
     for lo in range(0, n_features, TILE):
         hi = min(lo + TILE, n_features)
-        out += block[:, lo:hi] @ gaussian_rows(seed, stream, lo, hi, n_components)
+        out += rows_times(block[:, lo:hi], gaussian_rows(seed, stream, lo, hi, n_components))
     out /= np.sqrt(n_components)
     return out
 
@@ -102,19 +103,20 @@ def finite_rows(out, start, stop):
 
 def matvec_block(block, start, stop, *, w):
     """``block @ w`` as float64 ``(rows, k)``, checked by :func:`finite_rows`."""
-    return finite_rows(np.asarray(block @ w, dtype=np.float64).reshape(stop - start, -1),
+    product = np.asarray(rows_times(block, w), dtype=np.float64)
+    return finite_rows(product.reshape(stop - start, -1),
                        start, stop)
 
 
 def affine_block(block, start, stop, *, matrix, offset, dtype):
     """``block @ matrix + offset`` in ``dtype``, checked by :func:`finite_rows`."""
-    out = finite_rows(np.asarray(block @ matrix) + offset, start, stop)
+    out = finite_rows(np.asarray(rows_times(block, matrix)) + offset, start, stop)
     return out.astype(dtype, copy=False)
 
 
 def squared_norms_block(block, start, stop, *, axes_t, shift):
     """``||block v_j - shift_j||^2`` for the columns ``v_j`` of ``axes_t``."""
-    projected = np.asarray(block @ axes_t, dtype=np.float64)
+    projected = np.asarray(rows_times(block, axes_t), dtype=np.float64)
     projected -= shift
     return np.einsum("ij,ij->j", projected, projected)
 
@@ -134,7 +136,8 @@ def gaussian_log_likelihood_block(block, start, stop, *, mean, precision, consta
 
 def rmatvec_block(block, start, stop, v):
     """``block^T v`` in float64 for the block's piece ``v`` of a row-aligned array."""
-    return np.asarray(block.T @ np.asarray(v, dtype=np.float64), dtype=np.float64)
+    product = rows_transpose_times(block, np.asarray(v, dtype=np.float64))
+    return np.asarray(product, dtype=np.float64)
 
 
 # Columns of a dense block embedded at once by embed_block.
@@ -185,7 +188,7 @@ def leverage_block(block, start, stop, *, M, p, exact):
     Yang, Chow, Re, Mahoney, JMLR 2018, Algorithm 1 step 2): ``||Z_i||_2^2`` (over
     ``r`` when estimated) for p = 2, ``||Z_i||_1`` exactly or the median of
     ``|Z_i|`` (Cauchy ``G``) for p = 1; shape ``(rows, 1)``."""
-    Z = np.asarray(block @ M, dtype=np.float64)
+    Z = np.asarray(rows_times(block, M), dtype=np.float64)
     if p == 2:
         out = np.einsum("ij,ij->i", Z, Z)
         if not exact:

@@ -21,6 +21,7 @@ import scipy.sparse
 
 from dasketch._blocks import add, as_row_aligned, compute, map_reduce
 from dasketch._blocks.block_functions import embed_block
+from dasketch.kernels.block_products import rows_times, rows_transpose_times
 
 
 def scale_rows(block, scale):
@@ -49,7 +50,7 @@ def _weighted_embed_block(block, start, stop, weights, extra, *, seed, specs, po
     embed_block(block if unit else scale_rows(block, scale), start, stop,
                 E if unit else E * scale[:, None], seed=seed, specs=specs, out=out)
     if scipy.sparse.issparse(block):
-        sums = np.asarray(block.T @ w).ravel()
+        sums = np.asarray(rows_transpose_times(block, w)).ravel()
         squares = np.asarray(block.multiply(block).sum(axis=1)).ravel()
     else:
         dense = np.asarray(block, dtype=np.float64)
@@ -91,7 +92,7 @@ def _basis_gram_block(block, start, stop, weights, *, basis, mean):
     sparse rows after it, staying sparse)."""
     root = np.sqrt(np.asarray(weights, dtype=np.float64).ravel())
     if scipy.sparse.issparse(block):
-        U = np.asarray(block @ basis, dtype=np.float64)
+        U = np.asarray(rows_times(block, basis), dtype=np.float64)
         if mean is not None:
             U = U - mean @ basis
     else:

@@ -108,3 +108,22 @@ def test_slow_ridge_grows_the_projection_once():
         assert np.linalg.norm(res.coef - exact) <= res.coef_error_bound
     assert fits[0].n_passes == fits[1].n_passes
     np.testing.assert_allclose(fits[0].coef, fits[1].coef, atol=1e-9 * np.abs(exact).max())
+
+
+@pytest.mark.parametrize("scale", [1e-170, 1e-90, 1.0, 1e90, 1e170])
+def test_row_norms_at_any_scale(scale):
+    """The projection pass's row norms (used by the certified bound) are those
+    LAPACK's ``nrm2`` gives, at scales where the squares leave float64."""
+    from dasketch.linear_model.dual_projection.passes import _row_norm_terms
+
+    rng = np.random.default_rng(3)
+    block = rng.standard_normal((20, 30)) * scale
+    block[4] *= 1e-3
+    weights = np.ones((20, 1))
+    weights[7] = 0.0
+    expected = scale * np.linalg.norm(np.delete(block, 7, axis=0) / scale, axis=1)
+    total, largest = _row_norm_terms(block, weights)
+    assert largest == pytest.approx(expected.max(), rel=1e-14)
+    if scale < 1e150:  # the sum of squares itself is representable
+        assert total == pytest.approx(float(np.sum(expected ** 2)), rel=1e-13)
+    assert np.isfinite(largest)

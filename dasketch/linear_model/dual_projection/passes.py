@@ -29,12 +29,19 @@ from dasketch._blocks import (
     side_by_side,
 )
 from dasketch._blocks.block_functions import matvec_block, project_block
+from dasketch.kernels.block_products import (
+    rows_forward_backward,
+    rows_times,
+    rows_transpose_times,
+)
 from dasketch.linear_model.dual_projection.losses import loss_curvature, loss_derivative, loss_value
 
 # Stream of the Gaussian projection R in dasketch.kernels.embeddings.
 PROJECTION_STREAM = 0x445250
 # Stream of the columns a grown projection adds to R.
 GROWTH_STREAM = PROJECTION_STREAM + 1
+# Largest entries between which row norms are summed without scaling.
+SAFE_SQUARES = (1e-100, 1e100)
 
 
 def _dense(values):
@@ -62,11 +69,14 @@ def _row_norm_terms(block, s):
     scale = max(float(values.max()), -float(values.min())) if values.size else 0.0
     norms = np.full(positive.size, 0.0 if np.isfinite(scale) else np.inf)
     if 0.0 < scale < np.inf:
-        scaled = rows / scale
+        # Entries within 1e+-100 square without overflow, and those squares that
+        # underflow are below 1e-108 of the largest: no scaled copy is needed.
+        factor = 1.0 if SAFE_SQUARES[0] < scale < SAFE_SQUARES[1] else scale
+        scaled = rows / factor if factor != 1.0 else rows
         squares = (scaled.multiply(scaled).sum(axis=1, dtype=np.float64)
                    if scipy.sparse.issparse(scaled)
                    else np.einsum("ij,ij->i", scaled, scaled, dtype=np.float64))
-        norms = scale * np.sqrt(np.ravel(squares))
+        norms = factor * np.sqrt(np.ravel(squares))
     return [float(s[positive, 0] @ norms ** 2), norms.max() if norms.size else 0.0]
 
 
@@ -76,7 +86,8 @@ def _projection_block(block, start, stop, y, s, *, seed, n_components, b0, loss,
     xhat = project_block(block, start, stop, seed=seed, stream=PROJECTION_STREAM,
                          n_components=n_components)
     columns = s * np.hstack([_with_ones(xhat), loss_derivative(b0, y, loss, smoothing)])
-    return xhat, np.concatenate([_dense(block.T @ columns).ravel(), _gram_terms(xhat, y, s),
+    products = _dense(rows_transpose_times(block, columns)).ravel()
+    return xhat, np.concatenate([products, _gram_terms(xhat, y, s),
                                  _row_norm_terms(block, s)])
 
 
@@ -127,9 +138,9 @@ def _growth_block(block, start, stop, xhat, y, s, *, seed, extra, W, b, loss, sm
     new = project_block(block, start, stop, seed=seed, stream=GROWTH_STREAM,
                         n_components=extra)
     xa = _with_ones(np.hstack([xhat, new]))
-    parts = [_dense(block.T @ (s * new)).ravel(), (new.T @ (s * xa)).ravel()]
+    parts = [_dense(rows_transpose_times(block, s * new)).ravel(), (new.T @ (s * xa)).ravel()]
     if W is not None:
-        weights = s * loss_curvature(_dense(block @ W) + b, y, loss, smoothing)
+        weights = s * loss_curvature(_dense(rows_times(block, W)) + b, y, loss, smoothing)
         parts.append(np.einsum("ik,ia,ib->kab", weights, xa, xa).ravel())
     return new, np.concatenate(parts)
 
@@ -165,26 +176,39 @@ def growth_pass(blocks, xhat, yd, sd, extra, seed, W=None, b=None, *, loss, smoo
 # ------------------------------------------------------------ evaluations
 def _evaluate_block(block, start, stop, xhat, y, s, *, W, b, loss, smoothing, curvature_gram,
                     keep_margins=False, S=None, sb=None, steps=None, start_hessian=False):
-    margins = _dense(block @ W)
+    k = W.shape[1]
+
+    def back_columns(F, rows):
+        """``s l'`` at the end point (and ``s l'' U`` at the start), row by row."""
+        T, weights, labels = F[:, :k] + b, s[rows], y[rows]
+        if S is None:
+            return weights * loss_derivative(T, labels, loss, smoothing)
+        U = F[:, k:] + sb
+        dual = weights * loss_derivative(T + U, labels, loss, smoothing)
+        if not start_hessian:
+            return dual
+        return np.hstack([dual, weights * loss_curvature(T, labels, loss, smoothing) * U])
+
+    F, columns, backward = rows_forward_backward(
+        block, W if S is None else np.hstack([W, S]), back_columns)
+    margins = F[:, :k]
     T = margins + b
     path, start_terms = [], []
     if S is not None:
-        U = _dense(block @ S) + sb
+        U = F[:, k:] + sb
         path = [(s * loss_value(T + eta * U, y, loss, smoothing)).sum(axis=0)
                 for eta in steps]
         if start_hessian:   # [X 1]^T diag(s l''(X W + b)) [X 1] [S; sb]
-            HU = s * loss_curvature(T, y, loss, smoothing) * U
-            start_terms = [_dense(block.T @ HU).ravel(), HU.sum(axis=0)]
+            start_terms = [backward[:, k:].ravel(), columns[:, k:].sum(axis=0)]
         T = T + U
     value = (s * loss_value(T, y, loss, smoothing)).sum(axis=0)
-    dual = s * loss_derivative(T, y, loss, smoothing)
-    parts = [value, _dense(block.T @ dual).ravel(), dual.sum(axis=0)]
+    parts = [value, backward[:, :k].ravel(), columns[:, :k].sum(axis=0)]
     if curvature_gram:
         xa = _with_ones(xhat)
         weights = s * loss_curvature(T, y, loss, smoothing)
         parts.append(np.einsum("ik,ia,ib->kab", weights, xa, xa).ravel())
     packed = np.concatenate(parts + start_terms + [np.ravel(path)])
-    return (margins, packed) if keep_margins else packed
+    return (np.ascontiguousarray(margins), packed) if keep_margins else packed
 
 
 def evaluate_pass(blocks, xhat, yd, sd, W, b, *, loss, smoothing, curvature_gram, split_every,
@@ -250,10 +274,17 @@ def curvature_at_constant(xhat, yd, sd, b, *, loss, smoothing, split_every, clie
 
 
 def _hessian_block(block, start, stop, y, s, *, W, b, P, pb, loss, smoothing):
-    U = s * (_dense(block @ P) + pb)
-    if loss != "squared":
-        U *= loss_curvature(_dense(block @ W) + b, y, loss, smoothing)
-    return np.concatenate([_dense(block.T @ U).ravel(), U.sum(axis=0)])
+    j = P.shape[1]
+
+    def directions(F, rows):
+        U = s[rows] * (F[:, :j] + pb)
+        if loss != "squared":
+            U *= loss_curvature(F[:, j:] + b, y[rows], loss, smoothing)
+        return U
+
+    matrix = P if loss == "squared" else np.hstack([P, W])
+    _, U, backward = rows_forward_backward(block, matrix, directions)
+    return np.concatenate([backward.ravel(), U.sum(axis=0)])
 
 
 def hessian_pass(blocks, yd, sd, W, b, P, pb, *, loss, smoothing, split_every, client):
@@ -270,9 +301,14 @@ def hessian_pass(blocks, yd, sd, W, b, P, pb, *, loss, smoothing, split_every, c
 
 def _recovery_block(block, start, stop, xhat, y, s, *, Z, b, W, loss, smoothing):
     T = xhat @ Z + b
-    if W is not None:
-        T += _dense(block @ W)
-    return _dense(block.T @ (s * loss_derivative(T, y, loss, smoothing))).ravel()
+    if W is None:
+        dual = s * loss_derivative(T, y, loss, smoothing)
+        return _dense(rows_transpose_times(block, dual)).ravel()
+
+    def duals(F, rows):
+        return s[rows] * loss_derivative(T[rows] + F, y[rows], loss, smoothing)
+
+    return rows_forward_backward(block, W, duals)[2].ravel()
 
 
 def recovery_pass(blocks, xhat, yd, sd, Z, b, *, W=None, loss, smoothing, split_every,
