@@ -33,3 +33,26 @@ def test_float32_blocks_and_sparse_blocks():
     sparse = scipy.sparse.csr_matrix(dense)
     np.testing.assert_allclose(rows_times(sparse, right), dense @ right, rtol=1e-12)
     np.testing.assert_allclose(rows_transpose_times(sparse, left), dense.T @ left, rtol=1e-12)
+
+
+@pytest.mark.parametrize("n_features", [300, 20000])  # panels of 436 rows / one product
+def test_forward_backward_in_panels(n_features):
+    """Panels of rows give the forward product, the row-wise map (which sees the
+    right rows of its per-row data) and the backward product of the whole block."""
+    from dasketch.kernels import block_products
+
+    rng = np.random.default_rng(5)
+    block = rng.standard_normal((1000, n_features))
+    matrix = rng.standard_normal((n_features, 3))
+    weights = rng.uniform(0.5, 2.0, size=(1000, 1))
+
+    def rowwise(F, rows):
+        return np.hstack([weights[rows] * np.tanh(F[:, :2]), F[:, 2:] ** 2])
+
+    F, U, backward = block_products.rows_forward_backward(block, matrix, rowwise)
+    expected_F = block @ matrix
+    expected_U = rowwise(expected_F, slice(None))
+    scale = np.abs(block).max() * n_features
+    np.testing.assert_allclose(F, expected_F, rtol=0, atol=1e-13 * scale)
+    np.testing.assert_allclose(U, expected_U, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(backward, block.T @ expected_U, rtol=1e-9, atol=1e-9 * scale)
