@@ -2,7 +2,8 @@
 
 An inexact (truncated) Newton method, Nocedal and Wright, *Numerical
 Optimization*, Algorithm 7.1 (line-search Newton-CG), with the forcing sequence
-``min(0.5, sqrt(residual))`` and Armijo backtracking, for every target column at
+``min(0.5, sqrt(residual))`` (raised to :data:`LAST_STEP` of the reduction that
+certification still needs, when that asks less) and Armijo backtracking, for every target column at
 once (one-vs-rest shares every pass). Each Hessian-vector product is one pass
 over X; the full step and the objective along it are one more, and a shorter
 step one more again. The inner conjugate gradients are preconditioned through
@@ -31,6 +32,11 @@ ARMIJO = 1e-4
 # hundredfold) makes the next Newton step the preconditioned one, without inner
 # iterations.
 SPECULATE = 0.01
+
+
+# Share of the gradient reduction certification needs that the inner solve of
+# a Newton step is asked for (the rest is left to the Newton step's own error).
+LAST_STEP = 0.25
 
 
 def _inner_cg(problem, center, G, precs, kappas, forcing, columns, watch=False):
@@ -126,7 +132,10 @@ def newton_cg(problem, V, f, G, curvature, growth, reference, tol, max_iter, his
             kappas[act] = np.maximum(
                 0.0, lam[act] * np.minimum(1.0, cert[act]) - curvature[act, m1 - 1, m1 - 1])
         precs = {k: Preconditioner(basis, curvature[k], lam[k], kappas[k]) for k in act}
-        forcing = np.minimum(0.5, np.sqrt(cert[act]))
+        # Eisenstat-Walker's sqrt rule, but never asking the inner solve for more
+        # than a part of what certification still needs (the last Newton system
+        # is not over-solved).
+        forcing = np.minimum(0.5, np.maximum(np.sqrt(cert[act]), LAST_STEP * best.needed[act]))
         if speculate:
             S = np.column_stack([precs[k].apply(-G[:, k]) for k in act])
             inner, slow = 0, False

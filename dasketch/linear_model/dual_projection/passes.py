@@ -53,6 +53,13 @@ def _with_ones(xhat):
 
 
 # ------------------------------------------------------------ the projection pass
+def _weighted_grams(weights, xa):
+    """``xa^T diag(weights[:, k]) xa`` for each column ``k`` of ``weights``,
+    raveled (one GEMM each: ``einsum`` over three operands does not use BLAS)."""
+    return np.concatenate([(xa.T @ (weights[:, [k]] * xa)).ravel()
+                           for k in range(weights.shape[1])])
+
+
 def _gram_terms(xhat, y, s):
     """``[X_hat 1]^T S [X_hat 1 y]`` and the count of non-finite projected values."""
     xa = _with_ones(xhat)
@@ -141,7 +148,7 @@ def _growth_block(block, start, stop, xhat, y, s, *, seed, extra, W, b, loss, sm
     parts = [_dense(rows_transpose_times(block, s * new)).ravel(), (new.T @ (s * xa)).ravel()]
     if W is not None:
         weights = s * loss_curvature(_dense(rows_times(block, W)) + b, y, loss, smoothing)
-        parts.append(np.einsum("ik,ia,ib->kab", weights, xa, xa).ravel())
+        parts.append(_weighted_grams(weights, xa))
     return new, np.concatenate(parts)
 
 
@@ -206,7 +213,7 @@ def _evaluate_block(block, start, stop, xhat, y, s, *, W, b, loss, smoothing, cu
     if curvature_gram:
         xa = _with_ones(xhat)
         weights = s * loss_curvature(T, y, loss, smoothing)
-        parts.append(np.einsum("ik,ia,ib->kab", weights, xa, xa).ravel())
+        parts.append(_weighted_grams(weights, xa))
     packed = np.concatenate(parts + start_terms + [np.ravel(path)])
     return (np.ascontiguousarray(margins), packed) if keep_margins else packed
 
@@ -260,7 +267,7 @@ def evaluate_pass(blocks, xhat, yd, sd, W, b, *, loss, smoothing, curvature_gram
 def _constant_curvature_block(xhat, start, stop, y, s, *, b, loss, smoothing):
     xa = _with_ones(xhat)
     weights = s * loss_curvature(np.broadcast_to(b, y.shape), y, loss, smoothing)
-    return np.einsum("ik,ia,ib->kab", weights, xa, xa).ravel()
+    return _weighted_grams(weights, xa)
 
 
 def curvature_at_constant(xhat, yd, sd, b, *, loss, smoothing, split_every, client):

@@ -280,7 +280,8 @@ class BestIterates:
     computed near the minimum differ by rounding only), whether it is certified
     to ``tol``, and whether the iteration should stop for rounding (the
     gradient's part of the bound below its rounding part, or the bound not
-    halved in ``STALL`` iterations)."""
+    halved in ``STALL`` iterations), and ``needed``, the factor by which the
+    gradient's part of the bound must still shrink to certify the last iterate."""
 
     def __init__(self, problem, V, G, f, cert, tol):
         self.problem, self.tol = problem, tol
@@ -290,6 +291,7 @@ class BestIterates:
         self.best_bound = np.full(K, np.inf)
         self.level, self.gradient = np.full(K, np.inf), np.full(K, np.inf)
         self.stall = np.zeros(K, dtype=int)
+        self.needed = np.zeros(K)
         self.update(np.arange(K), V, G, f, cert)
 
     @property
@@ -303,6 +305,9 @@ class BestIterates:
         bound = gradient + rounding
         W, _ = self.problem.split(V[:, columns])
         self.finished[columns] = bound <= self.tol * column_norms(W)
+        # the factor by which the gradient's part must still shrink to certify
+        self.needed[columns] = np.maximum(0.0, self.tol * column_norms(W) - rounding) / \
+            np.where(gradient > 0, gradient, np.inf)
         # at the rounding part, go on while the gradient still halves: the
         # rounding part is a worst case, the accuracy reached often much better
         shrinking = gradient <= 0.5 * self.gradient[columns]
