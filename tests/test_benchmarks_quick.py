@@ -21,6 +21,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # script -> (extra arguments, result name, modules its peers need, slow?)
 SCRIPTS = {
     "bench_store_checks": ([], "store_checks", (), False),
+    "bench_block_products": ([], "block_products", (), False),
     "bench_sketch": ([], "sketch", (), True),
     "bench_sparse_wide": ([], "sparse_wide", (), True),
     "bench_row_sampling": (["--seeds", "1"], "row_sampling", (), True),
@@ -74,6 +75,22 @@ def _store_checks(report):
     assert report["machine"]["cpus"] == os.cpu_count()
 
 
+def _block_products(report):
+    """Each product in the transposed layout, in panels or whole, equals the plain
+    ``@`` to rounding; the narrower block goes in panels, the wider one whole; the
+    ratios are those of the seconds."""
+    from benchmarks.bench_block_products import RATIOS, WIDTHS
+
+    assert [case["panel_rows"] > 0 for case in report["cases"]] == [True, False]
+    for case in report["cases"]:
+        assert [row["j"] for row in case["widths"]] == list(WIDTHS)
+        for row in case["widths"]:
+            assert max(row["relative_difference"].values()) < 1e-12
+            for name, (plain, ours) in RATIOS.items():
+                assert row["plain_over_dasketch"][name] == pytest.approx(
+                    row["seconds"][plain] / row["seconds"][ours])
+
+
 def _sketch(report):
     """Dasketch's error is within its certified bound and at least the best possible."""
     errors = report["relative_spectral_error"]
@@ -115,6 +132,7 @@ def _lstsq_store(report):
         before["seconds"] / streamed["seconds"])
 
 
-CHECKS = {"bench_store_checks": _store_checks, "bench_sketch": _sketch,
+CHECKS = {"bench_store_checks": _store_checks, "bench_block_products": _block_products,
+          "bench_sketch": _sketch,
           "bench_sketch_size": _sketch_size, "bench_lstsq_store": _lstsq_store}
 
