@@ -1,13 +1,15 @@
 """Products of a block of rows with a few columns, in the layout BLAS runs fastest.
 
 A dense block ``B`` (``rows x d``, C order) times a thin matrix ``P``
-(``d x j``, ``j`` from 1 to a few hundred) is a GEMM whose output has only
-``j`` columns. Asked as ``B @ P`` (and ``B^T @ U``), OpenBLAS blocks the
-product along the thin dimension and streams ``B`` from memory once per few
-columns; asked as the transposed product ``(P^T B^T)^T`` (and ``(U^T B)^T``)
-it streams ``B`` once, row-major, for all ``j`` columns. The results are equal
-to rounding (the same sums, in another order); ``benchmarks/bench_block_products.py``
-measures the layouts side by side.
+(``d x j``) is a GEMM whose output has only ``j`` columns. For ``j`` up to
+:data:`THIN`, or ``d`` up to :data:`SHORT`, the transposed product
+``(P^T B^T)^T`` runs faster than ``B @ P`` in OpenBLAS, and ``(U^T B)^T``
+faster than ``B^T @ U`` at every width; the results are equal to rounding (the
+same sums, in another order).
+:func:`rows_forward_backward` also keeps panels of rows in cache between a
+forward and a backward product when both are at most :data:`PANEL_COLUMNS`
+wide (with more columns a panel of a few rows is too small a GEMM).
+``benchmarks/bench_block_products.py`` measures the layouts side by side.
 
 Sparse blocks and other array kinds keep their own ``@``.
 """
@@ -17,6 +19,13 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["rows_forward_backward", "rows_times", "rows_transpose_times"]
+
+
+# Widest right-hand side, and longest one of any width, computed in the
+# transposed layout by :func:`rows_times`.
+THIN, SHORT = 16, 16384
+# Widest forward or backward product taken in panels of rows.
+PANEL_COLUMNS = 8
 
 
 def _dense_2d(block, matrix):
@@ -36,9 +45,10 @@ def rows_times(block, matrix):
     Returns
     -------
     product : ndarray or sparse result of shape (rows, j) (or (rows,))
-        Dense blocks give an ndarray computed as ``(matrix^T block^T)^T``.
+        Dense blocks with at most :data:`THIN` columns in ``matrix``, or at most
+        :data:`SHORT` rows, give an ndarray computed as ``(matrix^T block^T)^T``.
     """
-    if _dense_2d(block, matrix):
+    if _dense_2d(block, matrix) and (matrix.shape[1] <= THIN or matrix.shape[0] <= SHORT):
         return (np.ascontiguousarray(matrix.T) @ block.T).T
     return block @ matrix
 
@@ -70,6 +80,12 @@ PANEL_BYTES = 1 << 20
 MIN_PANEL_ROWS = 8
 
 
+def _whole_block(block, matrix, rowwise):
+    F = np.asarray(rows_times(block, matrix), dtype=np.float64)
+    U = np.asarray(rowwise(F, slice(0, block.shape[0])), dtype=np.float64)
+    return F, U, np.asarray(rows_transpose_times(block, U), dtype=np.float64)
+
+
 def rows_forward_backward(block, matrix, rowwise):
     """``F = block @ matrix``, ``U = rowwise(F, rows)`` and ``block^T U`` with one
     read of a dense block from memory.
@@ -77,8 +93,9 @@ def rows_forward_backward(block, matrix, rowwise):
     The block is taken in panels of rows small enough to stay in cache (about
     ``PANEL_BYTES``) between the product that gives ``F`` and the product with
     ``U``; ``rowwise`` must act row by row (row ``i`` of ``U`` depends on row
-    ``i`` of ``F`` and data of row ``i`` only). Sparse blocks, and dense ones too
-    wide for a panel of ``MIN_PANEL_ROWS`` rows, are multiplied whole.
+    ``i`` of ``F`` and data of row ``i`` only). Sparse blocks, dense ones too
+    wide for a panel of ``MIN_PANEL_ROWS`` rows, and products wider than
+    :data:`PANEL_COLUMNS` are multiplied whole.
 
     Parameters
     ----------
@@ -98,10 +115,8 @@ def rows_forward_backward(block, matrix, rowwise):
     n, d = block.shape
     panel = PANEL_BYTES // max(1, block.dtype.itemsize * d)
     if not _dense_2d(block, matrix) or not block.flags.c_contiguous \
-            or panel < MIN_PANEL_ROWS or panel >= n:
-        F = np.asarray(rows_times(block, matrix), dtype=np.float64)
-        U = np.asarray(rowwise(F, slice(0, n)), dtype=np.float64)
-        return F, U, np.asarray(rows_transpose_times(block, U), dtype=np.float64)
+            or panel < MIN_PANEL_ROWS or panel >= n or matrix.shape[1] > PANEL_COLUMNS:
+        return _whole_block(block, matrix, rowwise)
     forward_t = np.ascontiguousarray(matrix.T, dtype=np.float64)
     F = np.empty((n, matrix.shape[1]))
     U = backward_t = scratch = None
@@ -111,6 +126,8 @@ def rows_forward_backward(block, matrix, rowwise):
         F[rows] = (forward_t @ rows_panel.T).T
         u = np.asarray(rowwise(F[rows], rows), dtype=np.float64)
         if U is None:
+            if u.shape[1] > PANEL_COLUMNS:
+                return _whole_block(block, matrix, rowwise)
             U = np.empty((n, u.shape[1]))
             backward_t = np.zeros((u.shape[1], d))
             scratch = np.empty_like(backward_t)

@@ -35,19 +35,20 @@ def test_float32_blocks_and_sparse_blocks():
     np.testing.assert_allclose(rows_transpose_times(sparse, left), dense.T @ left, rtol=1e-12)
 
 
+@pytest.mark.parametrize("width", [3, 12])  # panels / too wide for panels
 @pytest.mark.parametrize("n_features", [300, 20000])  # panels of 436 rows / one product
-def test_forward_backward_in_panels(n_features):
+def test_forward_backward_in_panels(n_features, width):
     """Panels of rows give the forward product, the row-wise map (which sees the
     right rows of its per-row data) and the backward product of the whole block."""
     from dasketch.kernels import block_products
 
     rng = np.random.default_rng(5)
     block = rng.standard_normal((1000, n_features))
-    matrix = rng.standard_normal((n_features, 3))
+    matrix = rng.standard_normal((n_features, width))
     weights = rng.uniform(0.5, 2.0, size=(1000, 1))
 
     def rowwise(F, rows):
-        return np.hstack([weights[rows] * np.tanh(F[:, :2]), F[:, 2:] ** 2])
+        return np.hstack([weights[rows] * np.tanh(F[:, :2]), F[:, 2:] ** 2])  # k = width
 
     F, U, backward = block_products.rows_forward_backward(block, matrix, rowwise)
     expected_F = block @ matrix
