@@ -13,6 +13,10 @@ import os
 import socket
 import time
 
+from sklearn.utils._param_validation import validate_parameter_constraints
+
+from dasketch.utils.params import POSITIVE_INT, Interval
+
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 # The embedded cluster's dashboard: a free port, reachable from this machine only.
 LOOPBACK_DASHBOARD = "127.0.0.1:0"
@@ -31,21 +35,14 @@ def default_cluster_size(memory_limit=None):
     """
     n_workers = max(os.cpu_count() or 1, 1)
     return {"n_workers": n_workers, "threads_per_worker": 1,
-            "memory_limit": "auto" if memory_limit is None else memory_limit}
+            "memory_limit": "auto" if memory_limit is None else memory_limit,
+}
 
 
 # Memory a worker process needs to start and run small tasks (an interpreter with
 # NumPy, Dask and distributed loaded holds about 150 MiB): more workers than the
 # machine's available memory holds at this size is refused before any starts.
 MIN_WORKER_BYTES = 256 * 2 ** 20
-
-
-def _check_count(value, name):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
 
 
 def check_worker_count(n_workers):
@@ -65,17 +62,18 @@ def check_worker_count(n_workers):
 def check_memory_limit(memory_limit):
     """``memory_limit`` as distributed accepts it: None, ``"auto"``, a byte
     string such as ``"2GiB"``, a number of bytes, or a fraction in (0, 1] of
-    the machine's memory. Raises ``ValueError`` naming the value otherwise."""
+    the machine's memory. Strings are parsed here (``ValueError`` naming the
+    value when that fails); numbers are checked by the parameter constraints of
+    :func:`get_client`."""
     from dask.utils import parse_bytes
 
-    if memory_limit is None or memory_limit == "auto":
+    if not isinstance(memory_limit, str) or memory_limit == "auto":
         return memory_limit
     try:
-        value = (parse_bytes(memory_limit) if isinstance(memory_limit, str)
-                 else float(memory_limit))
+        value = parse_bytes(memory_limit)
     except (TypeError, ValueError):
         value = None
-    if isinstance(memory_limit, bool) or value is None or not value > 0:
+    if value is None or not value > 0:
         raise ValueError(f"memory_limit must be 'auto', a size such as '2GiB', a number "
                          f"of bytes or a fraction of memory in (0, 1], got {memory_limit!r}")
     return memory_limit
@@ -220,6 +218,21 @@ def connect(address, *, timeout=DEFAULT_TIMEOUT, **client_kwargs):
                       f"{_first_line(exc)}") from None
 
 
+# The rules of the arguments of the function below (see dasketch.utils.params).
+_GET_CLIENT_CONSTRAINTS = {
+    "address": [str, None],
+    "n_workers": [POSITIVE_INT, None],
+    # values: check_memory_limit and check_timeout, which parse strings as dask does
+    "memory_limit": [str, Interval(numbers.Real, 0, None, closed="neither"), None],
+    "threads_per_worker": [POSITIVE_INT, None],
+    "timeout": [str, Interval(numbers.Real, 0, None, closed="neither")],
+    "dashboard_address": [str, None],
+    "set_as_default": ["boolean"],
+    "security": "no_validation",
+    "cluster_kwargs": "no_validation",
+}
+
+
 def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_worker=None,
                timeout=DEFAULT_TIMEOUT, dashboard_address=LOOPBACK_DASHBOARD,
                set_as_default=True, security=None,
@@ -288,8 +301,7 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
     ...     print(client.submit(sum, [1, 2]).result())
     3
     """
-    n_workers = _check_count(n_workers, "n_workers")
-    threads_per_worker = _check_count(threads_per_worker, "threads_per_worker")
+    validate_parameter_constraints(_GET_CLIENT_CONSTRAINTS, locals(), caller_name="get_client")
     memory_limit = check_memory_limit(memory_limit)
     check_timeout(timeout)
     address = address or os.environ.get(SCHEDULER_ENV) or None

@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 from sklearn.decomposition._base import _BasePCA
 from sklearn.utils import check_array
-from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
+from sklearn.utils._param_validation import RealNotInt, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from dasketch._blocks import RowBlocks, as_row_blocks, compute
@@ -32,6 +32,7 @@ from dasketch._transposed_pca import (
 from dasketch.kernels.frequent_directions import METHODS
 from dasketch.sketching import sketch
 from dasketch.utils.blockwise import affine_rows, gaussian_log_likelihood
+from dasketch.utils.params import Interval
 from dasketch.utils.validation import is_out_of_core, validate_input
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 
 from dasketch._blocks import compute, is_dask_collection
 from dasketch._blocks.scaling import scaled_blocks
@@ -37,6 +37,7 @@ from dasketch.kernels.column_scaling import (
     LOW,
     check_missing,
 )
+from dasketch.utils.params import Interval
 from dasketch.utils.validation import validate_input
 
 

@@ -7,6 +7,7 @@ import numbers
 from functools import partial
 
 import numpy as np
+from sklearn.utils._param_validation import StrOptions, validate_parameter_constraints
 
 from dasketch._blocks import (
     add,
@@ -16,24 +17,25 @@ from dasketch._blocks import (
     map_reduce,
     sparse_embed_streams,
 )
+from dasketch._blocks.block_functions import (
+    gram_block,
+    merge_all_sketches,
+    resized_sketch,
+    sketch_block,
+)
 from dasketch._blocks.scheduler import default_client
 from dasketch._blocks.tasks import check_split_every, task
-from dasketch.kernels.block_products import rows_times, rows_transpose_times
-from dasketch.kernels.embeddings import gaussian_rows, resolve_seed
-from dasketch.kernels.frequent_directions import (
-    Sketch,
-    check_sketch_parameters,
-    merge_sketches,
-    sketch_rows,
-)
+from dasketch.kernels.embeddings import EMBEDDINGS, check_embedding, gaussian_rows, resolve_seed
+from dasketch.kernels.frequent_directions import Sketch, check_sketch_parameters
 from dasketch.kernels.shrink import UPDATES
+from dasketch.kernels.sketch_checks import METHODS
 from dasketch.kernels.sparse_fd import (
     DEFAULT_FAILURE_PROBABILITY,
     check_failure_probability,
     error_from_products,
-    sketch_rows_randomized,
 )
 from dasketch.sketch_memory import check_estimate_memory, check_task_memory
+from dasketch.utils.params import FAN_IN, POSITIVE_INT, RANDOM_STATE, Interval
 
 SKETCH_UPDATES = UPDATES + ("randomized",)
 # Inner merges hold split_every working sketches at once; the working size is capped
@@ -48,13 +50,15 @@ RANDOMIZED_BLOCK_NONZEROS = 2 ** 23
 RANDOMIZED_MAX_BLOCK_ROWS = 2 ** 17
 # Values a block of wide dense rows may hold to reach 16 l rows (128 MiB).
 WIDE_BLOCK_VALUES = 2 ** 24
-
-
-def _sketch_block(block, start, stop, *, update, failure_probability, seed, **params):
-    if update == "randomized":
-        return sketch_rows_randomized(block, row_offset=start, seed=seed,
-                                      failure_probability=failure_probability, **params)
-    return sketch_rows(block, row_offset=start, update=update, **params)
+# The arguments of a blocked pass over X (X itself is checked by as_row_blocks).
+_PASS_CONSTRAINTS = {
+    "X": "no_validation",
+    "split_every": [FAN_IN, None],
+    "client": "no_validation",
+    "block_rows": [POSITIVE_INT, None],
+    "component": [str, None],
+    "storage_options": [dict, None],
+}
 
 
 def choose_update(update, sparse, n_features, sketch_size):
@@ -147,6 +151,21 @@ def default_split_every(working_size, n_features):
     very wide."""
     fits = MERGE_VALUES // max(int(working_size) * int(n_features), 1)
     return int(max(2, min(check_split_every(None), fits)))
+
+
+_SKETCH_CONSTRAINTS = {
+    **_PASS_CONSTRAINTS,
+    "sketch_size": [Interval(numbers.Integral, 2, None, closed="left")],
+    "method": [StrOptions(set(METHODS))],
+    "alpha0": [Interval(numbers.Real, 0, np.inf, closed="left")],
+    "center": ["boolean"],
+    "update": [StrOptions(set(SKETCH_UPDATES))],
+    "working_size": [Interval(numbers.Integral, 2, None, closed="left"), None],
+    "failure_probability": [Interval(numbers.Real, 0, 1, closed="neither")],
+    "random_state": RANDOM_STATE,
+    "missing_chunks": [StrOptions({"fill", "raise"})],
+    "progress": ["boolean"],
+}
 
 
 def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_every=None,
@@ -257,9 +276,8 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
     >>> bool(err <= s.error_bound * (1 + 1e-12))
     True
     """
+    validate_parameter_constraints(_SKETCH_CONSTRAINTS, locals(), caller_name="sketch")
     check_sketch_parameters(sketch_size, method, alpha0)
-    if update not in SKETCH_UPDATES:
-        raise ValueError(f"update must be one of {SKETCH_UPDATES}, got {update!r}")
     failure_probability = check_failure_probability(failure_probability)
     fan_in = check_split_every(split_every)
 
@@ -278,7 +296,7 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
     if working_size is None:
         working_size = default_working_size(sketch_size, blocks.n_features, update=update,
                                             split_every=split_every, sparse=blocks.sparse)
-    elif not isinstance(working_size, numbers.Integral) or working_size < sketch_size:
+    elif working_size < sketch_size:
         raise ValueError(f"working_size must be an integer >= sketch_size ({sketch_size}), "
                          f"got {working_size!r}")
     if split_every is None:
@@ -287,21 +305,25 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
                                sketch_size, int(working_size), blocks.n_features, fan_in,
                                update=update, failure_probability=failure_probability,
                                requested=requested, read_bytes=blocks.read_bytes)
-    func = partial(_sketch_block, sketch_size=int(working_size), method=method,
+    func = partial(sketch_block, sketch_size=int(working_size), method=method,
                    alpha0=float(alpha0), center=bool(center), update=update,
                    failure_probability=failure_probability / len(blocks.blocks),
                    seed=resolve_seed(random_state) if update == "randomized" else 0)
     # A block sketch holds new arrays only, never views of its block.
-    root = map_reduce(blocks, func, _merge_all, split_every=fan_in, keeps_block=False)
+    root = map_reduce(blocks, func, merge_all_sketches, split_every=fan_in,
+                      keeps_block=False)
     # The last shrink runs on a worker too: the client only receives l - 1 rows.
-    (result,) = compute(task(_resized)(root, int(sketch_size)), client=client,
+    (result,) = compute(task(resized_sketch)(root, int(sketch_size)), client=client,
                         progress=progress)
     return result
 
 
-def _gram_block(block, start, stop, *, seed, n_vectors):
-    omega = gaussian_rows(seed, 1, 0, block.shape[1], n_vectors)
-    return np.asarray(rows_transpose_times(block, rows_times(block, omega)))
+_ESTIMATE_CONSTRAINTS = {
+    **_PASS_CONSTRAINTS,
+    "sketch": [Sketch],
+    "n_vectors": [POSITIVE_INT],
+    "random_state": RANDOM_STATE,
+}
 
 
 def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=None,
@@ -366,16 +388,12 @@ def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=No
     >>> bool(est.lower <= err <= est.upper), est.failure_probability
     (True, 1e-10)
     """
-    if not isinstance(sketch, Sketch):
-        raise TypeError(f"sketch must be a dasketch.Sketch, got {type(sketch).__name__}")
+    validate_parameter_constraints(_ESTIMATE_CONSTRAINTS, locals(), caller_name="estimate_error")
     if sketch.scale_exponent:
         e = sketch.scale_exponent
         raise ValueError(f"sketch: it holds rows divided by 2**{e} (their squares are beyond "
                          f"float64's range); check it as estimate_error(numpy.ldexp(X, -{e}), "
                          f"sketch.scaled())")
-    if isinstance(n_vectors, bool) or not isinstance(n_vectors, numbers.Integral) \
-            or n_vectors < 1:
-        raise ValueError(f"n_vectors must be an integer >= 1, got {n_vectors!r}")
     blocks = as_row_blocks(X, block_rows=block_rows, component=component,
                            storage_options=storage_options)
     if blocks.n_features != sketch.n_features or blocks.n_rows != sketch.n_rows:
@@ -386,19 +404,21 @@ def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=No
         client if client is not None else default_client(), int(n_vectors),
         blocks.n_features, check_split_every(split_every), read_bytes=blocks.read_bytes,
         lower_fan_in=split_every is None)
-    gram = map_reduce(blocks, partial(_gram_block, seed=seed, n_vectors=int(n_vectors)),
+    gram = map_reduce(blocks, partial(gram_block, seed=seed, n_vectors=int(n_vectors)),
                       add, split_every=fan_in, keeps_block=False)
     (gram_omega,) = compute(gram, client=client)
     omega = gaussian_rows(seed, 1, 0, sketch.n_features, int(n_vectors))
     return error_from_products(sketch, omega, gram_omega)
 
 
-def _resized(sketch, sketch_size):
-    return sketch.resize(sketch_size)
-
-
-def _merge_all(*sketches):
-    return merge_sketches(sketches)
+_EMBED_CONSTRAINTS = {
+    **_PASS_CONSTRAINTS,
+    "sketch_size": [POSITIVE_INT],
+    "embedding": [StrOptions(set(EMBEDDINGS))],
+    "nnz_per_column": [POSITIVE_INT, None],
+    "random_state": RANDOM_STATE,
+    "stream": [Interval(numbers.Integral, 0, None, closed="left")],
+}
 
 
 def sparse_embed(X, sketch_size, *, embedding="osnap", nnz_per_column=None, random_state=None,
@@ -466,14 +486,9 @@ def sparse_embed(X, sketch_size, *, embedding="osnap", nnz_per_column=None, rand
     >>> bool(np.allclose(SX, same))
     True
     """
-    from dasketch.kernels.embeddings import check_embedding, resolve_seed
-
+    validate_parameter_constraints(_EMBED_CONSTRAINTS, locals(), caller_name="sparse_embed")
     if nnz_per_column is None:
         nnz_per_column = min(4, int(sketch_size)) if embedding == "osnap" else 1
-    if isinstance(sketch_size, (bool, np.bool_)) or not isinstance(
-        sketch_size, numbers.Integral
-    ) or sketch_size < 1:
-        raise ValueError(f"sketch_size must be a positive integer, got {sketch_size!r}")
     check_embedding(embedding, nnz_per_column)
     if nnz_per_column > sketch_size:
         raise ValueError(f"nnz_per_column ({nnz_per_column}) must not exceed sketch_size "

@@ -16,7 +16,9 @@ import scipy.sparse
 
 from dasketch.kernels.block_products import rows_times, rows_transpose_times
 from dasketch.kernels.embeddings import TILE, gaussian_rows, sparse_embedding_block
+from dasketch.kernels.frequent_directions import merge_sketches, sketch_rows
 from dasketch.kernels.shrink import check_finite_rows
+from dasketch.kernels.sparse_fd import sketch_rows_randomized
 
 
 def add(*terms):
@@ -198,3 +200,30 @@ def leverage_block(block, start, stop, *, M, p, exact):
     else:
         out = np.median(np.abs(Z), axis=1)
     return out.reshape(-1, 1)
+
+
+def sketch_block(block, start, stop, *, update, failure_probability, seed, **params):
+    """The Frequent Directions sketch of the block's rows: by the randomized update
+    (:func:`~dasketch.kernels.sparse_fd.sketch_rows_randomized`) or an exact one
+    (:func:`~dasketch.kernels.frequent_directions.sketch_rows`)."""
+    if update == "randomized":
+        return sketch_rows_randomized(block, row_offset=start, seed=seed,
+                                      failure_probability=failure_probability, **params)
+    return sketch_rows(block, row_offset=start, update=update, **params)
+
+
+def merge_all_sketches(*sketches):
+    """One sketch of the rows of all ``sketches``."""
+    return merge_sketches(sketches)
+
+
+def resized_sketch(sketch, sketch_size):
+    """``sketch`` shrunk to ``sketch_size`` (see ``Sketch.resize``)."""
+    return sketch.resize(sketch_size)
+
+
+def gram_block(block, start, stop, *, seed, n_vectors):
+    """``block^T (block Omega)`` for the ``d x n_vectors`` Gaussian ``Omega`` of
+    ``seed`` (stream 1)."""
+    omega = gaussian_rows(seed, 1, 0, block.shape[1], n_vectors)
+    return np.asarray(rows_transpose_times(block, rows_times(block, omega)))

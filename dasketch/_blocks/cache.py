@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 import dask
 
 from dasketch._blocks.scheduler import active_client, persist
+from dasketch._blocks.tasks import check_number
 
 # Share of the workers' free memory that cached blocks may take (the rest is for
 # the tasks of the passes and what they persist, e.g. a projection X R).
@@ -76,11 +77,7 @@ def cache_fraction():
     """The share of the workers' free memory the cache may take (``dask.config``
     ``"dasketch.cache-fraction"``, default :data:`CACHE_FRACTION`)."""
     fraction = dask.config.get(CACHE_FRACTION_KEY, CACHE_FRACTION)
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) \
-            or not 0 <= fraction <= 1:
-        raise ValueError(f"dask.config {CACHE_FRACTION_KEY!r} must be a number in [0, 1], "
-                         f"got {fraction!r}")
-    return float(fraction)
+    return float(check_number(fraction, f"dask.config {CACHE_FRACTION_KEY!r}", high=1))
 
 
 def decoded_bytes(blocks):

@@ -7,7 +7,6 @@ any chunking, scheduler or number of workers.
 
 from __future__ import annotations
 
-import numbers
 import os
 import warnings
 from dataclasses import dataclass, replace
@@ -24,7 +23,7 @@ from dasketch._blocks.block_functions import append_ones, read_block, take_colum
 from dasketch._blocks.column_reads import column_read_reader, state_plan, zarr_behind
 from dasketch._blocks.scheduler import client_holding, known_row_chunks
 from dasketch._blocks.stores import checked_sparse_store, open_zarr_rows
-from dasketch._blocks.tasks import ReadThenApply, task
+from dasketch._blocks.tasks import ReadThenApply, check_number, task
 from dasketch.io import (
     REUSED_READ_BYTES,
     CsrRows,
@@ -135,13 +134,7 @@ def _check_dtype(dtype, name):
 
 
 def _check_block_rows(block_rows):
-    # Not sklearn.utils.check_scalar: importing scikit-learn would add about 110 MiB to
-    # every worker that unpickles a block task (the bridge must stay light).
-    if isinstance(block_rows, (bool, np.bool_)) or not isinstance(
-        block_rows, numbers.Integral
-    ) or block_rows < 1:
-        raise ValueError(f"block_rows must be a positive integer, got {block_rows!r}")
-    return int(block_rows)
+    return int(check_number(block_rows, "block_rows", integral=True, low=1))
 
 
 def _block_rows(block_rows, shape, default_rows=None):

@@ -134,6 +134,36 @@ def task(func):
     return dask.delayed(_OneBlasThread(func), pure=True)
 
 
+def check_number(value, name, *, integral=False, low=0, high=None, low_open=False):
+    """``value`` if it is a number (an integer with ``integral``; never a bool) in
+    ``[low, high]`` (``(low, high]`` with ``low_open``; no upper end when ``high``
+    is None), else a ``ValueError`` naming ``name`` and what was expected.
+
+    The bridge's one check of the sizes it is handed (``block_rows``,
+    ``split_every``) and of the values it reads from ``dask.config``: worker
+    processes import the bridge, so it does not import scikit-learn, whose
+    parameter validation the public functions apply to their own arguments
+    first (:mod:`dasketch.utils.params`).
+
+    Examples
+    --------
+    >>> check_number(4, "split_every", integral=True, low=2)
+    4
+    >>> check_number(True, "block_rows", integral=True, low=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: block_rows must be an integer in [1, inf), got True
+    """
+    kind = numbers.Integral if integral else numbers.Real
+    inside = isinstance(value, kind) and not isinstance(value, (bool, np.bool_)) \
+        and (value > low if low_open else value >= low) and (high is None or value <= high)
+    if not inside:
+        what = "an integer" if integral else "a number"
+        ends = f"{'(' if low_open else '['}{low}, {'inf)' if high is None else f'{high}]'}"
+        raise ValueError(f"{name} must be {what} in {ends}, got {value!r}")
+    return value
+
+
 def check_split_every(split_every, part_bytes=None):
     """The fan-in of tree reductions: ``split_every`` when given, else the Dask
     configuration value ``split_every`` (the key ``dask.array`` reductions read;
@@ -166,19 +196,12 @@ def check_split_every(split_every, part_bytes=None):
         name = f"dask.config {SPLIT_EVERY_KEY!r}"
         if split_every is None:
             split_every = DEFAULT_SPLIT_EVERY
-    if isinstance(split_every, (bool, np.bool_)) or not isinstance(
-        split_every, numbers.Integral
-    ) or split_every < 2:
-        raise ValueError(f"{name} must be an integer >= 2, got {split_every!r}")
-    split_every = int(split_every)
+    split_every = int(check_number(split_every, name, integral=True, low=2))
     if part_bytes:
         budget = dask.config.get(COMBINE_BYTES_KEY, COMBINE_BYTES)
         if isinstance(budget, str):
             budget = dask.utils.parse_bytes(budget)
-        if isinstance(budget, (bool, np.bool_)) or not isinstance(budget, numbers.Real) \
-                or not budget > 0:
-            raise ValueError(f"dask.config {COMBINE_BYTES_KEY!r} must be a number of bytes "
-                             f"> 0, got {budget!r}")
+        check_number(budget, f"dask.config {COMBINE_BYTES_KEY!r} (bytes)", low_open=True)
         split_every = max(2, min(split_every, int(budget // part_bytes) - 1))
     return split_every
 

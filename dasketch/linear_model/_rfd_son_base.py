@@ -12,22 +12,20 @@ import numpy as np
 import scipy.sparse
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import StrOptions, validate_parameter_constraints
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from dasketch._blocks import RowBlocks, iter_row_blocks
-from dasketch.kernels.online_newton import OnlineNewton
+from dasketch.kernels.online_newton import METHODS, UPDATES, OnlineNewton
 from dasketch.kernels.shrink import check_finite_rows
 from dasketch.linear_model._sketched_regression import check_sample_weight
 from dasketch.utils.blockwise import affine_rows
+from dasketch.utils.params import POSITIVE_INT, Interval
 from dasketch.utils.validation import validate_input
 
 _IN_MEMORY_BLOCK_ROWS = 65536
-
-
-def _is_real(value):
-    return not isinstance(value, (bool, np.bool_)) and isinstance(value, numbers.Real) \
-        and bool(np.isfinite(value))
+_NONNEGATIVE = Interval(numbers.Real, 0, np.inf, closed="left")
 
 
 def _with_intercept(block):
@@ -40,7 +38,21 @@ def _with_intercept(block):
 class _BaseRFDSON(BaseEstimator):
     """Shared machinery of :class:`RFDSONClassifier` and :class:`RFDSONRegressor`."""
 
-    _losses = ("squared",)
+    _parameter_constraints: dict = {
+        "sketch_size": [POSITIVE_INT],
+        "method": [StrOptions(set(METHODS))],
+        "alpha0": [_NONNEGATIVE],
+        "prediction_bound": [Interval(numbers.Real, 0, np.inf, closed="neither"),
+                             StrOptions({"auto"})],
+        "eta": [_NONNEGATIVE],
+        "mu": [_NONNEGATIVE, StrOptions({"auto"})],
+        "fit_intercept": ["boolean"],
+        "update": [StrOptions(set(UPDATES))],
+        "alpha_floor": ["boolean"],
+        "block_rows": [POSITIVE_INT, None],
+        "progress": ["boolean", StrOptions({"auto"})],
+        "random_state": "no_validation",   # unused: the algorithm is deterministic
+    }
 
     def __init__(self, sketch_size=20, *, method="rfd", alpha0=0.0, loss="squared",
                  prediction_bound="auto", eta=1.0, mu="auto", fit_intercept=True,
@@ -74,28 +86,15 @@ class _BaseRFDSON(BaseEstimator):
         ``1 / (4 (C + |y|max)^2)`` for the squared loss, ``exp(-C) / 2`` for the
         logistic loss, 0 for the hinge loss (not exp-concave).
         """
-        if self.loss not in self._losses:
-            raise ValueError(f"loss must be one of {self._losses}, got {self.loss!r}")
         bound = self.prediction_bound
         if isinstance(bound, str) and bound == "auto":
             bound = target_bound
-        elif not _is_real(bound) or bound <= 0:
-            raise ValueError(f"prediction_bound must be a finite number > 0 or 'auto', got "
-                             f"{bound!r}")
         mu = self.mu
         if isinstance(mu, str) and mu == "auto":
             if self.loss == "squared":
                 mu = 1.0 / (4.0 * (bound + self._label_bound(bound)) ** 2)
             else:
                 mu = float(np.exp(-bound)) / 2.0 if self.loss == "logistic" else 0.0
-        elif not _is_real(mu) or mu < 0:
-            raise ValueError(f"mu must be a finite number >= 0 or 'auto', got {mu!r}")
-        sketch_size = self.sketch_size
-        if isinstance(sketch_size, (bool, np.bool_)) or not isinstance(
-                sketch_size, numbers.Integral):
-            raise TypeError(f"sketch_size must be a positive integer, got {sketch_size!r}")
-        if sketch_size < 1:
-            raise ValueError(f"sketch_size must be a positive integer, got {sketch_size}")
         return float(bound), float(mu)
 
     def _new_learner(self, n_features):
@@ -132,6 +131,8 @@ class _BaseRFDSON(BaseEstimator):
     # ------------------------------------------------------------- learning
     def _partial_fit(self, X, y, classes=None, sample_weight=None):
         first = not hasattr(self, "learners_")
+        if first:  # as scikit-learn's partial_fit: parameters are read on the first call
+            self._validate_params()
         X, y = validate_input(self, X, y, reset=first, accept_sparse=("csr", "csc", "coo"),
                               y_numeric=self._y_numeric)
         weights = check_sample_weight(sample_weight, y.shape[0])
@@ -203,9 +204,8 @@ class _BaseRFDSON(BaseEstimator):
         self : object
             The fitted estimator.
         """
-        if isinstance(n_epochs, (bool, np.bool_)) or not isinstance(
-                n_epochs, numbers.Integral) or n_epochs < 1:
-            raise ValueError(f"n_epochs must be a positive integer, got {n_epochs!r}")
+        validate_parameter_constraints({"n_epochs": [POSITIVE_INT]}, {"n_epochs": n_epochs},
+                                       caller_name=f"{type(self).__name__}.fit")
         for attr in ("learners_", "classes_"):
             if hasattr(self, attr):
                 delattr(self, attr)

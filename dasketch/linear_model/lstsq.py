@@ -22,7 +22,7 @@ import scipy.sparse.linalg
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_scalar
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 
 from dasketch._blocks import (
     CacheChoice,
@@ -37,6 +37,7 @@ from dasketch.kernels.embeddings import EMBEDDINGS
 from dasketch.linear_model._regression_passes import data_singular_values
 from dasketch.linear_model._sketched_regression import SketchedRegressorMixin, check_sample_weight
 from dasketch.linear_model.preconditioning import precondition_blocks
+from dasketch.utils.params import Interval
 
 # Unit of the rounding terms of the error bound (as the dual random projection's).
 _ROUNDING = 2.0 * np.finfo(np.float64).eps

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.linalg
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Interval, Options, StrOptions
+from sklearn.utils._param_validation import Options, StrOptions
 
 from dasketch._blocks import as_row_blocks, gather_rows
 from dasketch.kernels.embeddings import EMBEDDINGS
@@ -27,6 +27,7 @@ from dasketch.linear_model.preconditioning import (
     metric_singular_values,
     precondition_blocks,
 )
+from dasketch.utils.params import Interval
 
 PRECONDITIONERS = ("full", "diag", "none")
 # Relative excess of the final objective estimate over that of the start above

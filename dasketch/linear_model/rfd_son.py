@@ -20,10 +20,11 @@ import warnings
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.metrics import r2_score
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 
 from dasketch._blocks import is_dask_collection
-from dasketch.kernels.online_newton import DivergenceError
+from dasketch.kernels.online_newton import LOSSES, DivergenceError
 from dasketch.linear_model._rfd_son_base import _BaseRFDSON
 
 __all__ = ["DivergenceError", "RFDSONClassifier", "RFDSONRegressor"]
@@ -132,7 +133,8 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
     (True, 2000)
     """
 
-    _losses = ("squared", "logistic", "hinge")
+    _parameter_constraints: dict = {**_BaseRFDSON._parameter_constraints,
+                                    "loss": [StrOptions(set(LOSSES))]}
     _y_numeric = False
     _measure_name, _baseline_name = "error rate", "majority-class rate"
 

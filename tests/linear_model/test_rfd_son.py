@@ -463,9 +463,11 @@ def test_bad_input_is_rejected():
         RFDSONClassifier(sketch_size=2).fit(X, y[:-1])
     with pytest.raises(ValueError, match="loss"):
         RFDSONClassifier(sketch_size=2, loss="cubic").fit(X, y)
-    with pytest.raises(ValueError, match="method must be"):
+    with pytest.raises(ValueError, match="'method' parameter of RFDSONClassifier must be a "
+                                         "str among"):
         RFDSONClassifier(sketch_size=2, method="oja").fit(X, y)
-    with pytest.raises(ValueError, match="prediction_bound must be"):
+    with pytest.raises(ValueError, match=r"'prediction_bound' parameter of RFDSONClassifier "
+                                         r"must be a float in the range \(0.0, inf\)"):
         RFDSONClassifier(sketch_size=2, prediction_bound=0.0).fit(X, y)
     with pytest.raises(ValueError, match="eta"):
         RFDSONClassifier(sketch_size=2, eta=-1.0).fit(X, y)

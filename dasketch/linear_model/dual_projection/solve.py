@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import StrOptions, validate_parameter_constraints
 from sklearn.utils.validation import _check_sample_weight
 
 from dasketch._blocks import CacheChoice, as_row_blocks, cache_blocks, compute, is_dask_collection
@@ -56,6 +57,7 @@ from dasketch.linear_model.dual_projection.passes import (
     projection_pass,
 )
 from dasketch.linear_model.dual_projection.solvers import FullProblem, pcg_squared, record
+from dasketch.utils.params import FAN_IN, POSITIVE_INT, RANDOM_STATE, Interval
 
 __all__ = ["DualRandomProjectionResult", "dual_random_projection"]
 
@@ -172,19 +174,10 @@ def _gaussian_combination(seed, stream, n_rows, Z):
     return out
 
 
-def _check_number(value, name, *, integer=False, minimum=0.0, strict=True):
-    kind = numbers.Integral if integer else numbers.Real
-    ok = isinstance(value, kind) and not isinstance(value, (bool, np.bool_)) \
-        and np.isfinite(value) and (value > minimum if strict else value >= minimum)
-    if not ok:
-        what = "an integer" if integer else "a finite number"
-        raise ValueError(f"{name} must be {what} {'>' if strict else '>='} {minimum}, "
-                         f"got {value!r}")
-    return int(value) if integer else float(value)
-
-
 def _check_alpha(alpha, n_targets):
-    """``lambda`` per target: a number, or one per target, all finite and > 0."""
+    """``lambda`` per target: a number, or one per target, all finite and > 0 (checked
+    here, not by a constraint of :func:`dual_random_projection`: the count depends on
+    ``y``, and the message says why 0 is refused)."""
     what = ("alpha must be a finite number > 0 (dual random projection needs lambda > 0: "
             "the dual problem and the recovery w = -X^T S l' / lambda exist only then; "
             "for unregularised least squares use sketch_lstsq)")
@@ -249,6 +242,27 @@ def _warn(result, tol, solver, loss, diverged):
                   f"<= {worst:.3g} > tol={tol:g} (relative optimality residual "
                   f"{float(np.max(result.optimality_residual)):.3g}); {advice}",
                   ConvergenceWarning, stacklevel=3)
+
+
+# The rules of the arguments of the function below (see dasketch.utils.params).
+_DRP_CONSTRAINTS = {
+    "X": "no_validation",   # read by as_row_blocks
+    "y": ["array-like"],
+    "loss": [StrOptions(set(LOSSES))],
+    "alpha": [numbers.Real, "array-like"],   # values: _check_alpha
+    "smoothing": [Interval(numbers.Real, 0, np.inf, closed="neither")],
+    "n_components": [POSITIVE_INT],
+    "solver": [StrOptions(set(SOLVERS))],
+    "tol": [Interval(numbers.Real, 0, np.inf, closed="left")],
+    "max_iter": [POSITIVE_INT],
+    "fit_intercept": ["boolean"],
+    "block_rows": [POSITIVE_INT, None],
+    "split_every": [FAN_IN, None],
+    "random_state": RANDOM_STATE,
+    "client": "no_validation",
+    "sample_weight": ["array-like", None],
+    "cache": [StrOptions({"auto"}), "boolean"],
+}
 
 
 def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
@@ -361,14 +375,9 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     >>> bool(res.converged), res.optimality_residual < 1e-6, res.n_passes <= 5
     (True, True, True)
     """
-    if loss not in LOSSES:
-        raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
-    if solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
-    smoothing = _check_number(smoothing, "smoothing")
-    m = _check_number(n_components, "n_components", integer=True)
-    max_iter = _check_number(max_iter, "max_iter", integer=True)
-    tol = _check_number(tol, "tol", strict=False)
+    validate_parameter_constraints(_DRP_CONSTRAINTS, locals(), caller_name="dual_random_projection")
+    smoothing, m, max_iter, tol = float(smoothing), int(n_components), int(max_iter), \
+        float(tol)
     source = as_row_blocks(X, block_rows=block_rows)
     n, d = source.shape
     m = min(m, n, d)
