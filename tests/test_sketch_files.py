@@ -18,6 +18,7 @@ import zarr
 import dasketch
 from dasketch._sketch_files import payload_checksum
 from dasketch.kernels.frequent_directions import SAFE_EXPONENT, Sketch, merge_sketches
+from dasketch.sketch_io import _sketch_metadata
 
 BAD_VALUES = {  # field -> values that break an invariant of the sketch
     "sketch_size": [0, -3, 1, 10 ** 12, 2.5, "4", None, True, float("nan")],
@@ -89,7 +90,7 @@ def test_every_mutated_field_is_refused(tmp_path, suffix, center):
     original = _sketch(center)
     assert original.shrinkage > 0
     dasketch.save_sketch(original, tmp_path / f"s{suffix}")
-    meta = dasketch.io._sketch_metadata(original)
+    meta = _sketch_metadata(original)
     arrays = {"B": original.B, **({"mean": original.mean} if center else {})}
     write = _write_npz if suffix == ".npz" else _write_zarr
     for key, values in BAD_VALUES.items():
@@ -120,7 +121,7 @@ def test_inconsistent_arrays_and_the_attacks_found(tmp_path):
     """B with more rows than the sketch holds, a shrinkage that hides the error,
     rows that would vanish in a merge, a 1 MB file declaring a 1 GB array."""
     s = _sketch(False)
-    meta = {k: v for k, v in dasketch.io._sketch_metadata(s).items()
+    meta = {k: v for k, v in _sketch_metadata(s).items()
             if k not in ("checksum",) + ADDED_AFTER_VERSION_1}
     meta["format_version"] = 1
     cases = {

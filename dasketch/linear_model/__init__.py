@@ -10,7 +10,7 @@ _PUBLIC = {
     "DualRandomProjectionClassifier": "dasketch.linear_model.dual_projection.estimators",
     "DualRandomProjectionRegressor": "dasketch.linear_model.dual_projection.estimators",
     "DualRandomProjectionResult": "dasketch.linear_model.dual_projection.solve",
-    "LstsqResult": "dasketch.linear_model.lstsq",
+    "LstsqResult": "dasketch.linear_model.lstsq_solver",
     "PWSGDRegressor": "dasketch.linear_model.pwsgd",
     "RFDSONClassifier": "dasketch.linear_model.rfd_son",
     "RFDSONRegressor": "dasketch.linear_model.rfd_son",
@@ -18,7 +18,7 @@ _PUBLIC = {
     "SketchPreconditioner": "dasketch.linear_model.preconditioning",
     "dual_random_projection": "dasketch.linear_model.dual_projection.solve",
     "leverage_scores": "dasketch.linear_model.preconditioning",
-    "sketch_lstsq": "dasketch.linear_model.lstsq",
+    "sketch_lstsq": "dasketch.linear_model.lstsq_solver",
     "sketch_precondition": "dasketch.linear_model.preconditioning",
 }
 

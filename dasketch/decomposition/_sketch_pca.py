@@ -1,8 +1,7 @@
-"""Estimators built on a Frequent Directions sketch."""
+"""The estimator :class:`SketchPCA`: its parameters, fits and projections."""
 
 from __future__ import annotations
 
-import math
 import numbers
 
 import numpy as np
@@ -11,32 +10,21 @@ from sklearn.utils import check_array
 from sklearn.utils._param_validation import RealNotInt, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from dasketch._blocks import RowBlocks, as_row_blocks, compute
+from dasketch._blocks import RowBlocks, as_row_blocks
 from dasketch._blocks.scaling import scaled_blocks
 from dasketch._blocks.transposed_store import transposed_store_blocks
 from dasketch._pca_scaling import ColumnScaling
-from dasketch._pca_variance import (
-    candidate_axes,
-    fit_sizes,
-    fraction_components,
-    measured_variances,
-    mle_components,
-    noise_variance,
-    sketch_variances,
-)
-from dasketch._transposed_pca import (
-    TRANSPOSED_BASIS_VALUES,
-    fit_transposed,
-    transposed_store,
-)
+from dasketch._pca_variance import fit_sizes
+from dasketch._transposed_pca import TRANSPOSED_BASIS_VALUES, transposed_store
+from dasketch.decomposition._probabilistic import ProbabilisticPCA
+from dasketch.decomposition._readout import SketchReadOut
 from dasketch.kernels.frequent_directions import METHODS
-from dasketch.sketching import sketch
-from dasketch.utils.blockwise import affine_rows, gaussian_log_likelihood
+from dasketch.utils.blockwise import affine_rows
 from dasketch.utils.params import Interval
 from dasketch.utils.validation import is_out_of_core, validate_input
 
 
-class SketchPCA(ColumnScaling, _BasePCA):
+class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, _BasePCA):
     """Principal component analysis from a centred Robust Frequent Directions sketch.
 
     One pass over the data (block sketches merged in a tree, see
@@ -230,26 +218,6 @@ class SketchPCA(ColumnScaling, _BasePCA):
         self.random_state = random_state
         self.scaling = scaling
 
-    def _continued_sizes(self, n_samples):
-        """``(k, sketch_size)`` of a :meth:`partial_fit` after the first: those of
-        the fitted sketch, which the parameters must not contradict."""
-        size, d = self.sketch_.sketch_size, self.n_features_in_
-        requested = {None: size, "exact": d + 1}.get(self.sketch_size, self.sketch_size)
-        for name, now, fitted in [("sketch_size", requested, size),
-                                  ("method", self.method, self.sketch_.method)]:
-            if now != fitted:
-                raise ValueError(f"{name} changed from {fitted!r} to {now!r} between calls "
-                                 "to partial_fit; call fit to start a new sketch")
-        k = self.n_components
-        if k is None:
-            k = self.n_components_
-        elif isinstance(k, numbers.Integral) and k != self.n_components_:
-            raise ValueError(f"n_components changed from {self.n_components_} to {k} between "
-                             "calls to partial_fit; call fit to start a new sketch")
-        elif not isinstance(k, numbers.Integral):
-            k = min(self.sketch_.n_rows + n_samples, d)
-        return k, size
-
     def fit(self, X, y=None):
         """Sketch the centred rows of ``X`` and keep the components of largest variance.
 
@@ -285,33 +253,6 @@ class SketchPCA(ColumnScaling, _BasePCA):
         if self.scaling is not None:
             blocks = scaled_blocks(blocks, self._fit_scaler(blocks, self.scaling)[0])
         return self._fit_rows(blocks)
-
-    def _fit_transposed(self, blocks):
-        """Fit from the sketch of ``X^T``, whose row blocks are ``blocks``
-        (:mod:`dasketch._transposed_pca`)."""
-        self._validate_params()
-        n, d = blocks.n_features, blocks.n_rows
-        k, sketch_size = fit_sizes(self.n_components, self.sketch_size, n, d)
-        sk, axes, variances, mean, scores = fit_transposed(
-            blocks, sketch_size, method=self.method, split_every=self.split_every,
-            random_state=self.random_state)
-        self.n_features_in_ = d
-        self.__dict__.pop("feature_names_in_", None)
-        # Signs as sklearn.utils.extmath.svd_flip fixes them from V: the largest
-        # entry of every axis positive.
-        signs = np.sign(axes[np.arange(axes.shape[0]), np.argmax(np.abs(axes), axis=1)])
-        signs[signs == 0] = 1.0
-        self._set_fitted(sk, k, axes * signs[:, None], variances, mean, n, blocks.dtype,
-                         "data", "transposed")
-        # The projections X_c V^T of the fitted rows, which the last pass gave.
-        self._fit_scores = (scores[:, :self.n_components_] * signs[:self.n_components_]
-                            ).astype(self.components_.dtype)
-        return self
-
-    def _fit_rows(self, blocks):
-        """Sketch ``blocks`` (RowBlocks) and read the components out."""
-        k, sketch_size = fit_sizes(self.n_components, self.sketch_size, *blocks.shape)
-        return self._read_out(self._sketch(blocks, sketch_size), k, blocks, blocks.dtype)
 
     def partial_fit(self, X, y=None):
         """Merge the centred sketch of the rows of ``X`` into the fitted one.
@@ -369,68 +310,6 @@ class SketchPCA(ColumnScaling, _BasePCA):
         if not first:
             merged = self.sketch_.merge(merged)
         return self._read_out(merged, k, None, blocks.dtype)
-
-    def _sketch(self, blocks, sketch_size):
-        return sketch(blocks, sketch_size, method=self.method, center=True,
-                      split_every=self.split_every, random_state=self.random_state)
-
-    def _read_out(self, sk, k, blocks, dtype):
-        """Set the fitted attributes from the centred sketch ``sk``: the variances
-        along its directions are measured on ``blocks`` (or, when None, taken
-        from the sketch), then ``k`` (or the rule of ``n_components``) of them are
-        kept."""
-        n = sk.n_rows
-        # A sketch of rows divided by 2**e (entries beyond 2**200) is read out in the
-        # data's own units while its squares are floats (checked by _set_fitted).
-        mean = np.ldexp(np.asarray(sk.mean, dtype=np.float64), sk.scale_exponent)
-        counted = self.n_components is None or isinstance(self.n_components, numbers.Integral)
-        axes = candidate_axes(sk, k if counted else 1)
-        if blocks is not None:
-            variances = measured_variances(blocks, axes, mean, split_every=self.split_every)
-            order = np.argsort(-variances, kind="stable")
-            axes, variances = axes[order], variances[order]
-        else:
-            variances = sketch_variances(sk, axes.shape[0])
-        return self._set_fitted(sk, k, axes, variances, mean, n, dtype,
-                                "data" if blocks is not None else "sketch",
-                                "rows" if blocks is None else blocks.plan)
-
-    def _set_fitted(self, sk, k, axes, variances, mean, n, dtype, source, plan):
-        """Keep ``k`` (or the rule of ``n_components``) of the orthonormal
-        ``axes`` (by decreasing ``variances``, from ``source``) of the sketch
-        ``sk`` of data of ``n`` rows, column means ``mean``."""
-        d = axes.shape[1]
-        counted = self.n_components is None or isinstance(self.n_components, numbers.Integral)
-        dof = max(n - 1, 1)
-        with np.errstate(over="ignore"):
-            frobenius_sq = float(np.ldexp(sk.frobenius_sq, 2 * sk.scale_exponent))
-        if not (np.isfinite(frobenius_sq) and np.isfinite(sk.error_bound)):
-            norm = math.ldexp(math.sqrt(sk.frobenius_sq), sk.scale_exponent)
-            raise ValueError(
-                f"X: its centred Frobenius norm is {norm:.3g}; the variances SketchPCA "
-                "reports (its square over n - 1) exceed float64's range; rescale X (e.g. "
-                "divide it by that norm) and scale the variances back")
-        total = frobenius_sq / dof
-        ratios = variances / total if total > 0 else np.zeros_like(variances)
-        if self.n_components == "mle":
-            k = mle_components(variances, total, n, d)
-        elif not counted:
-            k = fraction_components(ratios, self.n_components)
-        k = min(k, axes.shape[0])
-        dtype = dtype if dtype in (np.float32, np.float64) else np.float64
-        self.sketch_, self.plan_ = sk, plan
-        self.variance_source_ = source
-        self.components_ = axes[:k].astype(dtype)
-        self.explained_variance_ = variances[:k].astype(dtype)
-        self.explained_variance_ratio_ = ratios[:k].astype(dtype)
-        self.singular_values_ = np.sqrt(variances[:k] * dof).astype(dtype)
-        self.sketch_eigenvalues_ = sketch_variances(sk, k, n)
-        self.eigenvalue_bound_ = float(sk.error_bound) / dof
-        self.noise_variance_ = noise_variance(total, variances[:k], min(n, d) - k, d)
-        self.mean_ = mean.astype(dtype)
-        self.n_components_ = k
-        self.n_samples_ = self.n_samples_seen_ = n
-        return self
 
     def _projection(self):
         """``(matrix, scale)`` of the transform: components scaled for ``whiten``
@@ -505,103 +384,6 @@ class SketchPCA(ColumnScaling, _BasePCA):
         if isinstance(X, RowBlocks):
             return affine_rows(X, matrix, offset, self.components_.dtype)
         return (X @ matrix + offset).astype(self.components_.dtype, copy=False)
-
-    def _singular(self):
-        """Whether the probabilistic PCA covariance is singular: no noise, and fewer
-        components than features or a component of (numerically) zero variance."""
-        variances = np.asarray(self.explained_variance_, dtype=np.float64)
-        if self.noise_variance_ > 0:
-            return False
-        eps = np.finfo(self.components_.dtype).eps
-        return self.n_components_ < self.n_features_in_ or \
-            variances.min() <= self.n_features_in_ * eps * variances.max()
-
-    def get_precision(self):
-        """Compute the precision of the probabilistic PCA model (Tipping and Bishop, 1999).
-
-        It is the inverse of :meth:`get_covariance` as scikit-learn's PCA defines it
-        (with ``whiten``, its covariance scales the components by
-        ``sqrt(explained_variance_)``). With the orthonormal components ``V`` and
-        ``e`` the variances in excess of the noise ``s2``, ``C = V^T diag(e) V +
-        s2 I`` and ``C^{-1} = I / s2 - V^T diag(e / (s2 (s2 + e))) V``, which stays
-        finite when a component has no excess variance.
-
-        Returns
-        -------
-        ndarray of shape (n_features, n_features)
-            ``C^{-1}``, in the dtype of ``components_``.
-
-        Raises
-        ------
-        numpy.linalg.LinAlgError
-            When the covariance is singular (``noise_variance_ == 0`` with fewer
-            components than features, or a component without variance).
-        """
-        check_is_fitted(self, "components_")
-        if self._singular():
-            raise np.linalg.LinAlgError(
-                f"the model's covariance is singular (noise_variance_ = 0 with "
-                f"{self.n_components_} components for {self.n_features_in_} features, or "
-                "a component without variance): it has no precision; fit fewer components "
-                "than min(n_samples, n_features) for a proper model")
-        axes = self.components_.astype(np.float64)
-        variances = self.explained_variance_.astype(np.float64)
-        noise = float(self.noise_variance_)
-        excess = np.maximum(variances - noise, 0.0)
-        if self.whiten:
-            excess *= variances
-        if noise == 0:
-            return ((axes.T / excess) @ axes).astype(self.components_.dtype)
-        precision = -(axes.T * (excess / (noise * (noise + excess)))) @ axes
-        precision[np.diag_indices_from(precision)] += 1.0 / noise
-        return precision.astype(self.components_.dtype)
-
-    def score_samples(self, X):
-        """Compute the log-likelihood of each sample under the probabilistic PCA model.
-
-        As :meth:`sklearn.decomposition.PCA.score_samples`. A singular model (see
-        :meth:`get_precision`) gives ``-inf`` for every sample, as scikit-learn's PCA
-        does.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Any input :meth:`fit` accepts.
-
-        Returns
-        -------
-        ndarray or dask.array.Array of shape (n_samples,)
-            Log-likelihoods; lazy for out-of-core ``X``.
-        """
-        check_is_fitted(self, "components_")
-        if hasattr(self, "scaler_mean_"):
-            return self._in_kind_of(X, self._score_samples(self._scaled(X)))
-        return self._score_samples(validate_input(self, X, reset=False, accept_sparse="csr"))
-
-    def _score_samples(self, X):
-        """:meth:`score_samples` of validated ``X`` (RowBlocks: lazy)."""
-        precision = None if self._singular() else self.get_precision().astype(np.float64)
-        return gaussian_log_likelihood(X, self.mean_.astype(np.float64), precision)
-
-    def score(self, X, y=None):
-        """Return the average log-likelihood of the samples under the probabilistic PCA model.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Any input :meth:`fit` accepts.
-        y : None, optional
-            Ignored.
-
-        Returns
-        -------
-        float
-            The mean of :meth:`score_samples` (higher is better).
-        """
-        log_likelihood = self.score_samples(X)
-        if not isinstance(log_likelihood, np.ndarray):
-            (log_likelihood,) = compute(log_likelihood)
-        return float(np.mean(log_likelihood))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -1,0 +1,58 @@
+"""Names moved into smaller modules stay importable from the modules that held
+them, and estimators pickled under those paths load."""
+
+import importlib
+import pickle
+
+import numpy as np
+import pytest
+
+from dasketch import SketchPCA
+from dasketch.linear_model import sketch_lstsq
+
+# (path users import from, name, module that defines it now)
+MOVED = [
+    ("dasketch.decomposition", "SketchPCA", "dasketch.decomposition._sketch_pca"),
+    ("dasketch.linear_model.lstsq", "SketchLstsqRegressor", "dasketch.linear_model.lstsq"),
+    ("dasketch.linear_model.lstsq", "sketch_lstsq", "dasketch.linear_model.lstsq_solver"),
+    ("dasketch.linear_model.lstsq", "LstsqResult", "dasketch.linear_model.lstsq_solver"),
+    ("dasketch.linear_model.lstsq", "error_bound", "dasketch.linear_model.lstsq_solver"),
+    ("dasketch.linear_model.lstsq", "solve_lstsq", "dasketch.linear_model.lstsq_solver"),
+    ("dasketch.io", "save_sketch", "dasketch.sketch_io"),
+    ("dasketch.io", "load_sketch", "dasketch.sketch_io"),
+    ("dasketch.store_checks", "store_fingerprint", "dasketch._fingerprints"),
+    ("dasketch.store_checks", "stored_keys", "dasketch._fingerprints"),
+    ("dasketch.store_checks", "chunk_keys", "dasketch._fingerprints"),
+    ("dasketch.store_checks", "missing_chunk_keys", "dasketch._fingerprints"),
+    ("dasketch.store_checks", "SHOWN_KEYS", "dasketch._fingerprints"),
+]
+
+
+@pytest.mark.parametrize("old,name,new", MOVED, ids=[f"{o}.{n}" for o, n, _ in MOVED])
+def test_moved_names_are_importable_from_their_old_module(old, name, new):
+    assert getattr(importlib.import_module(old), name) is \
+        getattr(importlib.import_module(new), name)
+
+
+@pytest.mark.parametrize("path,make", [
+    ("dasketch.decomposition.SketchPCA", lambda X, y: SketchPCA(n_components=2).fit(X)),
+    ("dasketch.linear_model.lstsq.LstsqResult",
+     lambda X, y: sketch_lstsq(X, y, random_state=0)),
+])
+def test_a_pickle_naming_the_old_path_loads(path, make):
+    """A pickle written when the class lived at ``path`` (its reference rewritten to
+    that path in protocol 0, where it is plain text) loads as the class."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 5))
+    obj = make(X, X @ np.arange(5.0))
+    cls = type(obj)
+    data = pickle.dumps(obj, protocol=0)
+    here = f"c{cls.__module__}\n{cls.__qualname__}\n".encode()
+    assert here in data
+    module, name = path.rsplit(".", 1)
+    loaded = pickle.loads(data.replace(here, f"c{module}\n{name}\n".encode()))
+    assert type(loaded) is cls
+    if hasattr(obj, "components_"):
+        np.testing.assert_array_equal(loaded.transform(X), obj.transform(X))
+    else:
+        np.testing.assert_array_equal(loaded.x, obj.x)
