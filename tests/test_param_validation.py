@@ -17,6 +17,9 @@ from dasketch.linear_model import (
     RFDSONRegressor,
     SketchLstsqRegressor,
     dual_random_projection,
+    leverage_scores,
+    sketch_lstsq,
+    sketch_precondition,
 )
 
 X = np.random.default_rng(0).standard_normal((60, 4))
@@ -55,7 +58,11 @@ FUNCTIONS = {"sketch": _sketch, "estimate_error": _estimate, "sparse_embed": _em
              "RFDSONClassifier": _fit(RFDSONClassifier, LABELS),
              "PWSGDRegressor": _fit(PWSGDRegressor),
              "SketchLstsqRegressor": _fit(SketchLstsqRegressor),
-             "SketchPCA": lambda **params: SketchPCA(**params).fit(X)}
+             "SketchPCA": lambda **params: SketchPCA(**params).fit(X),
+             "sketch_lstsq": lambda **params: sketch_lstsq(X, Y, **params),
+             "the preconditioner": lambda **params: sketch_precondition(X, **params),
+             "leverage_scores": lambda **params: leverage_scores(
+                 X, sketch_precondition(X, random_state=0), **params)}
 
 CASES = [
     ("sketch", dict(sketch_size=True)),
@@ -112,6 +119,12 @@ CASES = [
     ("PWSGDRegressor", dict(sketch_size=True)),
     ("SketchLstsqRegressor", dict(max_iter=True)),
     ("SketchPCA", dict(block_rows=True)),
+    ("sketch_lstsq", dict(tol=True)),
+    ("sketch_lstsq", dict(tol=0.0)),
+    ("sketch_lstsq", dict(max_iter=True)),
+    ("the preconditioner", dict(sketch_size=True)),
+    ("the preconditioner", dict(check_size=-1)),
+    ("leverage_scores", dict(n_projections=True)),
 ]
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_scalar
+from sklearn.utils._param_validation import validate_parameter_constraints
 
 from dasketch._blocks import (
     CacheChoice,
@@ -33,6 +33,7 @@ from dasketch.linear_model._regression_passes import data_singular_values
 from dasketch.linear_model._sketched_regression import check_sample_weight
 from dasketch.linear_model._weighted_products import WeightedCentredProducts
 from dasketch.linear_model.preconditioning import precondition_blocks
+from dasketch.utils.params import POSITIVE_INT, Interval
 
 # Unit of the rounding terms of the error bound (as the dual random projection's).
 _ROUNDING = 2.0 * np.finfo(np.float64).eps
@@ -165,6 +166,10 @@ def error_bound(precond, x, residual, gradient, targets_norm):
     return norm_n * (np.linalg.norm(gradient, axis=0) + rounding) / low ** 2
 
 
+_LSTSQ_CONSTRAINTS = {"tol": [Interval(numbers.Real, 0, 1, closed="neither")],
+                      "max_iter": [POSITIVE_INT, None]}
+
+
 def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding="osnap",
                  nnz_per_column=None, random_state=None, client=None, block_rows=None,
                  cache="auto", sample_weight=None, fit_intercept=False):
@@ -267,8 +272,9 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
     >>> res.rank, np.round(res.x, 8).tolist()
     (3, [1.0, 2.0, 3.0, 3.0])
     """
-    tol = check_scalar(tol, "tol", numbers.Real, min_val=0, max_val=1,
-                       include_boundaries="neither")
+    validate_parameter_constraints(_LSTSQ_CONSTRAINTS, {"tol": tol, "max_iter": max_iter},
+                                   caller_name="sketch_lstsq")
+    tol = float(tol)
     blocks = as_row_blocks(A, block_rows=block_rows, name="A")
     b = _check_targets(b, blocks.n_rows)
     weights = check_sample_weight(sample_weight, blocks.n_rows)
@@ -324,7 +330,7 @@ def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
     k = precond.rank
     if max_iter is None:
         max_iter = max(2 * k, 100)
-    max_iter = check_scalar(max_iter, "max_iter", numbers.Integral, min_val=1)
+    max_iter = int(max_iter)
     root_w = None if sample_weight is None else np.sqrt(sample_weight)
     products = WeightedCentredProducts(A if _in_memory(A) else blocks, blocks,
                                        root_weights=root_w, mean=precond.mean, client=client)

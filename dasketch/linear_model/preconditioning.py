@@ -16,12 +16,13 @@ from functools import partial
 
 import numpy as np
 import scipy.linalg
-from sklearn.utils import check_scalar
+from sklearn.utils._param_validation import validate_parameter_constraints
 
 from dasketch._blocks import as_row_blocks, compute, map_rows
 from dasketch._blocks.block_functions import leverage_block
 from dasketch.kernels.embeddings import EMBEDDINGS, resolve_seed
 from dasketch.linear_model._regression_passes import weighted_sketch_pass
+from dasketch.utils.params import Interval
 from dasketch.utils.validation import as_target_vector
 
 # Streams of the random operators derived from one seed.
@@ -150,8 +151,10 @@ class SketchPreconditioner:
         return scipy.linalg.solve_triangular(self.R, v, trans="T")
 
 
-def _check_int(value, name, low):
-    return int(check_scalar(value, name, numbers.Integral, min_val=low))
+def _check_int(value, name, low, caller):
+    validate_parameter_constraints({name: [Interval(numbers.Integral, low, None, closed="left")]},
+                                   {name: value}, caller_name=caller)
+    return int(value)
 
 
 def check_regression_data(A, b, *, block_rows=None):
@@ -253,13 +256,14 @@ def precondition_blocks(blocks, b=None, *, sketch_size=None, embedding="osnap",
     if embedding not in EMBEDDINGS:
         raise ValueError(f"embedding must be one of {EMBEDDINGS}, got {embedding!r}")
     sketch_size = 4 * d if sketch_size is None else sketch_size
-    sketch_size = _check_int(sketch_size, "sketch_size", 1)
+    sketch_size = _check_int(sketch_size, "sketch_size", 1, "the preconditioner")
     if sketch_size < d:
         raise ValueError(f"sketch_size must be >= d = {d} (the number of columns of "
                          f"{name}), got {sketch_size}")
     if nnz_per_column is None:
         nnz_per_column = min(4, sketch_size) if embedding == "osnap" else 1
-    check_size = 8 * d if check_size is None else _check_int(check_size, "check_size", 0)
+    check_size = (8 * d if check_size is None
+                  else _check_int(check_size, "check_size", 0, "the preconditioner"))
     if 0 < check_size < d:
         raise ValueError(f"check_size must be 0 or >= d = {d}, got {check_size}")
     seed = resolve_seed(random_state)
@@ -378,7 +382,8 @@ def leverage_scores(A, precond, *, p=2, n_projections=None, exact=False, client=
     if exact:
         M = scipy.linalg.solve_triangular(precond.R, np.eye(d))
     else:
-        r = 32 if n_projections is None else _check_int(n_projections, "n_projections", 1)
+        r = (32 if n_projections is None
+             else _check_int(n_projections, "n_projections", 1, "leverage_scores"))
         rng = np.random.default_rng([precond.seed, STREAM_LEVERAGE])
         G = rng.standard_normal((d, r)) if p == 2 else rng.standard_cauchy((d, r))
         M = scipy.linalg.solve_triangular(precond.R, G)
