@@ -138,3 +138,23 @@ def test_row_norms_at_any_scale(scale):
     if scale < 1e150:  # the sum of squares itself is representable
         assert total == pytest.approx(float(np.sum(expected ** 2)), rel=1e-13)
     assert np.isfinite(largest)
+
+
+def test_a_flat_noise_tail_does_not_grow_the_projection(tmp_path):
+    """Low rank plus noise spread over all n directions, weakly regularised: the
+    inner CG is slow, but a projection grown fourfold cannot capture the noise
+    (its effective dimension is near n), so it stays at m, with about as many
+    passes (61, and 60 grown to 40 when every slow inner CG grew it: one of them
+    the growth pass, with four times the projection's flops)."""
+    from dasketch import write_synthetic
+
+    X = np.asarray(write_synthetic(tmp_path / "X.zarr", 600, 2000, rank=5, decay=0.95,
+                                   noise=0.01, chunk_rows=256, random_state=0))
+    rng = np.random.default_rng(0)
+    t = X @ rng.standard_normal(2000)
+    t /= t.std()
+    labels = np.where(t + 0.3 * rng.standard_normal(600) > 0, 1.0, -1.0)
+    alpha = 1e-3 * np.sum(X ** 2) / 600
+    res = fit(X, labels, n_components=10, loss="logistic", alpha=alpha, fit_intercept=False)
+    assert res.converged and res.n_components == 10 and res.n_passes <= 66
+

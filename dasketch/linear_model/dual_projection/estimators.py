@@ -34,7 +34,9 @@ _PARAMS_DOC = """
         Algorithm 1 accurate and the default solver converge in a few
         iterations; when it is too small for the spectrum and the conjugate
         gradients contract slowly, ``solver="cg"`` grows the projection once, to
-        ``min(4 m, n, d)`` (``n_components_`` says the size it ended with).
+        ``min(4 m, n, d)``, unless the spectrum left out is too flat for that
+        to capture a quarter of it (``n_components_`` says the size it ended
+        with).
     solver : {"cg", "paper"}, default "cg"
         ``"cg"``: conjugate gradients (squared loss) or Newton-CG (other losses)
         on the full problem, preconditioned through the projection, from the

@@ -8,7 +8,12 @@ contract slowly (the rate is about ``(sqrt(kappa) - 1) / (sqrt(kappa) + 1)`` of
 the preconditioned system) and every iteration is a pass over X. The solvers
 watch the contraction of the residual: after :data:`SLOW_AFTER` iterations
 from a (re)start, a geometric mean above :data:`SLOW_RATE` per iteration grows
-the projection once, to ``min(GROWTH m, n, d)`` columns, in one pass. The
+the projection once, to ``min(GROWTH m, n, d)`` columns, in one pass, when
+that can pay: when the columns growth adds are at least :data:`SHARE` of the
+effective dimension of the part of the spectrum the projection leaves out
+(:meth:`.Preconditioner.uncaptured_dimension`). A flat tail, such as noise
+spread over all ``n`` directions, needs nearly ``n`` columns, and growing by a
+factor would cost a pass and a larger basis without fewer iterations. The
 columns already computed are kept; the new ones come from new tiles of the
 random operator (their own stream), so the grown ``R`` is still a function of
 ``(seed, stream, feature index)`` and the result does not depend on chunking.
@@ -28,6 +33,8 @@ SLOW_AFTER = 5
 SLOW_RATE = 0.5
 # The grown projection has this many times the columns (at most min(n, d)).
 GROWTH = 4
+# Growth must add at least this share of the uncaptured effective dimension.
+SHARE = 0.25
 
 
 def contracting_slowly(ratio, iterations):
@@ -53,12 +60,15 @@ class Growth:
         The seed of ``R``.
     limit : int
         The most columns the projection may have, ``min(n, d)``.
+    total_mass : float
+        ``sum_i s_i ||x_i||^2``.
     enabled : bool
         False: never grow.
     """
 
-    def __init__(self, problem, products, gram, seed, limit, enabled=True):
+    def __init__(self, problem, products, gram, seed, limit, total_mass, enabled=True):
         self.problem, self.products, self.gram = problem, products, gram
+        self.total_mass = total_mass
         self.seed = seed
         m = products.shape[1] - 1
         self.extra = min(GROWTH * m, limit) - m if enabled else 0
@@ -68,6 +78,14 @@ class Growth:
     def available(self):
         """Whether :meth:`grow` may still be called."""
         return self.extra > 0
+
+    def pays(self, preconditioners):
+        """Whether growing can capture what slows the iteration of one of the
+        targets of ``preconditioners``: the columns growth adds are at least
+        :data:`SHARE` of their uncaptured effective dimension."""
+        return self.available and any(
+            SHARE * prec.uncaptured_dimension(self.total_mass) <= self.extra
+            for prec in preconditioners)
 
     def basis(self):
         """The :class:`ProjectedBasis` of the current projection."""

@@ -100,8 +100,9 @@ def newton_cg(problem, V, f, G, curvature, growth, reference, tol, max_iter, his
     Levenberg-Marquardt term that vanishes at the optimum and keeps the fast
     local convergence).
 
-    When the inner conjugate gradients contract slowly, the projection of
-    ``growth`` (:class:`.growth.Growth`) is grown once after that Newton step.
+    When the inner conjugate gradients contract slowly and growing can pay
+    (:meth:`.growth.Growth.pays`), the projection of ``growth``
+    (:class:`.growth.Growth`) is grown once after that Newton step.
 
     When the last inner solve took one iteration that reduced the residual by
     :data:`SPECULATE` or more (the preconditioner matches the Hessian, e.g. X
@@ -141,7 +142,7 @@ def newton_cg(problem, V, f, G, curvature, growth, reference, tol, max_iter, his
             inner, slow = 0, False
         else:
             S, inner, slow, reached = _inner_cg(problem, V, G, precs, kappas, forcing, act,
-                                            watch=growth.available)
+                                            watch=growth.pays(precs.values()))
         decrease = column_dots(G[:, act], S)
         # The full step and the objective along it in one pass; a shorter step (the
         # longest of STEPS with Armijo's decrease) costs one more pass, not one per halving.

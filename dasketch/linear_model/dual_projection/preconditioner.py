@@ -45,6 +45,7 @@ class ProjectedBasis:
         bt = products[:, :size] @ self.T                            # X^T Q
         self.V, self.S, wt = np.linalg.svd(bt, full_matrices=False)
         self.SW = self.S[:, None] * wt                               # S W^T
+        self.captured = float(np.sum(self.S ** 2))                   # ||X^T S Q||_F^2
         self.size = size
         self.fit_intercept = fit_intercept
 
@@ -67,10 +68,18 @@ class Preconditioner:
         C = basis.T.T @ curvature_gram[:size, :size] @ basis.T          # Q^T D Q
         core = basis.SW @ C @ basis.SW.T                                 # S W^T C W S
         core = 0.5 * (core + core.T)
-        smallest = max(float(np.linalg.eigvalsh(core)[0]), 0.0) if core.size else 0.0
+        eigenvalues = np.maximum(np.linalg.eigvalsh(core), 0.0) if core.size else np.zeros(1)
+        smallest = float(eigenvalues[0])
+        # the captured eigenvalue at half the captured dimension: the largest
+        # ones are accurate with the other half as oversampling (Halko, Martinsson
+        # and Tropp, SIAM Review 2011), and no uncaptured eigenvalue exceeds it much
+        self.middle = float(eigenvalues[(eigenvalues.size - 1) // 2])
         self.V = basis.V
         self.lam = lam
         self.outside = lam + smallest
+        self.captured = basis.captured
+        # the curvature of the captured part, averaged over its mass
+        self.mean_curvature = float(np.trace(core)) / max(basis.captured, np.finfo(float).tiny)
         self.factor = scipy.linalg.cho_factor(core + lam * np.eye(core.shape[0]))
         self.fit_intercept = basis.fit_intercept
         if self.fit_intercept:
@@ -79,6 +88,19 @@ class Preconditioner:
             self.Ac = self._solve_weights(self.c)
             e = float(basis.ones @ Cq) + intercept_curvature
             self.schur = max(e - float(self.c @ self.Ac), 1e-12 * e, np.finfo(float).tiny)
+
+    def uncaptured_dimension(self, total_mass):
+        """An estimate of the effective dimension ``sum_i mu_i / (mu_i + lambda)``
+        of the Hessian outside the captured subspace, whose eigenvalues ``mu_i``
+        the preconditioner sets to :attr:`outside`: the mass left outside,
+        ``total_mass - ||X^T S Q||_F^2`` (``total_mass = sum_i s_i ||x_i||^2``),
+        weighted by the captured part's mean curvature, over the largest such
+        eigenvalue plus lambda, the largest taken as the captured eigenvalue at
+        half the captured dimension (:attr:`middle`). Each eigenvalue then
+        contributes at least its share of the mass, so it is a lower estimate
+        while the uncaptured eigenvalues lie below that one."""
+        left = max(float(total_mass) - self.captured, 0.0) * self.mean_curvature
+        return left / (self.middle + self.lam)
 
     def _solve_weights(self, r):
         """``(B^T C B + lambda I)^{-1} r`` by Woodbury through the basis V."""

@@ -17,7 +17,7 @@ preconditioner of the full problem instead (:mod:`.preconditioner`), with
 conjugate gradients for the squared loss and Newton-CG for the others
 (:mod:`.solvers`): one pass over X per iteration, no divergence, and exact
 preconditioning when the rank of X is at most m; a projection too small for
-the spectrum of X is grown once (:mod:`.growth`).
+the spectrum of X is grown once when that can pay (:mod:`.growth`).
 
 Every fit reports its relative optimality residual
 ``||grad F(w, b)|| / ||grad F(0, b0)||`` (``b0`` the best constant model, 0
@@ -295,8 +295,10 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         Theorems 1 and 2 ask ``m = O(r log r)``). When m is too small for the
         spectrum of X and the conjugate gradients of ``solver="cg"`` contract
         slowly, the projection is grown once, to ``min(4 m, n, d)`` columns, in
-        one more pass that keeps the columns already computed (the result's
-        ``n_components`` is the size it ended with).
+        one more pass that keeps the columns already computed, unless the
+        spectrum left out is too flat for the new columns to capture a quarter
+        of it (:mod:`.growth`; the result's ``n_components`` is the size it
+        ended with).
     solver : {"cg", "paper"}, default "cg"
         ``"cg"``: conjugate gradients (squared loss) or Newton-CG (other losses)
         on the full problem, preconditioned through the projection and started
@@ -424,7 +426,8 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         Z, B, W1 = algorithm_one(full, xhat, b0, products[:, :m], column_sums,
                                  target_products)
         V = full.stack(W1, B)
-        growth = Growth(full, products[:, :m + 1], gram[:, :m + 1], seed, min(n, d))
+        growth = Growth(full, products[:, :m + 1], gram[:, :m + 1], seed, min(n, d),
+                        total_mass=row_norms[0])
         if loss == "squared":
             g_zero = full.stack(-target_products, -(s * Y).sum(axis=0))
             V, cert, f, n_iter, G = pcg_squared(

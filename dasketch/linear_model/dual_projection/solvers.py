@@ -204,7 +204,8 @@ def pcg_squared(problem, V, intercept_only, gradient_intercept_only, gradient_at
     the intercept-only model. Each later pass computes ``H [P, V]``: ``H P`` for
     the step and the true gradient of the current iterate, from which the
     residual of the next one is a single update (residual replacement).
-    When the residuals contract slowly the projection of ``growth``
+    When the residuals contract slowly and growing can pay
+    (:meth:`.growth.Growth.pays`), the projection of ``growth``
     (:class:`.growth.Growth`) is grown once and the iteration restarts from the
     current iterate with the new preconditioner.
     """
@@ -251,7 +252,7 @@ def pcg_squared(problem, V, intercept_only, gradient_intercept_only, gradient_at
         best.update(act, V, G, f, cert)
         active[act] = ~(best.finished[act] | best.stalled[act] | ~(pHp > 0))
         act = np.flatnonzero(active)
-        if act.size and growth.available and contracting_slowly(
+        if act.size and growth.pays([precs[k] for k in act]) and contracting_slowly(
                 cert[act] / cert_start[act], n_iter - start):
             precs = _squared_preconditioners(problem, *growth.grow())
             start, cert_start = n_iter, cert.copy()
