@@ -40,8 +40,9 @@ from dasketch.linear_model.dual_projection.losses import loss_curvature, loss_de
 PROJECTION_STREAM = 0x445250
 # Stream of the columns a grown projection adds to R.
 GROWTH_STREAM = PROJECTION_STREAM + 1
-# Largest entries between which row norms are summed without scaling.
-SAFE_SQUARES = (1e-100, 1e100)
+# Squared row norms below this are summed again scaled: entries whose squares
+# underflow (below about 1e-154) are then under 1e-108 of the row's norm.
+SMALLEST_SQUARE = 1e-200
 
 
 def _dense(values):
@@ -67,23 +68,35 @@ def _gram_terms(xhat, y, s):
                            [np.count_nonzero(~np.isfinite(xhat))]])
 
 
-def _row_norm_terms(block, s):
-    """``sum_i s_i ||x_i||^2`` and the largest norm of a row of weight > 0 (scaled,
-    as LAPACK's ``nrm2``: finite rows never overflow)."""
-    positive = np.flatnonzero(s[:, 0] > 0)
-    rows = block if positive.size == block.shape[0] else block[positive]
+def _squared_row_norms(rows):
+    return np.ravel(rows.multiply(rows).sum(axis=1, dtype=np.float64)
+                    if scipy.sparse.issparse(rows)
+                    else np.einsum("ij,ij->i", rows, rows, dtype=np.float64))
+
+
+def _scaled_row_norms(rows):
+    """Row norms scaled as LAPACK's ``nrm2`` (finite rows never overflow); NaN
+    or Inf gives Inf."""
     values = rows.data if scipy.sparse.issparse(rows) else rows
     scale = max(float(values.max()), -float(values.min())) if values.size else 0.0
-    norms = np.full(positive.size, 0.0 if np.isfinite(scale) else np.inf)
-    if 0.0 < scale < np.inf:
-        # Entries within 1e+-100 square without overflow, and those squares that
-        # underflow are below 1e-108 of the largest: no scaled copy is needed.
-        factor = 1.0 if SAFE_SQUARES[0] < scale < SAFE_SQUARES[1] else scale
-        scaled = rows / factor if factor != 1.0 else rows
-        squares = (scaled.multiply(scaled).sum(axis=1, dtype=np.float64)
-                   if scipy.sparse.issparse(scaled)
-                   else np.einsum("ij,ij->i", scaled, scaled, dtype=np.float64))
-        norms = factor * np.sqrt(np.ravel(squares))
+    if not 0.0 < scale < np.inf:
+        return np.full(rows.shape[0], 0.0 if np.isfinite(scale) else np.inf)
+    return scale * np.sqrt(_squared_row_norms(rows / scale))
+
+
+def _row_norm_terms(block, s):
+    """``sum_i s_i ||x_i||^2`` and the largest norm of a row of weight > 0.
+
+    Squares are summed as they are; rows whose sum overflows, is not finite, or
+    lies below :data:`SMALLEST_SQUARE` (where squares of entries may have
+    underflowed) are summed again scaled (:func:`_scaled_row_norms`)."""
+    positive = np.flatnonzero(s[:, 0] > 0)
+    rows = block if positive.size == block.shape[0] else block[positive]
+    squares = _squared_row_norms(rows)
+    norms = np.sqrt(squares)
+    again = np.flatnonzero(~(squares >= SMALLEST_SQUARE) | ~np.isfinite(squares))
+    if again.size:
+        norms[again] = _scaled_row_norms(rows[again])
     return [float(s[positive, 0] @ norms ** 2), norms.max() if norms.size else 0.0]
 
 
