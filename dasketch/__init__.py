@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 
 _PUBLIC = {
     "RFDSONClassifier": "dasketch.linear_model.rfd_son",
-    "RFDSONRegressor": "dasketch.linear_model.rfd_son",
+    "RFDSONRegressor": "dasketch.linear_model.rfd_son_regressor",
     "Sketch": "dasketch.kernels.frequent_directions",
     "SketchPCA": "dasketch.decomposition",
     "estimate_error": "dasketch.sketching",

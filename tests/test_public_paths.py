@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
-from dasketch import SketchPCA
+from dasketch import RFDSONClassifier, RFDSONRegressor, SketchPCA
 from dasketch.linear_model import sketch_lstsq
 
 # (path users import from, name, module that defines it now)
@@ -25,6 +25,10 @@ MOVED = [
     ("dasketch.store_checks", "chunk_keys", "dasketch._fingerprints"),
     ("dasketch.store_checks", "missing_chunk_keys", "dasketch._fingerprints"),
     ("dasketch.store_checks", "SHOWN_KEYS", "dasketch._fingerprints"),
+    ("dasketch.linear_model.rfd_son", "RFDSONRegressor",
+     "dasketch.linear_model.rfd_son_regressor"),
+    ("dasketch", "RFDSONRegressor", "dasketch.linear_model.rfd_son_regressor"),
+    ("dasketch.linear_model", "RFDSONRegressor", "dasketch.linear_model.rfd_son_regressor"),
 ]
 
 
@@ -38,6 +42,10 @@ def test_moved_names_are_importable_from_their_old_module(old, name, new):
     ("dasketch.decomposition.SketchPCA", lambda X, y: SketchPCA(n_components=2).fit(X)),
     ("dasketch.linear_model.lstsq.LstsqResult",
      lambda X, y: sketch_lstsq(X, y, random_state=0)),
+    ("dasketch.linear_model.rfd_son.RFDSONClassifier",
+     lambda X, y: RFDSONClassifier(sketch_size=3).fit(X, y > 0)),
+    ("dasketch.linear_model.rfd_son.RFDSONRegressor",
+     lambda X, y: RFDSONRegressor(sketch_size=3).fit(X, y)),
 ])
 def test_a_pickle_naming_the_old_path_loads(path, make):
     """A pickle written when the class lived at ``path`` (its reference rewritten to
@@ -54,5 +62,7 @@ def test_a_pickle_naming_the_old_path_loads(path, make):
     assert type(loaded) is cls
     if hasattr(obj, "components_"):
         np.testing.assert_array_equal(loaded.transform(X), obj.transform(X))
+    elif hasattr(obj, "predict"):
+        np.testing.assert_array_equal(loaded.predict(X), obj.predict(X))
     else:
         np.testing.assert_array_equal(loaded.x, obj.x)

@@ -13,7 +13,7 @@ _PUBLIC = {
     "LstsqResult": "dasketch.linear_model.lstsq_solver",
     "PWSGDRegressor": "dasketch.linear_model.pwsgd",
     "RFDSONClassifier": "dasketch.linear_model.rfd_son",
-    "RFDSONRegressor": "dasketch.linear_model.rfd_son",
+    "RFDSONRegressor": "dasketch.linear_model.rfd_son_regressor",
     "SketchLstsqRegressor": "dasketch.linear_model.lstsq",
     "SketchPreconditioner": "dasketch.linear_model.preconditioning",
     "dual_random_projection": "dasketch.linear_model.dual_projection.solve",

@@ -1,4 +1,5 @@
-"""Shared machinery of the RFD-SON estimators (:mod:`dasketch.linear_model.rfd_son`):
+"""Shared machinery of the RFD-SON estimators (:mod:`dasketch.linear_model.rfd_son`,
+:mod:`dasketch.linear_model.rfd_son_regressor`):
 parameter resolution, validation, the walk over row blocks that feeds the compiled
 kernel of :mod:`dasketch.kernels.online_newton`, online statistics and predictions."""
 
