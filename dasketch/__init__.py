@@ -13,13 +13,13 @@ _PUBLIC = {
     "RFDSONRegressor": "dasketch.linear_model.rfd_son_regressor",
     "Sketch": "dasketch.kernels.frequent_directions",
     "SketchPCA": "dasketch.decomposition",
-    "estimate_error": "dasketch.sketching",
+    "estimate_error": "dasketch.error_estimate",
     "get_client": "dasketch.cluster",
     "load_sketch": "dasketch.sketch_io",
     "merge_sketches": "dasketch.kernels.frequent_directions",
     "save_sketch": "dasketch.sketch_io",
     "sketch": "dasketch.sketching",
-    "sparse_embed": "dasketch.sketching",
+    "sparse_embed": "dasketch.sparse_embedding",
     "write_synthetic": "dasketch.datasets",
 }
 

@@ -114,7 +114,7 @@ def _worker_budget(limit):
 
 
 def estimate_memory_bytes(n_vectors, n_features, split_every, read_bytes=0):
-    """Bytes one task of :func:`~dasketch.sketching.estimate_error` holds at least:
+    """Bytes one task of :func:`~dasketch.error_estimate.estimate_error` holds at least:
     a block's rows, its test vectors and its product ``X^T X Omega`` (d x r float64
     each), or a sum of ``split_every`` products and one more held while waiting."""
     product = 8.0 * int(n_vectors) * int(n_features)
@@ -123,7 +123,7 @@ def estimate_memory_bytes(n_vectors, n_features, split_every, read_bytes=0):
 
 def check_estimate_memory(client, n_vectors, n_features, split_every, *, read_bytes=0,
                           lower_fan_in=False):
-    """The fan-in to run :func:`~dasketch.sketching.estimate_error` with, after
+    """The fan-in to run :func:`~dasketch.error_estimate.estimate_error` with, after
     checking that one of its tasks fits the workers' memory limit.
 
     With ``lower_fan_in`` (no ``split_every`` given) the fan-in drops, down to 2,

@@ -1,5 +1,7 @@
-"""The public entry points :func:`sketch` and :func:`sparse_embed`: a whole
-(possibly larger than memory) matrix sketched block by block on Dask."""
+"""The public entry point :func:`sketch`: a whole (possibly larger than memory)
+matrix sketched block by block on Dask. :func:`estimate_error`
+(:mod:`dasketch.error_estimate`) and :func:`sparse_embed`
+(:mod:`dasketch.sparse_embedding`) are re-exported here."""
 
 from __future__ import annotations
 
@@ -10,32 +12,30 @@ import numpy as np
 from sklearn.utils._param_validation import StrOptions, validate_parameter_constraints
 
 from dasketch._blocks import (
-    add,
     as_row_blocks,
     compute,
     default_block_rows,
     map_reduce,
-    sparse_embed_streams,
 )
 from dasketch._blocks.block_functions import (
-    gram_block,
     merge_all_sketches,
     resized_sketch,
     sketch_block,
 )
 from dasketch._blocks.scheduler import default_client
 from dasketch._blocks.tasks import check_split_every, task
-from dasketch.kernels.embeddings import EMBEDDINGS, check_embedding, gaussian_rows, resolve_seed
-from dasketch.kernels.frequent_directions import Sketch, check_sketch_parameters
+from dasketch.error_estimate import estimate_error  # noqa: F401 - re-exported
+from dasketch.kernels.embeddings import resolve_seed
+from dasketch.kernels.frequent_directions import check_sketch_parameters
 from dasketch.kernels.shrink import UPDATES
 from dasketch.kernels.sketch_checks import METHODS
 from dasketch.kernels.sparse_fd import (
     DEFAULT_FAILURE_PROBABILITY,
     check_failure_probability,
-    error_from_products,
 )
-from dasketch.sketch_memory import check_estimate_memory, check_task_memory
-from dasketch.utils.params import FAN_IN, POSITIVE_INT, RANDOM_STATE, Interval
+from dasketch.sketch_memory import check_task_memory
+from dasketch.sparse_embedding import sparse_embed  # noqa: F401 - re-exported
+from dasketch.utils.params import PASS_CONSTRAINTS, RANDOM_STATE, Interval
 
 SKETCH_UPDATES = UPDATES + ("randomized",)
 # Inner merges hold split_every working sketches at once; the working size is capped
@@ -50,15 +50,6 @@ RANDOMIZED_BLOCK_NONZEROS = 2 ** 23
 RANDOMIZED_MAX_BLOCK_ROWS = 2 ** 17
 # Values a block of wide dense rows may hold to reach 16 l rows (128 MiB).
 WIDE_BLOCK_VALUES = 2 ** 24
-# The arguments of a blocked pass over X (X itself is checked by as_row_blocks).
-_PASS_CONSTRAINTS = {
-    "X": "no_validation",
-    "split_every": [FAN_IN, None],
-    "client": "no_validation",
-    "block_rows": [POSITIVE_INT, None],
-    "component": [str, None],
-    "storage_options": [dict, None],
-}
 
 
 def choose_update(update, sparse, n_features, sketch_size):
@@ -154,7 +145,7 @@ def default_split_every(working_size, n_features):
 
 
 _SKETCH_CONSTRAINTS = {
-    **_PASS_CONSTRAINTS,
+    **PASS_CONSTRAINTS,
     "sketch_size": [Interval(numbers.Integral, 2, None, closed="left")],
     "method": [StrOptions(set(METHODS))],
     "alpha0": [Interval(numbers.Real, 0, np.inf, closed="left")],
@@ -316,188 +307,3 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
     (result,) = compute(task(resized_sketch)(root, int(sketch_size)), client=client,
                         progress=progress)
     return result
-
-
-_ESTIMATE_CONSTRAINTS = {
-    **_PASS_CONSTRAINTS,
-    "sketch": [Sketch],
-    "n_vectors": [POSITIVE_INT],
-    "random_state": RANDOM_STATE,
-}
-
-
-def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=None,
-                   client=None, block_rows=None, component=None, storage_options=None):
-    """Bracket the actual spectral error of ``sketch`` on ``X`` in one blocked pass.
-
-    With ``r = n_vectors`` Gaussian vectors ``Omega`` (d x r) the pass computes
-    ``X^T X Omega``; then for ``E = A^T A + alpha0 I - (B^T B + alpha I)`` (``A``
-    centred for a centred sketch) ``lower = ||E Q||_2``, ``Q`` an orthonormal basis
-    of ``Omega``, is at most the error, and ``upper = 10 sqrt(2/pi) max_i ||E
-    omega_i||`` is at least the error except with probability ``10 ** -r``
-    (Halko, Martinsson, Tropp, SIAM Review 2011, Section 4.3, Lemma 4.1). The
-    upper end is loose (it grows with the Frobenius norm of ``E``); ``lower`` is
-    the estimate to read.
-
-    Parameters
-    ----------
-    X : dask.array.Array, numpy.ndarray, scipy.sparse matrix, str or os.PathLike
-        The data that was sketched, any input :func:`sketch` accepts.
-    sketch : Sketch
-        The sketch of ``X`` to check.
-    n_vectors : int, default 10
-        ``r >= 1``; the upper end fails with probability ``10 ** -r``.
-    random_state : None, int or numpy.random.Generator, optional
-        Seeds the Gaussian vectors.
-    split_every : int, optional
-        As for :func:`sketch`.
-    client : distributed.Client, optional
-        As for :func:`sketch`.
-    block_rows : int, optional
-        As for :func:`sketch`.
-    component : str, optional
-        As for :func:`sketch`.
-    storage_options : dict, optional
-        As for :func:`sketch`.
-
-    Returns
-    -------
-    ErrorEstimate
-        ``lower``, ``upper``, ``n_vectors`` and ``failure_probability``.
-
-    Raises
-    ------
-    ValueError
-        When one task would not fit the workers' memory limit (a partial sum holds
-        ``split_every`` products of ``d x n_vectors`` float64 values; see
-        :func:`dasketch.sketch_memory.check_estimate_memory`), naming the
-        ``n_vectors`` that fits.
-
-    See Also
-    --------
-    sketch : Make the sketch this checks.
-    Sketch.error_bound : The certified bound the estimate is compared with.
-
-    Examples
-    --------
-    >>> import numpy as np, dasketch
-    >>> X = np.random.default_rng(0).standard_normal((500, 30))
-    >>> s = dasketch.sketch(X, 5)
-    >>> est = dasketch.estimate_error(X, s, random_state=0)
-    >>> err = np.linalg.norm(X.T @ X - s.covariance(), 2)
-    >>> bool(est.lower <= err <= est.upper), est.failure_probability
-    (True, 1e-10)
-    """
-    validate_parameter_constraints(_ESTIMATE_CONSTRAINTS, locals(), caller_name="estimate_error")
-    if sketch.scale_exponent:
-        e = sketch.scale_exponent
-        raise ValueError(f"sketch: it holds rows divided by 2**{e} (their squares are beyond "
-                         f"float64's range); check it as estimate_error(numpy.ldexp(X, -{e}), "
-                         f"sketch.scaled())")
-    blocks = as_row_blocks(X, block_rows=block_rows, component=component,
-                           storage_options=storage_options)
-    if blocks.n_features != sketch.n_features or blocks.n_rows != sketch.n_rows:
-        raise ValueError(f"X has shape ({blocks.n_rows}, {blocks.n_features}) but the sketch "
-                         f"summarises ({sketch.n_rows}, {sketch.n_features})")
-    seed = resolve_seed(random_state)
-    fan_in = check_estimate_memory(
-        client if client is not None else default_client(), int(n_vectors),
-        blocks.n_features, check_split_every(split_every), read_bytes=blocks.read_bytes,
-        lower_fan_in=split_every is None)
-    gram = map_reduce(blocks, partial(gram_block, seed=seed, n_vectors=int(n_vectors)),
-                      add, split_every=fan_in, keeps_block=False)
-    (gram_omega,) = compute(gram, client=client)
-    omega = gaussian_rows(seed, 1, 0, sketch.n_features, int(n_vectors))
-    return error_from_products(sketch, omega, gram_omega)
-
-
-_EMBED_CONSTRAINTS = {
-    **_PASS_CONSTRAINTS,
-    "sketch_size": [POSITIVE_INT],
-    "embedding": [StrOptions(set(EMBEDDINGS))],
-    "nnz_per_column": [POSITIVE_INT, None],
-    "random_state": RANDOM_STATE,
-    "stream": [Interval(numbers.Integral, 0, None, closed="left")],
-}
-
-
-def sparse_embed(X, sketch_size, *, embedding="osnap", nnz_per_column=None, random_state=None,
-                 stream=0, split_every=None, client=None, block_rows=None, component=None,
-                 storage_options=None):
-    """Compute the small dense ``S X`` (``s x d``) for a sparse random embedding ``S``.
-
-    ``S`` is CountSketch (Clarkson and Woodruff, STOC 2013), OSNAP with ``k``
-    nonzeros per column (Nelson and Nguyen, FOCS 2013) or the sparse Cauchy
-    transform (Meng and Mahoney, STOC 2013), the embeddings that precondition
-    pwSGD (Yang, Chow, Re, Mahoney, JMLR 2018, Section 3). Column ``i`` of ``S``
-    is drawn from ``(random_state, stream, i // TILE)``, so each block of rows
-    builds only its own columns, the block products ``S_blk X_blk`` are
-    tree-summed, and the result is the same for any chunking or scheduler.
-    ``scipy.linalg.clarkson_woodruff_transform`` draws the same distribution for
-    ``embedding="countsketch"`` but needs the whole matrix in memory and its result
-    depends on the row count only through one global draw, so it cannot be
-    computed block by block.
-
-    Parameters
-    ----------
-    X : dask.array.Array, numpy.ndarray, scipy.sparse matrix, str or os.PathLike
-        Rows are samples; a string or path is a zarr store.
-    sketch_size : int
-        Number of rows ``s`` of ``S X``.
-    embedding : {"osnap", "countsketch", "cauchy"}, default "osnap"
-        The distribution of ``S``.
-    nnz_per_column : int, optional
-        Nonzeros per column of ``S``: 1 for CountSketch and Cauchy; default
-        ``min(4, sketch_size)`` for OSNAP.
-    random_state : None, int or numpy.random.Generator, optional
-        Seeds ``S``.
-    stream : int, default 0
-        Index of an independent stream of embeddings for the same seed.
-    split_every : int, optional
-        As for :func:`sketch`.
-    client : distributed.Client, optional
-        As for :func:`sketch`.
-    block_rows : int, optional
-        As for :func:`sketch`.
-    component : str, optional
-        As for :func:`sketch`.
-    storage_options : dict, optional
-        As for :func:`sketch`.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``S X`` in float64, shape ``(sketch_size, d)``.
-
-    See Also
-    --------
-    dasketch.linear_model.sketch_precondition : Precondition least squares with
-        such an embedding.
-    sketch : A deterministic sketch with a certified error bound.
-
-    Examples
-    --------
-    >>> import numpy as np, dasketch
-    >>> X = np.random.default_rng(0).standard_normal((2000, 5))
-    >>> SX = dasketch.sparse_embed(X, 40, random_state=0)
-    >>> SX.shape
-    (40, 5)
-    >>> same = dasketch.sparse_embed(X, 40, random_state=0, block_rows=300)
-    >>> bool(np.allclose(SX, same))
-    True
-    """
-    validate_parameter_constraints(_EMBED_CONSTRAINTS, locals(), caller_name="sparse_embed")
-    if nnz_per_column is None:
-        nnz_per_column = min(4, int(sketch_size)) if embedding == "osnap" else 1
-    check_embedding(embedding, nnz_per_column)
-    if nnz_per_column > sketch_size:
-        raise ValueError(f"nnz_per_column ({nnz_per_column}) must not exceed sketch_size "
-                         f"({sketch_size})")
-    blocks = as_row_blocks(X, block_rows=block_rows, component=component,
-                           storage_options=storage_options)
-    root = sparse_embed_streams(blocks, [(stream, sketch_size, embedding, nnz_per_column)],
-                                resolve_seed(random_state), split_every=split_every)
-    (result,) = compute(root, client=client)
-    return result
-
-

@@ -50,3 +50,12 @@ RANDOM_STATE = [None, Interval(numbers.Integral, 0, None, closed="left"),
 POSITIVE_INT = Interval(numbers.Integral, 1, None, closed="left")
 # Fan-in of a reduction tree.
 FAN_IN = Interval(numbers.Integral, 2, None, closed="left")
+# The arguments of a blocked pass over X (X itself is checked by as_row_blocks).
+PASS_CONSTRAINTS = {
+    "X": "no_validation",
+    "split_every": [FAN_IN, None],
+    "client": "no_validation",
+    "block_rows": [POSITIVE_INT, None],
+    "component": [str, None],
+    "storage_options": [dict, None],
+}
