@@ -301,6 +301,25 @@ def _check_targets(b, n):
     return b
 
 
+def _outside_sketch(precond, full_gradient, residual):
+    """Per target, whether ``A^T r`` has a part outside the row space of the
+    sketch beyond ten times what rounding (``u sqrt(n) F ||r||``) and the
+    directions dropped as numerically null (singular values below
+    ``max(n, d) eps`` times the largest, which the embedding may shrink by
+    ``_EMBEDDING_SLACK``) can put there: the sketch then lost directions of the
+    row space of ``A`` that the targets see, and the error bound, which assumes
+    that it spans them, does not hold."""
+    n, d = residual.shape[0], full_gradient.shape[0]
+    V = precond.basis * precond.singular_values[:precond.rank]   # orthonormal
+    part = np.linalg.norm(full_gradient - V @ (V.T @ full_gradient), axis=0)
+    frobenius = precond.frobenius + (0.0 if precond.mean is None else
+                                     np.sqrt(precond.weight_sum) * np.linalg.norm(precond.mean))
+    dropped = (_EMBEDDING_SLACK * max(n, d) * np.finfo(np.float64).eps
+               * precond.singular_values[0])
+    allowed = (_ROUNDING * np.sqrt(n) * frobenius + dropped) * np.linalg.norm(residual, axis=0)
+    return part > 10.0 * allowed
+
+
 def _in_memory(A):
     return isinstance(A, np.ndarray) or scipy.sparse.issparse(A)
 
@@ -369,10 +388,18 @@ def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
         istops, optimality = [0] * targets.shape[1], [0.0] * targets.shape[1]
     X = N @ Z
     residual = centred - products.forward(X)
-    gradient = N.T @ products.adjoint(residual)
+    full_gradient = products.adjoint(residual)
+    gradient = N.T @ full_gradient
     targets_norm = np.linalg.norm(targets if root_w is None else targets * root_w[:, None],
                                   axis=0) + np.sqrt(precond.weight_sum) * np.abs(shift)
     bound = error_bound(precond, X, residual, gradient, targets_norm)
+    outside = _outside_sketch(precond, full_gradient, residual)
+    if np.any(outside):
+        bound = np.where(outside, np.inf, bound)
+        warnings.warn(f"the sketch of {name} has rank {k}, below that of {name}: the "
+                      "gradient A^T r of the solution has a part outside the sketch's row "
+                      "space, so it is not the least-squares solution; increase sketch_size "
+                      "or draw another sketch (random_state)", ConvergenceWarning, stacklevel=3)
     intercept = intercept_bound = np.zeros(targets.shape[1])
     if fit_intercept:
         intercept = shift - precond.mean @ X

@@ -233,6 +233,23 @@ def sketch_precondition(A, b=None, *, sketch_size=None, embedding="osnap", nnz_p
                                random_state=random_state, client=client)
 
 
+def _rank(matrix, rcond):
+    singular_values = scipy.linalg.svdvals(matrix)
+    if not singular_values.size or singular_values[0] == 0:
+        return 0
+    return int(np.count_nonzero(singular_values > rcond * singular_values[0]))
+
+
+def _factored(sketch, rcond):
+    """``Q, R`` of ``sketch`` (at least as many rows as columns), the SVD
+    ``left, singular_values, right`` of ``R`` and its rank."""
+    Q, R = np.linalg.qr(sketch)
+    left, singular_values, right = np.linalg.svd(R)
+    rank = int(np.count_nonzero(singular_values > rcond * singular_values[0])) \
+        if singular_values[0] > 0 else 0
+    return Q, R, left, singular_values, right, rank
+
+
 def precondition_blocks(blocks, b=None, *, sketch_size=None, embedding="osnap",
                         nnz_per_column=None, check_size=None, random_state=None, client=None,
                         name="A", sample_weight=None, power=2, centre=False, full_rank=True,
@@ -250,7 +267,9 @@ def precondition_blocks(blocks, b=None, *, sketch_size=None, embedding="osnap",
     of ``X``; sparse stays sparse). ``full_rank=True`` refuses a numerically
     rank-deficient ``A``; otherwise the preconditioner's ``basis`` spans the
     numerical row space (rank decided with ``rcond``, default
-    ``max(n, d) eps``, as ``numpy.linalg.lstsq``).
+    ``max(n, d) eps``, as ``numpy.linalg.lstsq``). When the check sketch ``S' A``
+    has a higher rank than ``S A`` (rows of ``A`` collided in ``S``), the
+    preconditioner is factored from both sketches stacked.
     """
     n, d = blocks.shape
     if embedding not in EMBEDDINGS:
@@ -285,12 +304,14 @@ def precondition_blocks(blocks, b=None, *, sketch_size=None, embedding="osnap",
         ones = stacked[:, d]
         stacked = np.hstack([stacked[:, :d] - np.outer(ones, mean),
                              stacked[:, d + 1:] - np.outer(ones, target_mean)])
-    SA = stacked[:sketch_size, :d]
-    Q, R = np.linalg.qr(SA)
-    left, singular_values, right = np.linalg.svd(R)
     rcond = max(n, d) * np.finfo(np.float64).eps if rcond is None else rcond
-    rank = int(np.count_nonzero(singular_values > rcond * singular_values[0])) \
-        if singular_values[0] > 0 else 0
+    sketched = slice(0, sketch_size)
+    Q, R, left, singular_values, right, rank = _factored(stacked[sketched, :d], rcond)
+    if check_size and rank < d and _rank(stacked[sketch_size:, :d], rcond) > rank:
+        # S lost directions of the row space that S' keeps (rows of A colliding
+        # in S, likely when A has few rows): factor both sketches, stacked
+        sketched = slice(None)
+        Q, R, left, singular_values, right, rank = _factored(stacked[:, :d], rcond)
     if full_rank and rank < d:
         raise ValueError(f"{name} is numerically rank deficient (its sketch has rank {rank} "
                          f"of {d} columns); drop linearly dependent columns first (with an "
@@ -299,7 +320,7 @@ def precondition_blocks(blocks, b=None, *, sketch_size=None, embedding="osnap",
     basis = right[:rank].T / singular_values[:rank]
     x0 = None
     if b is not None:
-        x0 = basis @ (left[:, :rank].T @ (Q.T @ stacked[:sketch_size, d:]))
+        x0 = basis @ (left[:, :rank].T @ (Q.T @ stacked[sketched, d:]))
         x0 = x0.reshape((d,) + np.shape(b)[1:])
     check, singular = None, None
     if check_size:

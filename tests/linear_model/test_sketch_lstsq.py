@@ -101,3 +101,42 @@ def test_intercept_with_a_constant_column_gives_the_minimum_norm_solution(proble
     model = SketchLstsqRegressor(fit_intercept=False).fit(X, b)  # no intercept: full rank
     x_ref = np.linalg.lstsq(X, b, rcond=None)[0]
     assert model.rank_ == 6 and rel(model.coef_, x_ref) <= 1e-8
+
+
+def _collapsing_seeds(count):
+    """Seeds whose sketch of the centred rows [-0.5, 0.5] is zero (both rows hash
+    to the same rows of S with the same signs; about 6 % of seeds)."""
+    from dasketch._blocks import as_row_blocks
+    from dasketch.linear_model.preconditioning import precondition_blocks
+
+    blocks = as_row_blocks(np.array([[1.0], [2.0]]))
+    seeds = [seed for seed in range(400)
+             if precondition_blocks(blocks, random_state=seed, centre=True,
+                                    full_rank=False, check_size=0).rank == 0]
+    assert len(seeds) >= count
+    return seeds[:count]
+
+
+def test_a_sketch_that_loses_rank_is_factored_with_its_check_sketch():
+    """Two rows colliding in S: the check sketch S' has the rank S lost, and the
+    preconditioner is factored from both, so the answer is LinearRegression's."""
+    X, y = np.array([[1.0], [2.0]]), np.array([1.0, 2.0])
+    for seed in _collapsing_seeds(5):
+        res = sketch_lstsq(X, y, fit_intercept=True, random_state=seed)
+        assert res.rank == 1
+        np.testing.assert_allclose([res.x[0], res.intercept], [1.0, 0.0], atol=1e-12)
+
+
+def test_a_solution_outside_the_sketch_is_not_certified(monkeypatch):
+    """Without the check sketch's help, the rank the sketch lost shows in the
+    gradient A^T r: no certificate (infinite bound) and a warning saying what to
+    change."""
+    from dasketch.linear_model import preconditioning
+
+    seeds = _collapsing_seeds(2)
+    monkeypatch.setattr(preconditioning, "_rank", lambda matrix, rcond: 0)
+    X, y = np.array([[1.0], [2.0]]), np.array([1.0, 2.0])
+    for seed in seeds:
+        with pytest.warns(ConvergenceWarning, match="below that of A.*sketch_size"):
+            res = sketch_lstsq(X, y, fit_intercept=True, random_state=seed)
+        assert res.rank == 0 and res.coef_error_bound == np.inf
