@@ -97,6 +97,8 @@ CASES = [
     ("dual_random_projection", dict(fit_intercept=1)),
     ("dual_random_projection", dict(cache="always")),
     ("dual_random_projection", dict(split_every=1)),
+    ("dual_random_projection", dict(sample_weight=True)),
+    ("dual_random_projection", dict(sample_weight=-1.0)),
     ("get_client", dict(n_workers=True)),
     ("get_client", dict(n_workers=0)),
     ("get_client", dict(threads_per_worker=True)),
@@ -176,3 +178,12 @@ def test_bridge_refuses_bool_block_rows():
     with pytest.raises(ValueError, match=r"block_rows must be an integer in \[1, inf\), "
                                          r"got True"):
         as_row_blocks(X, block_rows=True)
+
+
+def test_a_number_is_every_weight():
+    """As in scikit-learn, ``sample_weight=2.0`` weighs every row by 2."""
+    scalar = dual_random_projection(X, Y, alpha=1.0, sample_weight=2.0, random_state=0)
+    vector = dual_random_projection(X, Y, alpha=1.0, sample_weight=np.full(len(Y), 2.0),
+                                    random_state=0)
+    np.testing.assert_array_equal(scalar.coef, vector.coef)
+

@@ -260,7 +260,8 @@ _DRP_CONSTRAINTS = {
     "split_every": [FAN_IN, None],
     "random_state": RANDOM_STATE,
     "client": "no_validation",
-    "sample_weight": ["array-like", None],
+    # a number is every weight, as in scikit-learn
+    "sample_weight": ["array-like", Interval(numbers.Real, 0, None, closed="left"), None],
     "cache": [StrOptions({"auto"}), "boolean"],
 }
 
