@@ -64,7 +64,10 @@ def test_csr_blocks_are_read_by_rows_never_dense(stored, kind):
     finally:
         tracemalloc.stop()
     assert scipy.sparse.issparse(block) and (block != X[BLOCK:2 * BLOCK]).nnz == 0
-    assert peak < dense_block / 4, (peak, dense_block)
+    # A dense read allocates at least one dense block; the CSR read about a fifth of
+    # one here, and threads left by earlier tests in the process may add to the
+    # traced peak (up to a third of one seen in a full run).
+    assert peak < dense_block / 2, (peak, dense_block)
 
 
 def test_zarr_and_h5ad_sketch_as_the_matrix_in_memory(stored):
