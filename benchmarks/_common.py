@@ -42,6 +42,17 @@ def parser(doc, quick_help="small smoke run, seconds"):
     return p
 
 
+def sizes_and_repeats(doc, quick_help, sizes, quick_sizes, argv=None, repeat=5):
+    """Parse ``--quick`` and ``--repeat R`` (default ``repeat``): ``(args, sizes)``,
+    the quick sizes and at most two rounds with ``--quick``."""
+    options = parser(doc, quick_help)
+    options.add_argument("--repeat", type=int, default=repeat)
+    args = options.parse_args(argv)
+    if args.quick:
+        sizes, args.repeat = quick_sizes, min(args.repeat, 2)
+    return args, sizes
+
+
 # ---------------------------------------------------------------------- timing
 def best_time(func, repeat):
     """Best wall time of ``repeat`` runs of ``func``, and the last result."""

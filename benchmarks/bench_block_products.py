@@ -43,9 +43,9 @@ if __package__ in (None, ""):  # run as a file: python benchmarks/bench_block_pr
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import (  # noqa: E402
     machine_facts,
-    parser,
     relative_error,
     side_by_side,
+    sizes_and_repeats,
     write_results,
 )
 
@@ -109,12 +109,8 @@ def block_case(n, d, repeat, seed=0):
 
 
 def main(argv=None):
-    options = parser(__doc__, "smaller blocks, fewer repeats, seconds")
-    options.add_argument("--repeat", type=int, default=5)
-    args = options.parse_args(argv)
-    blocks = FULL_BLOCKS
-    if args.quick:
-        blocks, args.repeat = QUICK_BLOCKS, min(args.repeat, 2)
+    args, blocks = sizes_and_repeats(__doc__, "smaller blocks, fewer repeats, seconds",
+                                     FULL_BLOCKS, QUICK_BLOCKS, argv)
     with threadpool_limits(limits=1):
         cases = [block_case(n, d, args.repeat) for n, d in blocks]
         blas = [{key: info.get(key) for key in ("internal_api", "version", "architecture",

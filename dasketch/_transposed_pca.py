@@ -40,7 +40,8 @@ import scipy.linalg
 from dasketch._blocks import add, block_tasks, compute, tree_reduce
 from dasketch._blocks.block_functions import centred_rows, transposed_pca_pass
 from dasketch._blocks.column_reads import plan_column_reads
-from dasketch._blocks.row_blocks import _block_rows, _transformed
+from dasketch._blocks.inputs import _block_rows
+from dasketch._blocks.row_blocks import _transformed
 from dasketch._blocks.transposed_store import stored_array
 from dasketch.io import open_store_array
 from dasketch.sketching import sketch

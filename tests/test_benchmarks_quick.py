@@ -27,6 +27,7 @@ SCRIPTS = {
     "bench_row_sampling": (["--seeds", "1"], "row_sampling", (), True),
     "bench_scale": ([], "scale", ("psutil",), True),
     "bench_drp": ([], "drp", ("dask_ml",), True),
+    "bench_drp_small": (["--repeat", "1"], "drp_small", (), False),
     "bench_regression": ([], "regression", (), True),
     "bench_online": ([], "online", (), True),  # runs without the JAX reference too
     "bench_faults": ([], "faults", (), True),
@@ -91,6 +92,18 @@ def _block_products(report):
                     row["seconds"][plain] / row["seconds"][ours])
 
 
+def _drp_small(report):
+    """Eager runs and Dask graphs reach the accuracy in the same passes; every
+    ratio is that of the seconds."""
+    for case in report["cases"]:
+        for task in case["tasks"].values():
+            eager, graphs = task["rows"]["dasketch eager"], task["rows"]["dasketch graphs"]
+            assert eager["passes"] == graphs["passes"]
+            assert eager["relative_error"] == graphs["relative_error"] <= 1e-5
+            assert task["graphs_over_eager"] == pytest.approx(
+                graphs["seconds"] / eager["seconds"])
+
+
 def _sketch(report):
     """Dasketch's error is within its certified bound and at least the best possible."""
     errors = report["relative_spectral_error"]
@@ -133,6 +146,7 @@ def _lstsq_store(report):
 
 
 CHECKS = {"bench_store_checks": _store_checks, "bench_block_products": _block_products,
+          "bench_drp_small": _drp_small,
           "bench_sketch": _sketch,
           "bench_sketch_size": _sketch_size, "bench_lstsq_store": _lstsq_store}
 

@@ -184,8 +184,11 @@ def _cases(tmp_path):
     for label, (run, name) in runs.items():
         if run not in recorded:  # runs shared by several pass kinds run once
             recorded[run] = _Recorder()
+            # Eager runs (one block in memory) ship no tasks; every pass here is
+            # computed by Dask, as on a cluster.
             with dask.config.set({"scheduler": recorded[run],
-                                  "optimization.fuse.active": False}):
+                                  "optimization.fuse.active": False,
+                                  "dasketch.eager": False}):
                 run()
         cases.append((label, _one_task(recorded[run].graphs, name)))
     return cases

@@ -1,7 +1,9 @@
 """The one bridge between the kernels and Dask.
 
-Inputs are normalised to :class:`RowBlocks` (:mod:`.row_blocks`; zarr stores
-through :mod:`.stores`, which builds the task that checks a store on a worker).
+Inputs are normalised to :class:`RowBlocks` (:mod:`.inputs`, :mod:`.row_blocks`;
+zarr stores through :mod:`.stores`, which builds the task that checks a store
+on a worker). One block in this process's memory runs eagerly
+(:func:`run_eagerly`): the primitives call their functions at once.
 Every pass over the blocks is one of two primitives (:mod:`.mapping`):
 :func:`map_rows`, per-block results aligned with the rows, or
 :func:`map_reduce`, per-block results combined by a deterministic tree
@@ -19,6 +21,7 @@ travel between workers.
 """
 
 from dasketch._blocks.cache import CacheChoice, cache_blocks
+from dasketch._blocks.inputs import as_row_blocks
 from dasketch._blocks.mapping import block_tasks, map_reduce, map_rows, side_by_side
 from dasketch._blocks.operators import (
     gather_rows,
@@ -32,10 +35,10 @@ from dasketch._blocks.row_blocks import (
     RowBlocks,
     append_ones_column,
     as_row_aligned,
-    as_row_blocks,
     chunk_blocks,
     default_block_rows,
     rechunk_rows,
+    run_eagerly,
     select_columns,
 )
 from dasketch._blocks.scheduler import compute, is_dask_collection, known_row_chunks, persist
@@ -46,6 +49,7 @@ __all__ = [
     "as_row_aligned", "as_row_blocks", "block_tasks", "cache_blocks", "check_split_every",
     "chunk_blocks", "compute", "default_block_rows", "gather_rows", "is_dask_collection",
     "iter_row_blocks", "known_row_chunks", "map_reduce", "map_rows", "matvec", "persist",
-    "random_projection", "rechunk_rows", "rmatvec", "select_columns", "side_by_side",
+    "random_projection", "rechunk_rows", "rmatvec", "run_eagerly", "select_columns",
+    "side_by_side",
     "sparse_embed_streams", "tree_reduce",
 ]

@@ -20,7 +20,13 @@ import dask.array as da
 import numpy as np
 
 from dasketch._blocks.row_blocks import as_row_aligned, delayed_row_chunks
-from dasketch._blocks.tasks import ReadThenApply, add, task, tree_reduce
+from dasketch._blocks.tasks import (
+    ReadThenApply,
+    add,
+    one_blas_thread_while_computing,
+    task,
+    tree_reduce,
+)
 
 
 def block_tasks(blocks, func, per_block=None, *, shared=None, keeps_block=True,
@@ -35,6 +41,9 @@ def block_tasks(blocks, func, per_block=None, *, shared=None, keeps_block=True,
     """
     which = range(len(blocks.blocks)) if which is None else which
     apply, arguments = _applied(blocks, func, per_block, keeps_block)
+    if blocks.eager:   # the arrays, computed now (RowBlocks.eager)
+        with one_blas_thread_while_computing():
+            return [apply(*arguments(i), **(shared or {})) for i in which]
     mapped = task(apply)
     shared = _shared(shared)
     return [mapped(*arguments(i), **shared) for i in which]
@@ -97,6 +106,8 @@ def _aligned_pieces(blocks, aligned):
     if not aligned:
         return None
     arrays = [as_row_aligned(a, blocks, name=f"aligned[{i}]") for i, a in enumerate(aligned)]
+    if blocks.eager:
+        return [tuple(a[start:stop] for a in arrays) for start, stop in blocks.ranges()]
     return list(zip(*(delayed_row_chunks(a) for a in arrays)))
 
 
@@ -138,12 +149,17 @@ def map_rows(blocks, func, *aligned, n_columns=None, dtype=np.float64, shared=No
 def side_by_side(*arrays):
     """Lazy row-aligned 2-D Dask arrays joined along their columns, each row chunk
     one chunk of all the columns (e.g. the projection and the columns a fit
-    adds to it)."""
+    adds to it); ndarrays (results of eager passes) joined as ndarrays."""
+    if not any(isinstance(a, da.Array) for a in arrays):
+        return np.hstack(arrays)
     return da.concatenate(arrays, axis=1).rechunk({1: -1})
 
 
 def _concatenated(blocks, parts, n_columns, dtype):
-    """The Delayed rows ``parts`` of the blocks as one lazy Dask array."""
+    """The Delayed rows ``parts`` of the blocks as one lazy Dask array (the rows
+    themselves, concatenated, for eager blocks)."""
+    if blocks.eager:
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
     pieces = [da.from_delayed(part, shape=(stop - start,) if n_columns is None
                               else (stop - start, int(n_columns)), dtype=dtype)
               for part, (start, stop) in zip(parts, blocks.ranges())]
@@ -184,9 +200,15 @@ def map_reduce(blocks, func, combine, *aligned, split_every=None, shared=None,
     if fold > 1:
         apply, arguments = _applied(blocks, func, _aligned_pieces(blocks, aligned),
                                     keeps_block)
-        folded, count = task(FoldBlocks(apply, combine)), len(blocks.blocks)
-        parts = [folded([arguments(i) for i in range(lo, min(lo + fold, count))],
-                        **_shared(shared)) for lo in range(0, count, fold)]
+        count = len(blocks.blocks)
+        groups = [[arguments(i) for i in range(lo, min(lo + fold, count))]
+                  for lo in range(0, count, fold)]
+        if blocks.eager:
+            with one_blas_thread_while_computing():
+                parts = [FoldBlocks(apply, combine)(group, **(shared or {})) for group in groups]
+        else:
+            folded = task(FoldBlocks(apply, combine))
+            parts = [folded(group, **_shared(shared)) for group in groups]
         return tree_reduce(parts, combine, split_every, part_bytes)
     parts = block_tasks(blocks, func, _aligned_pieces(blocks, aligned), shared=shared,
                         keeps_block=keeps_block)

@@ -55,6 +55,8 @@ def compute(*objs, client=None, progress=False, check_stores=True):
     result is returned. ``check_stores=False`` leaves that to the caller
     (e.g. one check after a walk that computes block by block).
     """
+    if not any(dask.is_dask_collection(obj) for obj in objs):
+        return objs   # values already (results of eager passes)
     if client is None:
         client = client_holding(objs)
     checks = store_watch.stores_read_by(objs) if check_stores else ()
@@ -135,6 +137,8 @@ def persist(*arrays, client=None):
     >>> float(a.sum().compute())
     8.0
     """
+    if not any(dask.is_dask_collection(array) for array in arrays):
+        return arrays   # values already (results of eager passes)
     checks = store_watch.stores_read_by(arrays)
     with unfused():
         if client is not None:

@@ -29,13 +29,8 @@ from dasketch._blocks.column_reads import (
     state_plan,
     undecodable_chunk,
 )
-from dasketch._blocks.row_blocks import (
-    RowBlocks,
-    _block_rows,
-    _check_dtype,
-    _transformed,
-    reader_blocks,
-)
+from dasketch._blocks.inputs import _block_rows, _check_dtype
+from dasketch._blocks.row_blocks import RowBlocks, _transformed, reader_blocks
 from dasketch._blocks.stores import open_checked_store
 from dasketch.store_checks import check_chunk_files
 

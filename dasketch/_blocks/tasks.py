@@ -212,13 +212,15 @@ def tree_reduce(parts, combine, split_every=None, part_bytes=None):
     Level by level, consecutive groups of ``split_every`` parts are combined with
     ``combine(*group)``; the tree depends only on the number of parts (and
     ``part_bytes``, the size of one part, which can lower the fan-in: see
-    :func:`check_split_every`).
+    :func:`check_split_every`). Parts that are values, not Dask collections
+    (the results of eager passes), are combined now by the same tree.
     """
     split_every = check_split_every(split_every, part_bytes)
     parts = list(parts)
     if not parts:
         raise ValueError("tree_reduce needs at least one part")
-    combine = task(combine)
+    if any(dask.is_dask_collection(part) for part in parts):
+        combine = task(combine)
     while len(parts) > 1:
         parts = [combine(*parts[i:i + split_every]) if len(parts[i:i + split_every]) > 1
                  else parts[i] for i in range(0, len(parts), split_every)]

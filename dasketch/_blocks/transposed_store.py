@@ -13,13 +13,8 @@ from __future__ import annotations
 import os
 
 from dasketch._blocks.column_reads import column_read_reader, state_plan, zarr_behind
-from dasketch._blocks.row_blocks import (
-    RowBlocks,
-    _block_rows,
-    _check_dtype,
-    _check_shape,
-    reader_blocks,
-)
+from dasketch._blocks.inputs import _block_rows, _check_dtype, _check_shape
+from dasketch._blocks.row_blocks import RowBlocks, reader_blocks
 from dasketch.io import open_store_array
 
 

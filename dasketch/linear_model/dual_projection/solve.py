@@ -39,7 +39,14 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions, validate_parameter_constraints
 from sklearn.utils.validation import _check_sample_weight
 
-from dasketch._blocks import CacheChoice, as_row_blocks, cache_blocks, compute, is_dask_collection
+from dasketch._blocks import (
+    CacheChoice,
+    as_row_blocks,
+    cache_blocks,
+    compute,
+    is_dask_collection,
+    run_eagerly,
+)
 from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
 from dasketch.linear_model.dual_projection.growth import Growth
 from dasketch.linear_model.dual_projection.losses import (
@@ -393,6 +400,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     fit_intercept = bool(fit_intercept)
     b0 = intercept_only(Y, loss, smoothing, weights) if fit_intercept else np.zeros(K)
     blocks, cache_choice = cache_blocks(source, cache, client=client)
+    blocks = run_eagerly(blocks, client)
 
     xhat, yd, sd, products, gram, finite, row_norms = projection_pass(
         blocks, Y, weights, m, seed, b0=b0, loss=loss, smoothing=smoothing,
