@@ -37,6 +37,14 @@ MOVED = [
     ("dasketch", "RFDSONRegressor", "dasketch.linear_model.rfd_son_regressor"),
     ("dasketch.linear_model", "RFDSONRegressor", "dasketch.linear_model.rfd_son_regressor"),
 ]
+MOVED += [("dasketch.kernels.frequent_directions", name, f"dasketch.kernels.{module}")
+          for module, names in [
+              ("sketch_scaling", ("SAFE_EXPONENT", "block_scale_exponent",
+                                  "divide_by_power_of_two", "scaled_block_sketch",
+                                  "with_scale_exponent", "_unscaled", "_underflow_rounding")),
+              ("sketch_checks", ("check_mergeable", "_merged_norm")),
+              ("shrink", ("_squared_norm",)),
+          ] for name in names]
 
 
 @pytest.mark.parametrize("old,name,new", MOVED, ids=[f"{o}.{n}" for o, n, _ in MOVED])

@@ -18,16 +18,15 @@ References
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse
 
+from dasketch.kernels._sketch_base import _BaseSketch
 from dasketch.kernels.shrink import (
-    EPS,
     NonFiniteError,
+    _squared_norm,
     check_finite_rows,
     rows_per_shrink,
     shrink,
@@ -37,23 +36,27 @@ from dasketch.kernels.shrink import (
 )
 from dasketch.kernels.sketch_checks import (  # noqa: F401 - METHODS is re-exported
     METHODS,
+    _merged_norm,
+    check_mergeable,
     check_sketch_fields,
     check_sketch_parameters,
     checked_mass,
     scaled_mean,
     scaled_norm,
 )
-
-# Rows whose entries are at most 2**SAFE_EXPONENT in magnitude are sketched as they are:
-# every square, and every fourth power (the norms of the Lanczos vectors of the
-# randomized update and of the products of estimate_error), stays finite for n d up to
-# 2**60. A block with larger entries is sketched divided by a power of two
-# (scale_exponent).
-SAFE_EXPONENT = 200
+from dasketch.kernels.sketch_scaling import (  # noqa: F401 - re-exported
+    SAFE_EXPONENT,
+    _underflow_rounding,
+    _unscaled,
+    block_scale_exponent,
+    divide_by_power_of_two,
+    scaled_block_sketch,
+    with_scale_exponent,
+)
 
 
 @dataclass(frozen=True, eq=False)
-class Sketch:
+class Sketch(_BaseSketch):
     """A mergeable FD / RFD sketch of the rows seen so far.
 
     Parameters
@@ -166,33 +169,6 @@ class Sketch:
 
     # ------------------------------------------------------------------ build
     @classmethod
-    def empty(cls, n_features, sketch_size, *, method="rfd", alpha0=0.0, center=False):
-        """Return the sketch of zero rows.
-
-        Parameters
-        ----------
-        n_features : int
-            Number of columns ``d``.
-        sketch_size : int
-            ``l >= 2``.
-        method : {"rfd", "fd"}, default "rfd"
-            FD or RFD estimate.
-        alpha0 : float, default 0.0
-            User regularisation ``alpha0 >= 0``.
-        center : bool, default False
-            Whether rows added later are centred (a covariance sketch).
-
-        Returns
-        -------
-        Sketch
-            With no rows and zero shrinkage.
-        """
-        check_sketch_parameters(sketch_size, method, alpha0)
-        mean = np.zeros(n_features) if center else None
-        return cls(np.zeros((0, n_features)), 0.0, 0, int(sketch_size), method,
-                   float(alpha0), mean, 0.0)
-
-    @classmethod
     def from_rows(cls, rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
                   update="auto", row_offset=0):
         """Sketch a block of rows in memory in one go.
@@ -223,193 +199,6 @@ class Sketch:
         return sketch_rows(rows, sketch_size, method=method, alpha0=alpha0,
                            center=center, update=update,
                            row_offset=row_offset)
-
-    # -------------------------------------------------------------- derived
-    @property
-    def n_features(self):
-        """Number of columns ``d``."""
-        return self.B.shape[1]
-
-    @property
-    def centered(self):
-        """Whether the sketch summarises the column-centred rows."""
-        return self.mean is not None
-
-    @property
-    def alpha(self):
-        """Ridge of the estimate: ``alpha0`` for FD, ``alpha0 + Delta / 2`` for RFD."""
-        return self.alpha0 + _unscaled(self._added_ridge, 2 * self.scale_exponent)
-
-    @property
-    def _added_ridge(self):
-        """What RFD adds to ``alpha0``, ``Delta / 2`` (0 for FD), of the stored rows."""
-        return self.shrinkage / 2.0 if self.method == "rfd" else 0.0
-
-    @property
-    def loss_bound(self):
-        """Upper bound on ``||A^T A - B^T B||_2``.
-
-        ``shrinkage_bound`` when set, else ``shrinkage``, plus ``rounding``.
-        """
-        return _unscaled(self._exact_loss_bound + self.rounding, 2 * self.scale_exponent)
-
-    @property
-    def _exact_loss_bound(self):
-        """The loss bound in exact arithmetic (without ``rounding``)."""
-        return self.shrinkage if self.shrinkage_bound is None else self.shrinkage_bound
-
-    @property
-    def error_bound(self):
-        """Spectral-norm bound on the error of :meth:`covariance`, known without the data.
-
-        ``Delta`` for FD and ``Delta / 2`` for RFD when certified; for a randomized
-        sketch ``shrinkage_bound`` (FD) or ``shrinkage_bound - shrinkage / 2``
-        (RFD), holding with probability ``1 - failure_probability``; each plus
-        ``rounding``.
-        """
-        bound = self._exact_loss_bound + self.rounding - self._added_ridge
-        return _unscaled(bound, 2 * self.scale_exponent)
-
-    def scaled(self):
-        """Return the sketch of the rows divided by ``2**scale_exponent``.
-
-        Its fields are this sketch's, ``alpha0`` divided by ``4**scale_exponent``,
-        and its ``scale_exponent`` is 0, so every bound and estimate it gives is
-        finite: the form to use for data whose squares float64 cannot hold.
-
-        Returns
-        -------
-        Sketch
-            This sketch itself when ``scale_exponent`` is 0.
-        """
-        if not self.scale_exponent:
-            return self
-        alpha0 = math.ldexp(self.alpha0, -2 * self.scale_exponent)
-        return replace(self, alpha0=alpha0, scale_exponent=0, _svd=self._svd)
-
-    @property
-    def guarantee(self):
-        """``"certified"`` (deterministic) or ``"probability >= 1 - p"``."""
-        if self.failure_probability == 0:
-            return "certified"
-        return f"probability >= 1 - {self.failure_probability:.3g}"
-
-    def with_loss(self, delta, rounding=0.0):
-        """Return the same sketch with more shrinkage and rounding error.
-
-        Both are of the stored (scaled) rows, as the fields are.
-
-        Parameters
-        ----------
-        delta : float
-            Exact shrinkage added to ``shrinkage`` (and to ``shrinkage_bound``).
-        rounding : float, default 0.0
-            Rounding error added to ``rounding``.
-
-        Returns
-        -------
-        Sketch
-            A new sketch with the same rows.
-        """
-        bound = None if self.shrinkage_bound is None else self.shrinkage_bound + delta
-        return replace(self, shrinkage=self.shrinkage + delta, shrinkage_bound=bound,
-                       rounding=self.rounding + rounding)
-
-    def covariance(self):
-        """Form the d x d estimate ``B^T B + alpha I`` of ``A^T A + alpha0 I``.
-
-        Only for moderate d; :meth:`solve` never forms it.
-
-        Returns
-        -------
-        ndarray of shape (d, d)
-            Its spectral distance to ``A^T A + alpha0 I`` is at most
-            :attr:`error_bound`.
-        """
-        B = self.B
-        estimate = B.T @ B
-        if self.scale_exponent:
-            estimate = self._finite(estimate, 2 * self.scale_exponent, "covariance()")
-        return estimate + self.alpha * np.eye(self.n_features)
-
-    def _finite(self, values, exponent, what):
-        """``values * 2**exponent`` if finite, else the error naming :meth:`scaled`."""
-        with np.errstate(over="ignore"):
-            values = np.ldexp(values, exponent)
-        if np.isfinite(values).all():
-            return values
-        raise ValueError(
-            f"{what} of this sketch is beyond float64's range (the data's entries exceed "
-            f"it when squared); scaled().{what} gives it for the rows divided by "
-            f"2**scale_exponent = 2**{self.scale_exponent}")
-
-    def _thin_svd(self):
-        if not self._svd:
-            _, s, Vt = scipy.linalg.svd(self.B, full_matrices=False,
-                                        lapack_driver="gesdd")
-            self._svd.append((s, Vt))
-        return self._svd[0]
-
-    def singular_values(self):
-        """Return the singular values of ``B``.
-
-        Returns
-        -------
-        ndarray of shape (r,)
-            In descending order; a copy.
-        """
-        values = self._thin_svd()[0].copy()
-        if self.scale_exponent:
-            values = self._finite(values, self.scale_exponent, "singular_values()")
-        return values
-
-    def components(self):
-        """Return the right singular vectors of ``B``.
-
-        Returns
-        -------
-        ndarray of shape (r, d)
-            One vector per row, by descending singular value; a copy.
-        """
-        return self._thin_svd()[1].copy()
-
-    def solve(self, v):
-        """Apply ``(B^T B + alpha I)^{-1}`` to ``v`` without forming a d x d matrix.
-
-        Uses the Woodbury identity in its eigen form: with ``B = U S V^T``,
-        ``(B^T B + alpha I)^{-1} v = V (S^2 + alpha)^{-1} V^T v
-        + (v - V V^T v) / alpha``, O(l d) per right-hand side. When
-        ``alpha == 0`` the Moore-Penrose pseudo-inverse is applied instead (the
-        second term is dropped), as in the RFD paper's Algorithm 3.
-
-        Parameters
-        ----------
-        v : array_like of shape (d,) or (d, k)
-            Right-hand side(s).
-
-        Returns
-        -------
-        ndarray
-            ``(B^T B + alpha I)^{-1} v``, of the shape of ``v``.
-        """
-        v = np.asarray(v, dtype=np.float64)
-        if v.ndim not in (1, 2) or v.shape[0] != self.n_features:
-            raise ValueError(
-                f"v must have shape ({self.n_features},) or ({self.n_features}, k), "
-                f"got {v.shape}")
-        if self.scale_exponent:
-            return np.ldexp(self.scaled().solve(v), -2 * self.scale_exponent)
-        s, Vt = self._thin_svd()
-        alpha = self.alpha
-        eig = s ** 2 + alpha
-        keep = eig > 0
-        Vt = Vt[keep]
-        proj = Vt @ v
-        scale = 1.0 / eig[keep]
-        inside = Vt.T @ (scale[:, None] * proj if v.ndim == 2 else scale * proj)
-        if alpha > 0:
-            inside += (v - Vt.T @ proj) / alpha
-        return inside
 
     # ------------------------------------------------------------ combining
     def merge(self, *others):
@@ -454,35 +243,6 @@ class Sketch:
                             alpha0=self.alpha0, center=self.centered,
                             update=update, row_offset=offset)
         return merge_sketches((self, block))
-
-    def resize(self, sketch_size):
-        """Shrink to a smaller ``sketch_size`` (one more shrink, ``Delta`` grows by its ``delta``).
-
-        Sketching with a larger working size and resizing at the end keeps every
-        guarantee for the final size: each shrink with size ``m >= l`` removes at
-        least ``m delta >= l delta`` of Frobenius mass, which is all the proof of
-        ``Delta <= ||A - [A]_k||_F^2 / (l - k)`` uses ([2]_ Thm. 3.1).
-
-        Parameters
-        ----------
-        sketch_size : int
-            The new ``l``, at most the current one.
-
-        Returns
-        -------
-        Sketch
-            A new sketch of at most ``sketch_size - 1`` rows.
-        """
-        check_sketch_parameters(sketch_size, self.method, self.alpha0)
-        if sketch_size > self.sketch_size:
-            raise ValueError(f"sketch_size must not exceed the current size "
-                             f"{self.sketch_size}, got {sketch_size}")
-        B, delta = shrink_rows([self.B], sketch_size)
-        rounding = 0.0
-        if self.B.shape[0] >= sketch_size:
-            rounding = shrink_rounding(*self.B.shape, _squared_norm(self.B))
-        return replace(self.with_loss(delta, rounding), B=B, sketch_size=int(sketch_size),
-                       _svd=[])
 
     def __repr__(self):
         return (f"Sketch(method={self.method!r}, sketch_size={self.sketch_size}, "
@@ -578,139 +338,9 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
                    frobenius_sq=frobenius_sq, rounding=rounding, _svd=[])
 
 
-def block_scale_exponent(rows):
-    """The power of two ``e >= 0`` to divide ``rows`` by before sketching them.
-
-    0 when every entry is at most ``2**SAFE_EXPONENT`` in magnitude (or the block
-    holds NaN or Inf, reported by the sketch itself); else the smallest ``e``
-    that brings the largest entry within it. Dividing by a power of two is exact
-    but for entries pushed below float64's smallest subnormal, which
-    :func:`with_scale_exponent` accounts for.
-
-    Parameters
-    ----------
-    rows : ndarray or scipy.sparse matrix
-
-    Returns
-    -------
-    int
-    """
-    values = rows.data if scipy.sparse.issparse(rows) else rows
-    if not values.size or not np.issubdtype(values.dtype, np.floating):
-        return 0  # integer entries are below 2**64
-    top = max(float(values.max()), -float(values.min()))  # no |values| temporary
-    if not np.isfinite(top):
-        return 0
-    return max(math.frexp(top)[1] - SAFE_EXPONENT, 0)
-
-
-def divide_by_power_of_two(rows, exponent):
-    """``rows * 2**-exponent`` in float64 (ndarray or CSR), exact but for underflow."""
-    rows = to_float64(rows)
-    if scipy.sparse.issparse(rows):
-        return scipy.sparse.csr_matrix((np.ldexp(rows.data, -exponent), rows.indices,
-                                        rows.indptr), shape=rows.shape)
-    return np.ldexp(rows, -exponent)
-
-
-def _unscaled(value, exponent):
-    """``value * 2**exponent`` as a float (``inf`` beyond float64's range)."""
-    if not exponent:
-        return value
-    with np.errstate(over="ignore"):
-        return float(np.ldexp(value, exponent))
-
-
-def _underflow_rounding(n_values, norm_sq):
-    """Bound on ``||A^T A - F^T F||_2`` when each of ``n_values`` entries of ``A``
-    (``||A||_F^2 <= norm_sq``) is rounded to ``F`` in float64's subnormal range:
-    ``2 ||A||_F ||E||_F + ||E||_F^2`` with ``||E||_F <= sqrt(n_values) 2**-1074``,
-    the ``+ 1`` rounding the result up to the next subnormal."""
-    root = math.sqrt(n_values)
-    return math.ldexp((2.0 * math.sqrt(norm_sq) + 1.0) * root * (1.0 + 4 * EPS) + 1.0,
-                      -1074)
-
-
-def scaled_block_sketch(block, exponent, rows):
-    """The sketch ``block`` of ``divide_by_power_of_two(rows, exponent)`` as the
-    sketch of ``rows``: ``scale_exponent`` set, and ``rounding`` grown by the
-    entries the division pushed into float64's subnormals."""
-    n_values = rows.nnz if scipy.sparse.issparse(rows) else rows.size
-    return replace(block, scale_exponent=int(exponent),
-                   rounding=block.rounding + _underflow_rounding(n_values, block.frobenius_sq))
-
-
-def with_scale_exponent(sketch, exponent):
-    """``sketch`` (of some rows divided by ``2**e0``, ``e0 = sketch.scale_exponent``)
-    as the sketch of the same rows divided by ``2**exponent``, ``exponent >= e0``.
-
-    ``B`` and ``mean`` are divided by ``2**(exponent - e0)``, the second-order
-    fields by its square. That is exact but for what falls below float64's
-    subnormals; ``rounding`` grows by a bound on it (for ``B``, for the centring of
-    every row by ``mean``, and one subnormal for each rounded bound).
-
-    Parameters
-    ----------
-    sketch : Sketch
-    exponent : int
-
-    Returns
-    -------
-    Sketch
-    """
-    shift = int(exponent) - sketch.scale_exponent
-    if shift < 0:
-        raise ValueError(f"exponent must be at least the sketch's scale_exponent "
-                         f"{sketch.scale_exponent}, got {exponent}")
-    if shift == 0:
-        return sketch
-
-    def squared(value):
-        return None if value is None else math.ldexp(value, -2 * shift)
-
-    frobenius_sq = squared(sketch.frobenius_sq)
-    r, d = sketch.B.shape
-    rounding = squared(sketch.rounding) + _underflow_rounding(r * d, frobenius_sq)
-    rounding += math.ldexp(3.0, -1074)  # shrinkage, its bound and rounding itself
-    mean = sketch.mean
-    if mean is not None:
-        mean = np.ldexp(mean, -shift)
-        rounding += _underflow_rounding(sketch.n_rows * d, frobenius_sq)
-    return replace(sketch, B=np.ldexp(sketch.B, -shift), mean=mean,
-                   shrinkage=squared(sketch.shrinkage),
-                   shrinkage_bound=squared(sketch.shrinkage_bound),
-                   frobenius_sq=frobenius_sq, rounding=rounding,
-                   scale_exponent=int(exponent), _svd=[])
-
-
-def _squared_norm(rows):
-    """``||rows||_F^2`` of a dense matrix (0 for no rows)."""
-    return float(np.einsum("ij,ij->", rows, rows)) if rows.size else 0.0
-
 
 def _centred(rows, mean):
     return (rows.toarray() if scipy.sparse.issparse(rows) else rows) - mean
-
-
-def _merged_norm(sketches, correction, centered):
-    """Sqrt of the total ``frobenius_sq`` of ``sketches`` (and the centring rows),
-    each finite, without overflow."""
-    parts = [s.frobenius_sq for s in sketches]
-    top = max(parts)
-    total = sum(p / top for p in parts) if top > 0 else 0.0
-    norm = np.sqrt(top) * np.sqrt(total)
-    return float(np.hypot(norm, scaled_norm(correction))) if centered else float(norm)
-
-
-def check_mergeable(sketches):
-    """Raise ValueError unless all sketches share d, l, method, alpha0 and centring."""
-    first = sketches[0]
-    for other in sketches[1:]:
-        for attr in ("n_features", "sketch_size", "method", "alpha0", "centered"):
-            if getattr(other, attr) != getattr(first, attr):
-                raise ValueError(
-                    f"cannot merge sketches with different {attr}: "
-                    f"{getattr(first, attr)!r} and {getattr(other, attr)!r}")
 
 
 def merge_sketches(sketches):

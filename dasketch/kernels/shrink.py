@@ -331,3 +331,8 @@ def check_finite_rows(rows, row_offset):
     raise ValueError(
         f"X contains NaN or Inf in rows {shown}{more} (block of rows "
         f"[{row_offset}, {row_offset + rows.shape[0]})); clean or drop those rows")
+
+
+def _squared_norm(rows):
+    """``||rows||_F^2`` of a dense matrix (0 for no rows)."""
+    return float(np.einsum("ij,ij->", rows, rows)) if rows.size else 0.0

@@ -37,7 +37,7 @@ import scipy.sparse
 METHODS = ("fd", "rfd")
 FLOAT_MAX = float(np.finfo(np.float64).max)
 # A sketch of rows divided by 2**e needs e <= 1024 - SAFE_EXPONENT for any finite data
-# (frequent_directions.SAFE_EXPONENT); merges take the largest e of their parts.
+# (sketch_scaling.SAFE_EXPONENT); merges take the largest e of their parts.
 MAX_SCALE_EXPONENT = 1024
 # Relative slack of the mass balance: rounding of the Gram eigendecompositions
 # (about r eps ||C||_2^2 per shrink of r rows) stays orders of magnitude below it.
@@ -201,3 +201,24 @@ def scaled_mean(rows):
         return mean  # NaN or Inf in the data: reported by the caller
     factor = 2.0 ** -math.frexp(float(np.max(np.abs(values))))[1]
     return np.asarray((rows * factor).mean(axis=0), dtype=np.float64).ravel() / factor
+
+
+def _merged_norm(sketches, correction, centered):
+    """Sqrt of the total ``frobenius_sq`` of ``sketches`` (and the centring rows),
+    each finite, without overflow."""
+    parts = [s.frobenius_sq for s in sketches]
+    top = max(parts)
+    total = sum(p / top for p in parts) if top > 0 else 0.0
+    norm = np.sqrt(top) * np.sqrt(total)
+    return float(np.hypot(norm, scaled_norm(correction))) if centered else float(norm)
+
+
+def check_mergeable(sketches):
+    """Raise ValueError unless all sketches share d, l, method, alpha0 and centring."""
+    first = sketches[0]
+    for other in sketches[1:]:
+        for attr in ("n_features", "sketch_size", "method", "alpha0", "centered"):
+            if getattr(other, attr) != getattr(first, attr):
+                raise ValueError(
+                    f"cannot merge sketches with different {attr}: "
+                    f"{getattr(first, attr)!r} and {getattr(other, attr)!r}")

@@ -43,16 +43,19 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse
 
-from dasketch.kernels.frequent_directions import (
-    Sketch,
-    block_scale_exponent,
+from dasketch.kernels.frequent_directions import Sketch, sketch_rows
+from dasketch.kernels.shrink import EPS, check_finite_rows, shrink, shrink_rounding
+from dasketch.kernels.sketch_checks import (
     check_sketch_parameters,
+    checked_mass,
+    scaled_mean,
+    scaled_norm,
+)
+from dasketch.kernels.sketch_scaling import (
+    block_scale_exponent,
     divide_by_power_of_two,
     scaled_block_sketch,
-    sketch_rows,
 )
-from dasketch.kernels.shrink import EPS, check_finite_rows, shrink, shrink_rounding
-from dasketch.kernels.sketch_checks import checked_mass, scaled_mean, scaled_norm
 
 DEFAULT_FAILURE_PROBABILITY = 1e-6
 # Relative accuracy asked of the Lanczos estimate: the certified loss is the Ritz
