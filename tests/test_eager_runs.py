@@ -15,7 +15,12 @@ import zarr
 from dask.callbacks import Callback
 
 from dasketch._blocks import as_row_blocks, cache_blocks, run_eagerly
-from dasketch.linear_model import DualRandomProjectionClassifier, dual_random_projection
+from dasketch.linear_model import (
+    DualRandomProjectionClassifier,
+    SketchLstsqRegressor,
+    dual_random_projection,
+    sketch_lstsq,
+)
 
 
 class _Graphs(Callback):
@@ -66,6 +71,25 @@ def test_an_eager_one_vs_rest_classifier_equals_the_dask_one():
                                               random_state=0).fit(X, labels)
     np.testing.assert_array_equal(eager.coef_, lazy.coef_)
     np.testing.assert_array_equal(eager.predict(X), lazy.predict(X))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_an_eager_least_squares_fit_equals_the_dask_fit_bit_for_bit(weighted):
+    """sketch_lstsq's preconditioner passes (the sketch, the check sketch, the
+    leverage) run eagerly; its LSQR products are in memory either way."""
+    X, y, weights = _problem(2)
+    weights = weights if weighted else None
+    with _Graphs() as eager_graphs:
+        eager = sketch_lstsq(X, y, random_state=0)
+        eager_model = SketchLstsqRegressor(random_state=0).fit(X, y, sample_weight=weights)
+    with _Graphs() as dask_graphs, dask.config.set({"dasketch.eager": False}):
+        lazy = sketch_lstsq(X, y, random_state=0)
+        lazy_model = SketchLstsqRegressor(random_state=0).fit(X, y, sample_weight=weights)
+    assert dask_graphs.count > eager_graphs.count
+    np.testing.assert_array_equal(eager.x, lazy.x)
+    assert (eager.n_iter, eager.coef_error_bound) == (lazy.n_iter, lazy.coef_error_bound)
+    np.testing.assert_array_equal(eager_model.coef_, lazy_model.coef_)
+    assert eager_model.intercept_ == lazy_model.intercept_
 
 
 def test_only_one_block_in_this_process_runs_eagerly(tmp_path):

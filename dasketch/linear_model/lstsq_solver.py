@@ -28,6 +28,7 @@ from dasketch._blocks import (
     cache_blocks,
     compute,
     is_dask_collection,
+    run_eagerly,
 )
 from dasketch.linear_model._regression_passes import data_singular_values
 from dasketch.linear_model._sketched_regression import check_sample_weight
@@ -341,6 +342,7 @@ def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
     sketch's."""
     blocks, cache = cache_blocks(as_row_blocks(A, block_rows=block_rows, name=name), cache,
                                  client=client)
+    blocks = run_eagerly(blocks, client)
     n, d = blocks.shape
     precond = precondition_blocks(blocks, b, sketch_size=sketch_size, embedding=embedding,
                                   nnz_per_column=nnz_per_column, random_state=random_state,
