@@ -119,8 +119,9 @@ def test_estimators_record_the_choice_in_cache_(store):
     assert not est.cache_.cached and est.cache_.budget < est.cache_.nbytes
     with pytest.raises(ValueError, match="cache"):
         SketchLstsqRegressor(cache="yes").fit(X, y)
-    with pytest.raises(ValueError, match=r"'cache' parameter of dual_random_projection must "
-                                         r"be a str among \{'auto'\} or an instance of 'bool'"):
+    rule = (r"'cache' parameter of DualRandomProjectionRegressor must be a str among "
+            r"\{'auto'\} or an instance of 'bool'")
+    with pytest.raises(ValueError, match=rule):
         DualRandomProjectionRegressor(cache="yes").fit(X, y)
 
 

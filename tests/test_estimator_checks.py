@@ -1,6 +1,7 @@
 """scikit-learn's estimator checks for every exported estimator, at default parameters."""
 
-from sklearn.utils.estimator_checks import parametrize_with_checks
+import pytest
+from sklearn.utils.estimator_checks import check_param_validation, parametrize_with_checks
 
 from tests.test_conventions import exported_estimators
 
@@ -38,3 +39,11 @@ def test_every_estimator_is_checked():
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failures)
 def test_scikit_learn_conventions(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=lambda e: type(e).__name__)
+def test_parameter_constraints_cover_every_parameter_and_are_enforced(estimator):
+    """scikit-learn's check_param_validation (not among the checks above): every
+    parameter has a constraint in ``_parameter_constraints``, and a value of a bad
+    type or out of range makes fit raise InvalidParameterError naming it."""
+    check_param_validation(type(estimator).__name__, estimator)

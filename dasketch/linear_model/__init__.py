@@ -9,7 +9,7 @@ from dasketch.utils.lazy import lazy_attributes
 _PUBLIC = {
     "DualRandomProjectionClassifier": "dasketch.linear_model.dual_projection.estimators",
     "DualRandomProjectionRegressor": "dasketch.linear_model.dual_projection.estimators",
-    "DualRandomProjectionResult": "dasketch.linear_model.dual_projection.solve",
+    "DualRandomProjectionResult": "dasketch.linear_model.dual_projection.result",
     "LstsqResult": "dasketch.linear_model.lstsq_solver",
     "PWSGDRegressor": "dasketch.linear_model.pwsgd",
     "RFDSONClassifier": "dasketch.linear_model.rfd_son",

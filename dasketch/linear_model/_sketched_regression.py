@@ -9,7 +9,7 @@ from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
 
 from dasketch._blocks import RowBlocks, append_ones_column, compute, is_dask_collection
-from dasketch.linear_model.dual_projection.solve import check_weights
+from dasketch.linear_model.dual_projection.checks import check_weights
 from dasketch.utils.blockwise import affine_rows
 from dasketch.utils.validation import validate_input
 

@@ -4,6 +4,7 @@ coefficient error, the convergence warning's threshold, float32, alpha > 0."""
 
 import warnings
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from scipy.special import expit
 from sklearn.datasets import make_regression
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.utils._param_validation import InvalidParameterError
 
 from dasketch.linear_model import (
     DualRandomProjectionClassifier,
@@ -274,6 +276,39 @@ def test_alpha_zero_is_a_clear_error(kind):
     with pytest.raises(ValueError, match=r"alpha must be a finite number > 0 \(dual random "
                                          r"projection needs lambda > 0"):
         ESTIMATORS[kind](alpha=0.0).fit(X, targets(kind, y))
+
+
+def _no_computing(dsk, keys, **kwargs):
+    raise AssertionError("a pass over X ran before the parameters were checked")
+
+
+BAD_PARAMS = [dict(n_components=0), dict(n_components=True), dict(tol=-1),
+              dict(solver="bogus"), dict(cache="sometimes"), dict(alpha="x"),
+              dict(max_iter=1.5), dict(split_every=1), dict(random_state=-1)]
+BAD_CLASSIFIER_PARAMS = [dict(loss="hinge"), dict(smoothing=0.0),
+                         dict(class_weight="uniform")]
+
+
+BAD_CASES = ([(kind, p) for kind in sorted(ESTIMATORS) for p in BAD_PARAMS]
+             + [("classifier", p) for p in BAD_CLASSIFIER_PARAMS])
+
+
+@pytest.mark.parametrize("kind, params", BAD_CASES,
+                         ids=[f"{kind}-{name}={value!r}" for kind, p in BAD_CASES
+                              for name, value in p.items()])
+def test_bad_parameters_are_named_before_any_pass(kind, params):
+    """The estimators check their parameters first: a bad one raises scikit-learn's
+    InvalidParameterError (a ValueError) naming it and the estimator, before any
+    pass over X (no Dask computation) and with no attribute fitted."""
+    X, y, _ = small_problem(9)
+    model = ESTIMATORS[kind](**params)
+    (name,) = params
+    with dask.config.set(scheduler=_no_computing), pytest.raises(
+            InvalidParameterError,
+            match=rf"^The '{name}' parameter of {type(model).__name__} must be .* Got "):
+        model.fit(da.from_array(X, chunks=20), targets(kind, y))
+    assert issubclass(InvalidParameterError, ValueError)
+    assert not [key for key in vars(model) if key.endswith("_")], vars(model)
 
 
 def test_classifier_attributes_as_logistic_regression():

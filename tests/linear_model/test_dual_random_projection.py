@@ -422,19 +422,20 @@ def test_bad_input():
         reg.fit(X, y[:-1])
     with pytest.raises(ValueError, match="at least two classes, got 1"):
         DualRandomProjectionClassifier().fit(X, np.ones(40))
-    drp = "parameter of dual_random_projection must be"
+    reg_, clf_ = ("parameter of DualRandomProjectionRegressor must be",
+                  "parameter of DualRandomProjectionClassifier must be")
     for m in (0, -3, 2.5):
-        with pytest.raises(ValueError, match=rf"'n_components' {drp} an int in the range "
+        with pytest.raises(ValueError, match=rf"'n_components' {reg_} an int in the range "
                                              r"\[1, inf\)"):
             DualRandomProjectionRegressor(n_components=m).fit(X, y)
     for alpha in (0.0, -1.0, np.inf, np.nan):
         with pytest.raises(ValueError, match="alpha must be a finite number > 0"):
             DualRandomProjectionRegressor(alpha=alpha).fit(X, y)
-    with pytest.raises(ValueError, match=f"'loss' {drp} a str among"):
+    with pytest.raises(ValueError, match=f"'loss' {clf_} a str among"):
         DualRandomProjectionClassifier(loss="hinge").fit(X, y)
-    with pytest.raises(ValueError, match=f"'solver' {drp} a str among"):
+    with pytest.raises(ValueError, match=f"'solver' {clf_} a str among"):
         DualRandomProjectionClassifier(solver="lbfgs").fit(X, y)
-    with pytest.raises(ValueError, match=rf"'max_iter' {drp} an int in the range \[1, inf\)"):
+    with pytest.raises(ValueError, match=rf"'max_iter' {reg_} an int in the range \[1, inf\)"):
         DualRandomProjectionRegressor(max_iter=0).fit(X, y)
     with pytest.raises(ValueError, match="labels -1 and \\+1"):
         dual_random_projection(X, np.arange(40) % 3, loss="logistic")

@@ -1,8 +1,11 @@
 """Dual random projection (Zhang, Mahdavi, Jin, Yang, Zhu, COLT 2013) and past it.
 
-:func:`dual_random_projection` (module :mod:`.solve`) is the functional form;
+:func:`dual_random_projection` (module :mod:`.solve`) is the functional form,
+its result :class:`DualRandomProjectionResult` (:mod:`.result`), the rules of
+its arguments and its convergence warning (:mod:`.checks`);
 :class:`DualRandomProjectionRegressor` and :class:`DualRandomProjectionClassifier`
-(:mod:`.estimators`) are thin scikit-learn estimators on top. The losses
+(:mod:`.estimators`, their shared base in :mod:`.estimator_base`) are thin
+scikit-learn estimators on top. The losses
 (:mod:`.losses`), the blocked passes over X (:mod:`.passes`), the preconditioner
 built from the projection (:mod:`.preconditioner`) and its growth
 (:mod:`.growth`), the preconditioned solvers of the full problem (:mod:`.solvers`,
@@ -16,7 +19,7 @@ from dasketch.utils.lazy import lazy_attributes
 _PUBLIC = {
     "DualRandomProjectionClassifier": "dasketch.linear_model.dual_projection.estimators",
     "DualRandomProjectionRegressor": "dasketch.linear_model.dual_projection.estimators",
-    "DualRandomProjectionResult": "dasketch.linear_model.dual_projection.solve",
+    "DualRandomProjectionResult": "dasketch.linear_model.dual_projection.result",
     "dual_random_projection": "dasketch.linear_model.dual_projection.solve",
 }
 

@@ -30,27 +30,21 @@ coefficients, ``||w - w*|| <= coef_error_bound`` (strong convexity, see
 
 from __future__ import annotations
 
-import numbers
-import warnings
-from dataclasses import dataclass, field
-
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import StrOptions, validate_parameter_constraints
-from sklearn.utils.validation import _check_sample_weight
+from sklearn.utils._param_validation import validate_parameter_constraints
 
-from dasketch._blocks import (
-    CacheChoice,
-    as_row_blocks,
-    cache_blocks,
-    compute,
-    is_dask_collection,
-    run_eagerly,
-)
+from dasketch._blocks import as_row_blocks, cache_blocks, run_eagerly
 from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
+from dasketch.linear_model.dual_projection.checks import (  # noqa: F401 - re-exported
+    DRP_CONSTRAINTS,
+    SOLVERS,
+    _check_alpha,
+    _check_targets,
+    _warn,
+    check_weights,
+)
 from dasketch.linear_model.dual_projection.growth import Growth
 from dasketch.linear_model.dual_projection.losses import (
-    LOSSES,
     intercept_only,
     loss_derivative,
     loss_value,
@@ -60,115 +54,12 @@ from dasketch.linear_model.dual_projection.paper import algorithm_one, paper_rou
 from dasketch.linear_model.dual_projection.passes import (
     PROJECTION_STREAM,
     curvature_at_constant,
-    dual_variables,
     projection_pass,
 )
+from dasketch.linear_model.dual_projection.result import DualRandomProjectionResult
 from dasketch.linear_model.dual_projection.solvers import FullProblem, pcg_squared, record
-from dasketch.utils.params import FAN_IN, POSITIVE_INT, RANDOM_STATE, Interval
 
 __all__ = ["DualRandomProjectionResult", "dual_random_projection"]
-
-SOLVERS = ("cg", "paper")
-
-
-@dataclass
-class DualRandomProjectionResult:
-    """Solution of :func:`dual_random_projection`.
-
-    Made by :func:`dual_random_projection`; the parameters are also its attributes.
-
-    Parameters
-    ----------
-    coef : ndarray (n_features,) or (n_targets, n_features)
-        The coefficients ``w``.
-    intercept : float or ndarray (n_targets,)
-        The intercept ``b`` (0 without ``fit_intercept``).
-    optimality_residual : float or ndarray (n_targets,)
-        ``||grad F(w, b)|| / ||grad F(0, b0)||`` of the full problem at the
-        returned solution: ``grad F = [lambda w + X^T S l'; sum s l']`` with
-        ``l' = l'(X w + b, y)``, ``b0`` the optimal constant (0 without an
-        intercept). Computed in the last pass over X, not estimated.
-    coef_error_bound : float or ndarray (n_targets,)
-        ``||w - w*|| <= coef_error_bound`` for the exact minimiser ``w*``: the
-        norm of the gradient of the objective with the intercept profiled out,
-        divided by ``lambda`` (see :meth:`.solvers.FullProblem.error_bound`).
-    objective : float or ndarray (n_targets,)
-        ``lambda/2 ||w||^2 + sum_i s_i l(x_i^T w + b, y_i)`` at the solution.
-    converged : bool
-        Whether every target reached ``coef_error_bound <= tol ||w||``.
-    n_iter : int
-        Iterations run (the most over targets): conjugate-gradient iterations
-        (squared loss), Newton steps (other losses) or rounds of Algorithm 2.
-    n_passes : int
-        Passes over X, the projection included.
-    history : list of dict
-        Per iteration: ``iteration``, ``passes`` (over X so far),
-        ``optimality_residual`` and ``objective`` (per target when several),
-        for ``solver="cg"`` ``n_components`` (the projection dimension then),
-        and for Newton-CG ``cg_iterations`` and ``step_size``.
-    naive_coef, naive_intercept : ndarray or float
-        The naive solution ``R z / sqrt(m)`` of the first projected problem, the
-        baseline the paper shows to be far off.
-    best_iteration : int
-        ``solver="paper"``: the round returned (the one with the lowest
-        objective when the iteration stopped contracting), else ``n_iter``.
-    n_components : int
-        The projection dimension the fit ended with: ``min(n_components,
-        n_samples, n_features)``, or up to four times that when ``solver="cg"``
-        grew the projection once because its conjugate gradients contracted
-        slowly (:mod:`dasketch.linear_model.dual_projection.growth`).
-    random_state : int
-        The seed of ``R``.
-    cache : dasketch._blocks.CacheChoice, optional
-        Whether the decoded blocks of X were kept in (worker) memory after the
-        first pass, and why.
-    _dual : tuple, optional
-        What :meth:`dual_coef` needs; never pass it.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from dasketch.linear_model import dual_random_projection
-    >>> rng = np.random.default_rng(1)
-    >>> X = rng.standard_normal((100, 4)) @ rng.standard_normal((4, 300))
-    >>> y = np.where(X @ rng.standard_normal(300) > 0, 1, -1)
-    >>> res = dual_random_projection(X, y, loss="logistic", alpha=10.0, n_components=20,
-    ...                              tol=1e-10, random_state=0)
-    >>> res.converged, res.coef.shape, res.history[-1]["passes"] == res.n_passes
-    (True, (300,), True)
-    >>> dual = res.dual_coef().compute()     # l'(X w + b, y): one more pass
-    >>> bool(np.allclose(res.coef, -X.T @ dual / 10.0, atol=1e-6 * abs(res.coef).max()))
-    True
-    """
-
-    coef: np.ndarray
-    intercept: object
-    optimality_residual: object
-    coef_error_bound: object
-    objective: object
-    converged: bool
-    n_iter: int
-    n_passes: int
-    history: list
-    naive_coef: np.ndarray
-    naive_intercept: object
-    best_iteration: int
-    n_components: int
-    random_state: int
-    cache: CacheChoice = None
-    _dual: tuple = field(default=None, repr=False)
-
-    def dual_coef(self):
-        """Return the dual variables ``s l'(X w + b, y)`` of the solution, lazily.
-
-        Returns
-        -------
-        dask.array.Array of shape (n_samples,) or (n_samples, n_targets)
-            Computing it is one pass over X.
-        """
-        blocks, yd, sd, W, b, loss, smoothing, squeeze = self._dual
-        dual = dual_variables(blocks, yd, sd, W, b, loss=loss, smoothing=smoothing)
-        return dual[:, 0] if squeeze else dual
 
 
 def _gaussian_combination(seed, stream, n_rows, Z):
@@ -179,98 +70,6 @@ def _gaussian_combination(seed, stream, n_rows, Z):
         hi = min(lo + TILE, n_rows)
         out[lo:hi] = gaussian_rows(seed, stream, lo, hi, Z.shape[0]) @ Z
     return out
-
-
-def _check_alpha(alpha, n_targets):
-    """``lambda`` per target: a number, or one per target, all finite and > 0 (checked
-    here, not by a constraint of :func:`dual_random_projection`: the count depends on
-    ``y``, and the message says why 0 is refused)."""
-    what = ("alpha must be a finite number > 0 (dual random projection needs lambda > 0: "
-            "the dual problem and the recovery w = -X^T S l' / lambda exist only then; "
-            "for unregularised least squares use sketch_lstsq)")
-    if np.ndim(alpha) == 0:
-        ok = isinstance(alpha, numbers.Real) and not isinstance(alpha, (bool, np.bool_)) \
-            and np.isfinite(alpha) and alpha > 0
-        if not ok:
-            raise ValueError(f"{what}, got {alpha!r}")
-        return np.full(n_targets, float(alpha))
-    values = np.asarray(alpha)
-    if values.ndim != 1 or values.size != n_targets or values.dtype.kind not in "iuf" \
-            or not np.all(np.isfinite(values) & (values > 0)):
-        raise ValueError(f"alpha given per target must hold {n_targets} finite numbers > 0 "
-                         f"(one per column of y), got {alpha!r}; {what}")
-    return values.astype(np.float64)
-
-
-def check_weights(sample_weight, n):
-    """Sample weights as a float64 vector of ``n`` finite values ``>= 0`` (not all 0);
-    Dask input is computed (``n`` values, small next to X)."""
-    if is_dask_collection(sample_weight):
-        (sample_weight,) = compute(sample_weight)
-    weights = _check_sample_weight(sample_weight, np.empty((n, 0)), dtype=np.float64,
-                                   ensure_non_negative=True)
-    if not np.all(np.isfinite(weights)):
-        raise ValueError("sample_weight contains NaN or Inf; finite weights >= 0 expected")
-    return weights
-
-
-def _check_targets(y, n, loss):
-    Y = np.asarray(y, dtype=np.float64)
-    if Y.ndim == 1:
-        Y = Y[:, None]
-    if Y.ndim != 2 or Y.shape[0] != n:
-        raise ValueError(f"y must have {n} rows (one per row of X), got shape {np.shape(y)}")
-    if not np.isfinite(Y).all():
-        raise ValueError("y contains NaN or Inf; only finite values are accepted")
-    if loss != "squared" and not np.isin(Y, (-1.0, 1.0)).all():
-        raise ValueError(f"y must hold labels -1 and +1 for loss={loss!r}")
-    return Y
-
-
-def _warn(result, tol, solver, loss, diverged):
-    relative = np.atleast_1d(result.coef_error_bound) / np.maximum(
-        np.linalg.norm(np.atleast_2d(result.coef), axis=1), np.finfo(float).tiny)
-    worst = float(np.max(relative))
-    if diverged:
-        advice = (f"Algorithm 2 stopped contracting at round {result.n_iter}: "
-                  f"n_components={result.n_components} is too small for the rank of X; "
-                  f"returning round {result.best_iteration} (lowest objective). "
-                  "Use solver='cg' or increase n_components")
-    elif solver == "paper" and result.n_iter == 1:
-        advice = ("this is the one-shot solution (Algorithm 1); use solver='cg' (or more "
-                  "rounds, max_iter) for an accurate solution")
-    else:
-        unit = "rounds" if solver == "paper" else (
-            "conjugate-gradient iterations" if loss == "squared" else "Newton steps")
-        advice = (f"after {result.n_iter} {unit}; increase max_iter, or n_components "
-                  f"(now {result.n_components}) to precondition better; a larger alpha "
-                  "or scaled features make the problem better conditioned")
-    warnings.warn(f"dual random projection: coefficient error bound ||w - w*|| / ||w|| "
-                  f"<= {worst:.3g} > tol={tol:g} (relative optimality residual "
-                  f"{float(np.max(result.optimality_residual)):.3g}); {advice}",
-                  ConvergenceWarning, stacklevel=3)
-
-
-# The rules of the arguments of the function below (see dasketch.utils.params).
-_DRP_CONSTRAINTS = {
-    "X": "no_validation",   # read by as_row_blocks
-    "y": ["array-like"],
-    "loss": [StrOptions(set(LOSSES))],
-    "alpha": [numbers.Real, "array-like"],   # values: _check_alpha
-    "smoothing": [Interval(numbers.Real, 0, np.inf, closed="neither")],
-    "n_components": [POSITIVE_INT],
-    "solver": [StrOptions(set(SOLVERS))],
-    "tol": [Interval(numbers.Real, 0, np.inf, closed="left")],
-    "max_iter": [POSITIVE_INT],
-    "fit_intercept": ["boolean"],
-    "block_rows": [POSITIVE_INT, None],
-    "split_every": [FAN_IN, None],
-    "random_state": RANDOM_STATE,
-    "client": "no_validation",
-    # a number is every weight, as in scikit-learn
-    "sample_weight": ["array-like", Interval(numbers.Real, 0, None, closed="left"), None],
-    "cache": [StrOptions({"auto"}), "boolean"],
-}
 
 
 def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
@@ -385,7 +184,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     >>> bool(res.converged), res.optimality_residual < 1e-6, res.n_passes <= 5
     (True, True, True)
     """
-    validate_parameter_constraints(_DRP_CONSTRAINTS, locals(), caller_name="dual_random_projection")
+    validate_parameter_constraints(DRP_CONSTRAINTS, locals(), caller_name="dual_random_projection")
     smoothing, m, max_iter, tol = float(smoothing), int(n_components), int(max_iter), \
         float(tol)
     source = as_row_blocks(X, block_rows=block_rows)

@@ -1,0 +1,124 @@
+"""The rules of the arguments of dual random projection, shared by
+:func:`~dasketch.linear_model.dual_random_projection` and its estimators, the
+checks that need the data (``alpha`` per target, the weights, the targets), and
+the convergence warning of a fit that misses its tolerance.
+
+Client-side only (it imports scikit-learn): no block function lives here.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.validation import _check_sample_weight
+
+from dasketch._blocks import compute, is_dask_collection
+from dasketch.linear_model.dual_projection.losses import LOSSES
+from dasketch.utils.params import FAN_IN, POSITIVE_INT, RANDOM_STATE, Interval
+
+SOLVERS = ("cg", "paper")
+
+# The parameters of dual_random_projection that every estimator has (see
+# dasketch.utils.params); alpha's values are checked by _check_alpha, whose count
+# depends on y.
+SHARED_CONSTRAINTS = {
+    "alpha": [numbers.Real, "array-like"],
+    "n_components": [POSITIVE_INT],
+    "solver": [StrOptions(set(SOLVERS))],
+    "tol": [Interval(numbers.Real, 0, np.inf, closed="left")],
+    "max_iter": [POSITIVE_INT],
+    "fit_intercept": ["boolean"],
+    "block_rows": [POSITIVE_INT, None],
+    "split_every": [FAN_IN, None],
+    "random_state": RANDOM_STATE,
+    "cache": [StrOptions({"auto"}), "boolean"],
+}
+# The loss and its smoothing (the regressor's loss is always "squared").
+LOSS_CONSTRAINTS = {
+    "loss": [StrOptions(set(LOSSES))],
+    "smoothing": [Interval(numbers.Real, 0, np.inf, closed="neither")],
+}
+# Every argument of dual_random_projection.
+DRP_CONSTRAINTS = {
+    "X": "no_validation",   # read by as_row_blocks
+    "y": ["array-like"],
+    **SHARED_CONSTRAINTS,
+    **LOSS_CONSTRAINTS,
+    "client": "no_validation",
+    # a number is every weight, as in scikit-learn
+    "sample_weight": ["array-like", Interval(numbers.Real, 0, None, closed="left"), None],
+}
+
+
+def _check_alpha(alpha, n_targets):
+    """``lambda`` per target: a number, or one per target, all finite and > 0 (checked
+    here, not by a constraint of :func:`dual_random_projection`: the count depends on
+    ``y``, and the message says why 0 is refused)."""
+    what = ("alpha must be a finite number > 0 (dual random projection needs lambda > 0: "
+            "the dual problem and the recovery w = -X^T S l' / lambda exist only then; "
+            "for unregularised least squares use sketch_lstsq)")
+    if np.ndim(alpha) == 0:
+        ok = isinstance(alpha, numbers.Real) and not isinstance(alpha, (bool, np.bool_)) \
+            and np.isfinite(alpha) and alpha > 0
+        if not ok:
+            raise ValueError(f"{what}, got {alpha!r}")
+        return np.full(n_targets, float(alpha))
+    values = np.asarray(alpha)
+    if values.ndim != 1 or values.size != n_targets or values.dtype.kind not in "iuf" \
+            or not np.all(np.isfinite(values) & (values > 0)):
+        raise ValueError(f"alpha given per target must hold {n_targets} finite numbers > 0 "
+                         f"(one per column of y), got {alpha!r}; {what}")
+    return values.astype(np.float64)
+
+
+def check_weights(sample_weight, n):
+    """Sample weights as a float64 vector of ``n`` finite values ``>= 0`` (not all 0);
+    Dask input is computed (``n`` values, small next to X)."""
+    if is_dask_collection(sample_weight):
+        (sample_weight,) = compute(sample_weight)
+    weights = _check_sample_weight(sample_weight, np.empty((n, 0)), dtype=np.float64,
+                                   ensure_non_negative=True)
+    if not np.all(np.isfinite(weights)):
+        raise ValueError("sample_weight contains NaN or Inf; finite weights >= 0 expected")
+    return weights
+
+
+def _check_targets(y, n, loss):
+    Y = np.asarray(y, dtype=np.float64)
+    if Y.ndim == 1:
+        Y = Y[:, None]
+    if Y.ndim != 2 or Y.shape[0] != n:
+        raise ValueError(f"y must have {n} rows (one per row of X), got shape {np.shape(y)}")
+    if not np.isfinite(Y).all():
+        raise ValueError("y contains NaN or Inf; only finite values are accepted")
+    if loss != "squared" and not np.isin(Y, (-1.0, 1.0)).all():
+        raise ValueError(f"y must hold labels -1 and +1 for loss={loss!r}")
+    return Y
+
+
+def _warn(result, tol, solver, loss, diverged):
+    relative = np.atleast_1d(result.coef_error_bound) / np.maximum(
+        np.linalg.norm(np.atleast_2d(result.coef), axis=1), np.finfo(float).tiny)
+    worst = float(np.max(relative))
+    if diverged:
+        advice = (f"Algorithm 2 stopped contracting at round {result.n_iter}: "
+                  f"n_components={result.n_components} is too small for the rank of X; "
+                  f"returning round {result.best_iteration} (lowest objective). "
+                  "Use solver='cg' or increase n_components")
+    elif solver == "paper" and result.n_iter == 1:
+        advice = ("this is the one-shot solution (Algorithm 1); use solver='cg' (or more "
+                  "rounds, max_iter) for an accurate solution")
+    else:
+        unit = "rounds" if solver == "paper" else (
+            "conjugate-gradient iterations" if loss == "squared" else "Newton steps")
+        advice = (f"after {result.n_iter} {unit}; increase max_iter, or n_components "
+                  f"(now {result.n_components}) to precondition better; a larger alpha "
+                  "or scaled features make the problem better conditioned")
+    warnings.warn(f"dual random projection: coefficient error bound ||w - w*|| / ||w|| "
+                  f"<= {worst:.3g} > tol={tol:g} (relative optimality residual "
+                  f"{float(np.max(result.optimality_residual)):.3g}); {advice}",
+                  ConvergenceWarning, stacklevel=3)

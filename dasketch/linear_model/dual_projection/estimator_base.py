@@ -1,0 +1,167 @@
+"""What the dual random projection estimators share: the base class (parameters,
+their rules, the fit through :func:`dual_random_projection`, the scores
+``X w + b``) and the parts of their docstrings they have in common."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from dasketch._blocks import RowBlocks, matvec
+from dasketch.linear_model.dual_projection.checks import SHARED_CONSTRAINTS
+from dasketch.linear_model.dual_projection.solve import dual_random_projection
+from dasketch.utils.validation import validate_input
+
+_ALPHA_DOC = """
+    alpha : float, default 1.0
+        ``lambda > 0``, the weight of ``||w||^2 / 2`` (0 is a ``ValueError``:
+        the dual of the problem, and the method, need ``lambda > 0``)."""
+
+_PARAMS_DOC = """
+    n_components : int, default 100
+        ``m``, the projection dimension; ``min(n_components, n_samples,
+        n_features)`` is used, so the default works on small data (where the
+        preconditioner is then exact). A modest multiple of the rank of X makes
+        Algorithm 1 accurate and the default solver converge in a few
+        iterations; when it is too small for the spectrum and the conjugate
+        gradients contract slowly, ``solver="cg"`` grows the projection once, to
+        ``min(4 m, n, d)``, unless the spectrum left out is too flat for that
+        to capture a quarter of it (``n_components_`` says the size it ended
+        with).
+    solver : {"cg", "paper"}, default "cg"
+        ``"cg"``: conjugate gradients (squared loss) or Newton-CG (other losses)
+        on the full problem, preconditioned through the projection, from the
+        Algorithm 1 solution. ``"paper"``: Algorithm 2 of the paper, with
+        ``max_iter`` rounds (``max_iter=1``: Algorithm 1, one shot).
+    tol : float, default 1e-6
+        Stop when the coefficients are certified to relative accuracy ``tol``,
+        ``coef_error_bound_ <= tol ||coef_||``; a ``ConvergenceWarning`` is
+        raised exactly when that is not reached (ill-conditioned problems,
+        ``max_iter`` too small, or accuracy below what floating point can
+        certify).
+    max_iter : int, default 100
+        Iterations at most (conjugate-gradient iterations, Newton steps or rounds).
+    fit_intercept : bool, default True
+        Fit an unpenalised intercept.
+    block_rows, split_every : int, optional
+        Rows per block and fan-in of the reduction trees (see
+        :func:`dasketch.sketch`); the model does not depend on them beyond rounding.
+    random_state : None, int or numpy.random.Generator, optional
+        Seed of the Gaussian projection ``R``.
+    cache : {"auto", True, False}, default "auto"
+        Keep the decoded blocks of X in (worker) memory after the first pass
+        (``"auto"``: when they fit within a fraction of the workers' free
+        memory, see :mod:`dasketch._blocks.cache`); ``cache_`` records the
+        choice. The model does not depend on it.
+"""
+
+_ATTRIBUTES_DOC = """
+    coef_error_bound_ : float or ndarray (n_targets,)
+        ``||coef_ - w*|| <= coef_error_bound_`` per target, ``w*`` the exact
+        minimiser: the gradient of the objective with the intercept profiled out
+        over ``alpha`` (strong convexity; derived in
+        :meth:`dasketch.linear_model.dual_projection.solvers.FullProblem.error_bound`),
+        plus the rounding to float32 for float32 input.
+    optimality_residual_ : float or ndarray (n_targets,)
+        ``||grad F(w, b)|| / ||grad F(0, b0)||`` of the full problem at the
+        returned model (``b0`` the best constant model): the accuracy
+        certificate, computed in the last pass over X.
+    objective_ : float or ndarray
+    n_iter_ : int, or ndarray (1,) for the classifier
+        Iterations of the solver (all targets, or classes, share them); the
+        classifier's is an array of one, as ``LogisticRegression``'s.
+    n_passes_ : int
+        Passes over X, the projection included.
+    history_ : list of dict
+        Per iteration: passes so far, optimality residual, objective.
+    naive_coef_, naive_intercept_ : ndarray
+        The naive solution ``R z / sqrt(m)`` of the first projected problem.
+    best_iteration_ : int
+    n_components_ : int
+        The projection dimension the fit ended with (see ``n_components``).
+    cache_ : dasketch._blocks.CacheChoice
+        Whether the decoded blocks of X were kept in (worker) memory after the
+        first pass (``cached``), why (``reason``), the decoded size of X
+        (``nbytes``) and the budget ``cache="auto"`` compared it with.
+    n_features_in_ : int
+    feature_names_in_ : ndarray, only for DataFrame input
+"""
+
+_REFERENCES_DOC = """
+
+    References
+    ----------
+    L. Zhang, M. Mahdavi, R. Jin, T. Yang, S. Zhu, "Recovering the Optimal Solution
+    by Dual Random Projection", COLT 2013.
+"""
+
+
+class _DualRandomProjectionBase(BaseEstimator):
+    """What the regressor and the classifier share: the parameters and their rules,
+    the call of :func:`dual_random_projection` and the fitted attributes it sets,
+    and the scores ``X w + b``."""
+
+    _loss_name = "squared"
+    _parameter_constraints: dict = {**SHARED_CONSTRAINTS}
+
+    def __init__(self, alpha=1.0, *, n_components=100, solver="cg", tol=1e-6, max_iter=100,
+                 fit_intercept=True, block_rows=None, split_every=None, random_state=None,
+                 cache="auto"):
+        self.alpha = alpha
+        self.n_components = n_components
+        self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.fit_intercept = fit_intercept
+        self.block_rows = block_rows
+        self.split_every = split_every
+        self.random_state = random_state
+        self.cache = cache
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def _solve(self, X, targets, loss, smoothing=1.0, sample_weight=None):
+        result = dual_random_projection(
+            X, targets, loss=loss, alpha=self.alpha, smoothing=smoothing,
+            n_components=self.n_components, solver=self.solver, tol=self.tol,
+            max_iter=self.max_iter, fit_intercept=self.fit_intercept,
+            block_rows=self.block_rows, split_every=self.split_every,
+            random_state=self.random_state, sample_weight=sample_weight, cache=self.cache)
+        dtype = X.dtype if getattr(X, "dtype", None) == np.float32 else np.float64
+        self.coef_ = np.asarray(result.coef, dtype=dtype)
+        self.intercept_ = np.asarray(result.intercept, dtype=dtype)[()]
+        rounding = np.linalg.norm(np.atleast_2d(self.coef_ - result.coef), axis=1)
+        scalar = (lambda v: float(np.ravel(v)[0])) if np.size(result.objective) == 1 \
+            else np.asarray
+        self.coef_error_bound_ = scalar(result.coef_error_bound + rounding)
+        self.optimality_residual_ = scalar(result.optimality_residual)
+        self.objective_ = scalar(result.objective)
+        self.n_iter_ = result.n_iter
+        self.n_passes_ = result.n_passes
+        self.history_ = result.history
+        self.naive_coef_ = result.naive_coef
+        self.naive_intercept_ = result.naive_intercept
+        self.best_iteration_ = result.best_iteration
+        self.n_components_ = result.n_components
+        self.cache_ = result.cache
+        return self
+
+    def _decision(self, X):
+        check_is_fitted(self, "coef_")
+        X = validate_input(self, X, reset=False)
+        dense = self.coef_.toarray() if scipy.sparse.issparse(self.coef_) else self.coef_
+        coef = np.atleast_2d(dense).T.astype(np.float64)
+        intercept = np.atleast_1d(self.intercept_).astype(np.float64)
+        if isinstance(X, RowBlocks):
+            scores = matvec(X, coef) + intercept
+        else:
+            scores = np.asarray(X @ coef) + intercept
+        # float32 in, float32 out (as scikit-learn), computed in float64.
+        scores = scores.astype(np.result_type(X.dtype, self.coef_.dtype), copy=False)
+        return scores[:, 0] if np.ndim(self.coef_) == 1 or self.coef_.shape[0] == 1 \
+            else scores
