@@ -17,6 +17,7 @@ from dask.callbacks import Callback
 from dasketch._blocks import as_row_blocks, cache_blocks, run_eagerly
 from dasketch.linear_model import (
     DualRandomProjectionClassifier,
+    PWSGDRegressor,
     SketchLstsqRegressor,
     dual_random_projection,
     sketch_lstsq,
@@ -90,6 +91,19 @@ def test_an_eager_least_squares_fit_equals_the_dask_fit_bit_for_bit(weighted):
     assert (eager.n_iter, eager.coef_error_bound) == (lazy.n_iter, lazy.coef_error_bound)
     np.testing.assert_array_equal(eager_model.coef_, lazy_model.coef_)
     assert eager_model.intercept_ == lazy_model.intercept_
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_an_eager_pwsgd_fit_equals_the_dask_fit_bit_for_bit(p):
+    """pwSGD's preconditioner pass and its row gathers run eagerly."""
+    X, y, weights = _problem(3)
+    with _Graphs() as eager_graphs:
+        eager = PWSGDRegressor(p=p, n_iter=500, random_state=0).fit(X, y, sample_weight=weights)
+    with _Graphs() as dask_graphs, dask.config.set({"dasketch.eager": False}):
+        lazy = PWSGDRegressor(p=p, n_iter=500, random_state=0).fit(X, y, sample_weight=weights)
+    assert dask_graphs.count > eager_graphs.count
+    np.testing.assert_array_equal(eager.coef_, lazy.coef_)
+    assert eager.intercept_ == lazy.intercept_
 
 
 def test_only_one_block_in_this_process_runs_eagerly(tmp_path):

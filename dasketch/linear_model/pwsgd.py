@@ -16,7 +16,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Options, StrOptions
 
-from dasketch._blocks import as_row_blocks, gather_rows
+from dasketch._blocks import as_row_blocks, gather_rows, run_eagerly
 from dasketch.kernels.embeddings import EMBEDDINGS
 from dasketch.kernels.weighted_sgd import run_pwsgd, step_schedule, to_metric
 from dasketch.linear_model._regression_passes import row_power
@@ -276,7 +276,7 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
         start_time = time.perf_counter()
         self._check_params()
         blocks, b, sample_weight, dtype = self._validate_fit_data(X, y, sample_weight)
-        blocks = as_row_blocks(blocks, block_rows=self.block_rows, name="X")
+        blocks = run_eagerly(as_row_blocks(blocks, block_rows=self.block_rows, name="X"))
         n, d = blocks.shape
         if n <= d:
             extra = " plus one for the intercept" if self.fit_intercept else ""
