@@ -95,7 +95,7 @@ def test_an_eager_least_squares_fit_equals_the_dask_fit_bit_for_bit(weighted):
 
 @pytest.mark.parametrize("p", [1, 2])
 def test_an_eager_pwsgd_fit_equals_the_dask_fit_bit_for_bit(p):
-    """PwSGD's preconditioner pass and its row gathers run eagerly."""
+    """The preconditioner pass of pwSGD and its row gathers run eagerly."""
     X, y, weights = _problem(3)
     with _Graphs() as eager_graphs:
         eager = PWSGDRegressor(p=p, n_iter=500, random_state=0).fit(X, y, sample_weight=weights)
