@@ -16,6 +16,7 @@ from dasketch._blocks import (
     compute,
     default_block_rows,
     map_reduce,
+    run_eagerly,
 )
 from dasketch._blocks.block_functions import (
     merge_all_sketches,
@@ -279,9 +280,10 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
             return randomized_block_rows(values_per_row, n_features)
         return default_block_rows(values_per_row)
 
-    blocks = as_row_blocks(X, block_rows=block_rows, component=component,
-                           storage_options=storage_options, missing_chunks=missing_chunks,
-                           default_rows=default_rows)
+    blocks = run_eagerly(as_row_blocks(X, block_rows=block_rows, component=component,
+                                       storage_options=storage_options,
+                                       missing_chunks=missing_chunks,
+                                       default_rows=default_rows), client)
     requested, update = update, choose_update(update, blocks.sparse, blocks.n_features,
                                               sketch_size)
     if working_size is None:
@@ -303,6 +305,8 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
     # A block sketch holds new arrays only, never views of its block.
     root = map_reduce(blocks, func, merge_all_sketches, split_every=fan_in,
                       keeps_block=False)
+    if blocks.eager:
+        return resized_sketch(root, int(sketch_size))
     # The last shrink runs on a worker too: the client only receives l - 1 rows.
     (result,) = compute(task(resized_sketch)(root, int(sketch_size)), client=client,
                         progress=progress)

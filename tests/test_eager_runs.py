@@ -11,9 +11,11 @@ everything else (several blocks, a store read by its tasks, a cluster, the
 import dask
 import numpy as np
 import pytest
+import scipy.sparse
 import zarr
 from dask.callbacks import Callback
 
+import dasketch
 from dasketch._blocks import as_row_blocks, cache_blocks, run_eagerly
 from dasketch.linear_model import (
     DualRandomProjectionClassifier,
@@ -104,6 +106,26 @@ def test_an_eager_pwsgd_fit_equals_the_dask_fit_bit_for_bit(p):
     assert dask_graphs.count > eager_graphs.count
     np.testing.assert_array_equal(eager.coef_, lazy.coef_)
     assert eager.intercept_ == lazy.intercept_
+
+
+@pytest.mark.parametrize("kind", ["dense", "centred", "sparse randomized"])
+def test_an_eager_sketch_and_pca_equal_the_dask_ones_bit_for_bit(kind):
+    X, _, _ = _problem(4)
+    params = dict(center=kind == "centred")
+    if kind == "sparse randomized":
+        X = scipy.sparse.random(300, 40, density=0.2, format="csr", random_state=0)
+        params = dict(update="randomized", random_state=0)
+    with _Graphs() as eager_graphs:
+        eager = dasketch.sketch(X, 6, **params)
+        eager_pca = dasketch.SketchPCA(n_components=3, random_state=0).fit(X)
+    with _Graphs() as dask_graphs, dask.config.set({"dasketch.eager": False}):
+        lazy = dasketch.sketch(X, 6, **params)
+        lazy_pca = dasketch.SketchPCA(n_components=3, random_state=0).fit(X)
+    assert eager_graphs.count == 2 < dask_graphs.count   # each fit takes its block once
+    np.testing.assert_array_equal(eager.B, lazy.B)
+    assert eager.error_bound == lazy.error_bound
+    np.testing.assert_array_equal(eager_pca.components_, lazy_pca.components_)
+    np.testing.assert_array_equal(eager_pca.explained_variance_, lazy_pca.explained_variance_)
 
 
 def test_only_one_block_in_this_process_runs_eagerly(tmp_path):

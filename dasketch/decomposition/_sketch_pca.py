@@ -10,7 +10,7 @@ from sklearn.utils import check_array
 from sklearn.utils._param_validation import RealNotInt, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from dasketch._blocks import RowBlocks, as_row_blocks
+from dasketch._blocks import RowBlocks, as_row_blocks, run_eagerly
 from dasketch._blocks.scaling import scaled_blocks
 from dasketch._blocks.transposed_store import transposed_store_blocks
 from dasketch._pca_scaling import ColumnScaling
@@ -249,7 +249,7 @@ class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, _BasePCA):
                 return self._fit_transposed(transposed_store_blocks(
                     store, block_rows=self.block_rows, name="X"))
         X = validate_input(self, X, reset=True, accept_sparse="csr")
-        blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
+        blocks = run_eagerly(as_row_blocks(X, block_rows=self.block_rows, name="X"))
         if self.scaling is not None:
             blocks = scaled_blocks(blocks, self._fit_scaler(blocks, self.scaling)[0])
         return self._fit_rows(blocks)
