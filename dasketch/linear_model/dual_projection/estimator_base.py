@@ -103,7 +103,6 @@ class _DualRandomProjectionBase(BaseEstimator):
     the call of :func:`dual_random_projection` and the fitted attributes it sets,
     and the scores ``X w + b``."""
 
-    _loss_name = "squared"
     _parameter_constraints: dict = {**SHARED_CONSTRAINTS}
 
     def __init__(self, alpha=1.0, *, n_components=100, solver="cg", tol=1e-6, max_iter=100,
