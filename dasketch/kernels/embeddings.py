@@ -69,10 +69,12 @@ def gaussian_rows(seed, stream, start, stop, n_columns, dtype=np.float64):
     """Rows ``[start, stop)`` of a standard Gaussian matrix with ``n_columns`` columns.
 
     Row ``i`` depends only on ``(seed, stream, i // TILE)``, never on the range
-    asked for.
+    asked for. A generator fills its output in order, so a tile's first ``hi``
+    rows are drawn alone (``(hi, n_columns)``), not the whole tile: a matrix of
+    fewer than :data:`TILE` rows costs its own rows only.
     """
     parts = [
-        _tile_rng(seed, stream, tile).standard_normal((TILE, n_columns))[lo:hi]
+        _tile_rng(seed, stream, tile).standard_normal((hi, n_columns))[lo:]
         for tile, lo, hi in _tiles(start, stop)
     ]
     if not parts:
@@ -81,9 +83,10 @@ def gaussian_rows(seed, stream, start, stop, n_columns, dtype=np.float64):
 
 
 def cauchy_rows(seed, stream, start, stop, n_columns):
-    """Rows ``[start, stop)`` of a matrix of i.i.d. standard Cauchy variables."""
+    """Rows ``[start, stop)`` of a matrix of i.i.d. standard Cauchy variables (a
+    tile's first rows drawn alone, as in :func:`gaussian_rows`)."""
     parts = [
-        _tile_rng(seed, stream, tile).standard_cauchy((TILE, n_columns))[lo:hi]
+        _tile_rng(seed, stream, tile).standard_cauchy((hi, n_columns))[lo:]
         for tile, lo, hi in _tiles(start, stop)
     ]
     if not parts:
