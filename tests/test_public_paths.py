@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dasketch import RFDSONClassifier, RFDSONRegressor, SketchPCA
-from dasketch.linear_model import dual_random_projection, sketch_lstsq
+from dasketch.linear_model import dual_random_projection, sketch_lstsq, sketch_precondition
 
 # (path users import from, name, module that defines it now)
 MOVED = [
@@ -47,6 +47,12 @@ MOVED = [
     ("dasketch.linear_model.dual_projection.solve", "check_weights",
      "dasketch.linear_model.dual_projection.checks"),
 ]
+MOVED += [("dasketch.linear_model.preconditioning", name, "dasketch.linear_model.preconditioner")
+          for name in ("SketchPreconditioner", "leverage_scores", "metric_singular_values",
+                       "STREAM_SKETCH", "STREAM_CHECK", "STREAM_LEVERAGE", "STREAM_DRAWS",
+                       "_check_int")]
+MOVED += [("dasketch.linear_model", name, "dasketch.linear_model.preconditioner")
+          for name in ("SketchPreconditioner", "leverage_scores")]
 MOVED += [("dasketch.kernels.frequent_directions", name, f"dasketch.kernels.{module}")
           for module, names in [
               ("sketch_scaling", ("SAFE_EXPONENT", "block_scale_exponent",
@@ -73,6 +79,8 @@ def test_moved_names_are_importable_from_their_old_module(old, name, new):
      lambda X, y: RFDSONRegressor(sketch_size=3).fit(X, y)),
     ("dasketch.linear_model.dual_projection.solve.DualRandomProjectionResult",
      lambda X, y: dual_random_projection(X, y, random_state=0)),
+    ("dasketch.linear_model.preconditioning.SketchPreconditioner",
+     lambda X, y: sketch_precondition(X, random_state=0)),
 ])
 def test_a_pickle_naming_the_old_path_loads(path, make):
     """A pickle written when the class lived at ``path`` (its reference rewritten to
@@ -93,5 +101,5 @@ def test_a_pickle_naming_the_old_path_loads(path, make):
     elif hasattr(obj, "predict"):
         np.testing.assert_array_equal(loaded.predict(X), obj.predict(X))
     else:
-        field = "x" if hasattr(obj, "x") else "coef"
+        field = next(f for f in ("x", "coef", "R") if hasattr(obj, f))
         np.testing.assert_array_equal(getattr(loaded, field), getattr(obj, field))
