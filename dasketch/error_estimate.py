@@ -11,9 +11,9 @@ from dasketch._blocks import add, as_row_blocks, compute, map_reduce
 from dasketch._blocks.block_functions import gram_block
 from dasketch._blocks.scheduler import default_client
 from dasketch._blocks.tasks import check_split_every
+from dasketch.kernels.certificates import error_from_products
 from dasketch.kernels.embeddings import gaussian_rows, resolve_seed
 from dasketch.kernels.frequent_directions import Sketch
-from dasketch.kernels.sparse_fd import error_from_products
 from dasketch.sketch_memory import check_estimate_memory
 from dasketch.utils.params import PASS_CONSTRAINTS, POSITIVE_INT, RANDOM_STATE
 

@@ -4,7 +4,7 @@ workers' memory limit before anything runs.
 A merge holds ``split_every`` working sketches and the merged one, each up to
 ``(working_size - 1) x d`` float64 values, whatever the number of rows; the
 randomized update of a block also holds its Lanczos basis (one float64 row of
-``d`` values per step, :func:`~dasketch.kernels.sparse_fd.lanczos_steps`) and its
+``d`` values per step, :func:`~dasketch.kernels.certificates.lanczos_steps`) and its
 test matrix. When that alone passes the fraction of the memory limit at which
 ``distributed`` restarts a worker, every attempt would be killed and the run
 would end in a ``KilledWorker`` error after several restarts; here it is a
@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import warnings
 
-from dasketch.kernels.sparse_fd import lanczos_steps
+from dasketch.kernels.certificates import lanczos_steps
 
 # distributed's default fraction of the memory limit at which the nanny restarts a
 # worker (``distributed.worker.memory.terminate``).

@@ -26,14 +26,14 @@ from dasketch._blocks.block_functions import (
 from dasketch._blocks.scheduler import default_client
 from dasketch._blocks.tasks import check_split_every, task
 from dasketch.error_estimate import estimate_error  # noqa: F401 - re-exported
+from dasketch.kernels.certificates import (
+    DEFAULT_FAILURE_PROBABILITY,
+    check_failure_probability,
+)
 from dasketch.kernels.embeddings import resolve_seed
 from dasketch.kernels.frequent_directions import check_sketch_parameters
 from dasketch.kernels.shrink import UPDATES
 from dasketch.kernels.sketch_checks import METHODS
-from dasketch.kernels.sparse_fd import (
-    DEFAULT_FAILURE_PROBABILITY,
-    check_failure_probability,
-)
 from dasketch.sketch_memory import check_task_memory
 from dasketch.sparse_embedding import sparse_embed  # noqa: F401 - re-exported
 from dasketch.utils.params import PASS_CONSTRAINTS, RANDOM_STATE, Interval

@@ -7,8 +7,8 @@ import pickle
 import numpy as np
 import pytest
 
-from dasketch import RFDSONClassifier, RFDSONRegressor, SketchPCA
-from dasketch.linear_model import dual_random_projection, sketch_lstsq
+from dasketch import RFDSONClassifier, RFDSONRegressor, SketchPCA, estimate_error, sketch
+from dasketch.linear_model import dual_random_projection, sketch_lstsq, sketch_precondition
 
 # (path users import from, name, module that defines it now)
 MOVED = [
@@ -16,7 +16,11 @@ MOVED = [
     ("dasketch.linear_model.lstsq", "SketchLstsqRegressor", "dasketch.linear_model.lstsq"),
     ("dasketch.linear_model.lstsq", "sketch_lstsq", "dasketch.linear_model.lstsq_solver"),
     ("dasketch.linear_model.lstsq", "LstsqResult", "dasketch.linear_model.lstsq_solver"),
-    ("dasketch.linear_model.lstsq", "error_bound", "dasketch.linear_model.lstsq_solver"),
+    ("dasketch.linear_model.lstsq", "error_bound", "dasketch.linear_model.lstsq_bounds"),
+    ("dasketch.linear_model.lstsq_solver", "error_bound", "dasketch.linear_model.lstsq_bounds"),
+    ("dasketch.linear_model.lstsq_solver", "_outside_sketch",
+     "dasketch.linear_model.lstsq_bounds"),
+    ("dasketch.linear_model.lstsq_solver", "_ROUNDING", "dasketch.linear_model.lstsq_bounds"),
     ("dasketch.linear_model.lstsq", "solve_lstsq", "dasketch.linear_model.lstsq_solver"),
     ("dasketch.io", "save_sketch", "dasketch.sketch_io"),
     ("dasketch.io", "load_sketch", "dasketch.sketch_io"),
@@ -43,6 +47,17 @@ MOVED = [
     ("dasketch.linear_model.dual_projection.solve", "check_weights",
      "dasketch.linear_model.dual_projection.checks"),
 ]
+MOVED += [("dasketch.linear_model.preconditioning", name, "dasketch.linear_model.preconditioner")
+          for name in ("SketchPreconditioner", "leverage_scores", "metric_singular_values",
+                       "STREAM_SKETCH", "STREAM_CHECK", "STREAM_LEVERAGE", "STREAM_DRAWS",
+                       "_check_int")]
+MOVED += [("dasketch.linear_model", name, "dasketch.linear_model.preconditioner")
+          for name in ("SketchPreconditioner", "leverage_scores")]
+MOVED += [("dasketch.kernels.sparse_fd", name, "dasketch.kernels.certificates")
+          for name in ("DEFAULT_FAILURE_PROBABILITY", "LANCZOS_TOLERANCE", "ErrorEstimate",
+                       "certified_largest_eigenvalue", "check_failure_probability",
+                       "error_from_products", "lanczos_steps", "largest_eigenvalue",
+                       "product_rounding")]
 MOVED += [("dasketch.kernels.frequent_directions", name, f"dasketch.kernels.{module}")
           for module, names in [
               ("sketch_scaling", ("SAFE_EXPONENT", "block_scale_exponent",
@@ -69,6 +84,10 @@ def test_moved_names_are_importable_from_their_old_module(old, name, new):
      lambda X, y: RFDSONRegressor(sketch_size=3).fit(X, y)),
     ("dasketch.linear_model.dual_projection.solve.DualRandomProjectionResult",
      lambda X, y: dual_random_projection(X, y, random_state=0)),
+    ("dasketch.linear_model.preconditioning.SketchPreconditioner",
+     lambda X, y: sketch_precondition(X, random_state=0)),
+    ("dasketch.kernels.sparse_fd.ErrorEstimate",
+     lambda X, y: estimate_error(X, sketch(X, sketch_size=3), n_vectors=3, random_state=0)),
 ])
 def test_a_pickle_naming_the_old_path_loads(path, make):
     """A pickle written when the class lived at ``path`` (its reference rewritten to
@@ -89,5 +108,5 @@ def test_a_pickle_naming_the_old_path_loads(path, make):
     elif hasattr(obj, "predict"):
         np.testing.assert_array_equal(loaded.predict(X), obj.predict(X))
     else:
-        field = "x" if hasattr(obj, "x") else "coef"
+        field = next(f for f in ("x", "coef", "R", "upper") if hasattr(obj, f))
         np.testing.assert_array_equal(getattr(loaded, field), getattr(obj, field))

@@ -15,9 +15,9 @@ _PUBLIC = {
     "RFDSONClassifier": "dasketch.linear_model.rfd_son",
     "RFDSONRegressor": "dasketch.linear_model.rfd_son_regressor",
     "SketchLstsqRegressor": "dasketch.linear_model.lstsq",
-    "SketchPreconditioner": "dasketch.linear_model.preconditioning",
+    "SketchPreconditioner": "dasketch.linear_model.preconditioner",
     "dual_random_projection": "dasketch.linear_model.dual_projection.solve",
-    "leverage_scores": "dasketch.linear_model.preconditioning",
+    "leverage_scores": "dasketch.linear_model.preconditioner",
     "sketch_lstsq": "dasketch.linear_model.lstsq_solver",
     "sketch_precondition": "dasketch.linear_model.preconditioning",
 }

@@ -79,7 +79,7 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         ``||coef_ - coef*|| <= coef_error_bound_`` per target for the exact
         minimum-norm solution ``coef*`` (of rank ``rank_``), including the
         rounding to float32 for float32 input: see
-        :func:`dasketch.linear_model.lstsq_solver.error_bound`.
+        :func:`dasketch.linear_model.lstsq_bounds.error_bound`.
     intercept_error_bound_ : float or ndarray (n_targets,)
         ``|intercept_ - intercept*| <= intercept_error_bound_``:
         ``||mean(X)|| coef_error_bound_`` plus rounding.

@@ -33,15 +33,13 @@ from dasketch._blocks import (
 from dasketch.linear_model._regression_passes import data_singular_values
 from dasketch.linear_model._sketched_regression import check_sample_weight
 from dasketch.linear_model._weighted_products import WeightedCentredProducts
+from dasketch.linear_model.lstsq_bounds import (  # noqa: F401 - re-exported
+    _ROUNDING,
+    _outside_sketch,
+    error_bound,
+)
 from dasketch.linear_model.preconditioning import precondition_blocks
 from dasketch.utils.params import POSITIVE_INT, Interval
-
-# Unit of the rounding terms of the error bound (as the dual random projection's).
-_ROUNDING = 2.0 * np.finfo(np.float64).eps
-# The error bound holds when the check embedding S' neither stretches nor
-# shrinks a vector of the range of A by more than this factor (an OSNAP
-# embedding of 8 d rows distorts by about 1 +- 0.35).
-_EMBEDDING_SLACK = 2.0
 
 
 @dataclass(frozen=True)
@@ -77,7 +75,7 @@ class LstsqResult:
     coef_error_bound : float or ndarray, optional
         ``||x - x*|| <= coef_error_bound`` per target, ``x*`` the exact
         minimum-norm solution (of the rank ``rank``), see
-        :func:`error_bound`.
+        :func:`~dasketch.linear_model.lstsq_bounds.error_bound`.
     rank : int, optional
         Numerical rank of ``A`` from its sketch (singular values of ``R``
         above ``max(n, d) eps`` times the largest, as ``numpy.linalg.lstsq``).
@@ -116,57 +114,6 @@ class LstsqResult:
     intercept_error_bound: object = 0.0
 
 
-def error_bound(precond, x, residual, gradient, targets_norm):
-    """A bound on ``||x - x*||`` per target (columns) for the minimum-norm
-    least-squares solution ``x*`` of ``A``.
-
-    With ``U = A N`` (``N`` the preconditioner's ``basis``, spanning the row
-    space of ``A``), ``x = N z`` and ``x* = N z*`` with ``U^T U (z - z*) =
-    -U^T r``, so ``||x - x*|| <= ||N|| ||U^T r|| / sigma_min(U)^2``, with
-    ``||N|| = 1 / sigma_k(R)`` and ``sigma_min(U)`` at least the smallest
-    singular value of the check sketch ``S' U`` over ``_EMBEDDING_SLACK``
-    (a high-probability bound: it holds when ``S'`` distorts no vector of the
-    range of ``A`` by more than that factor). ``U^T r`` is computed in floating
-    point; with ``u = 2 eps``, ``F`` the Frobenius norm of the weighted rows
-    before centring plus ``sqrt(sum w) ||m||`` and ``||b||`` the weighted
-    targets' norm plus ``sqrt(sum w) |mean(b)|``, its rounding error is taken
-    as ``sigma_max(U) u (sqrt(d) F ||x|| + ||b||) + ||N|| u sqrt(n) F ||r||``
-    (the residual's entries, then the sums over rows, errors growing as the
-    square root of the number of terms) and is added: the bound then also
-    covers the accuracy floor of about ``eps kappa ||x||`` (plus ``eps
-    kappa^2 ||r|| / ||A||``) of ill-conditioned problems.
-
-    Parameters
-    ----------
-    precond : SketchPreconditioner
-    x : ndarray (d, k)
-    residual : ndarray (n, k)
-        ``b - A x``.
-    gradient : ndarray (rank, k)
-        ``U^T r``, computed.
-    targets_norm : ndarray (k,)
-        ``||W^(1/2) b|| + sqrt(sum w) |mean(b)|`` per target.
-
-    Returns
-    -------
-    ndarray (k,)
-    """
-    k = precond.rank
-    if k == 0:
-        return np.zeros(x.shape[1])
-    n, d = residual.shape[0], x.shape[0]
-    norm_n = 1.0 / precond.singular_values[k - 1]
-    check = precond.check_singular_values
-    low, high = check[-1] / _EMBEDDING_SLACK, check[0] * _EMBEDDING_SLACK
-    frobenius = precond.frobenius
-    if precond.mean is not None:
-        frobenius += np.sqrt(precond.weight_sum) * np.linalg.norm(precond.mean)
-    x_norm, r_norm = np.linalg.norm(x, axis=0), np.linalg.norm(residual, axis=0)
-    rounding = (high * _ROUNDING * (np.sqrt(d) * frobenius * x_norm + targets_norm)
-                + norm_n * _ROUNDING * np.sqrt(n) * frobenius * r_norm)
-    return norm_n * (np.linalg.norm(gradient, axis=0) + rounding) / low ** 2
-
-
 _LSTSQ_CONSTRAINTS = {"tol": [Interval(numbers.Real, 0, 1, closed="neither")],
                       "max_iter": [POSITIVE_INT, None]}
 
@@ -187,7 +134,8 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
        ``z0 = Sigma_k V_k^T x0``, then ``x = N z``: in the row space of ``A``,
        hence the minimum-norm solution, as ``numpy.linalg.lstsq`` returns;
     4. one more pass for ``A^T (b - A x)``, which gives the a-posteriori
-       bound ``coef_error_bound`` (:func:`error_bound`).
+       bound ``coef_error_bound``
+       (:func:`~dasketch.linear_model.lstsq_bounds.error_bound`).
 
     Each product of the operator is a blocked pass over a Dask or zarr ``A``
     (correct at any size, but every LSQR iteration then pays two passes over
@@ -300,25 +248,6 @@ def _check_targets(b, n):
     if not np.isfinite(b).all():
         raise ValueError("b contains NaN or Inf; only finite values are accepted")
     return b
-
-
-def _outside_sketch(precond, full_gradient, residual):
-    """Per target, whether ``A^T r`` has a part outside the row space of the
-    sketch beyond ten times what rounding (``u sqrt(n) F ||r||``) and the
-    directions dropped as numerically null (singular values below
-    ``max(n, d) eps`` times the largest, which the embedding may shrink by
-    ``_EMBEDDING_SLACK``) can put there: the sketch then lost directions of the
-    row space of ``A`` that the targets see, and the error bound, which assumes
-    that it spans them, does not hold."""
-    n, d = residual.shape[0], full_gradient.shape[0]
-    V = precond.basis * precond.singular_values[:precond.rank]   # orthonormal
-    part = np.linalg.norm(full_gradient - V @ (V.T @ full_gradient), axis=0)
-    frobenius = precond.frobenius + (0.0 if precond.mean is None else
-                                     np.sqrt(precond.weight_sum) * np.linalg.norm(precond.mean))
-    dropped = (_EMBEDDING_SLACK * max(n, d) * np.finfo(np.float64).eps
-               * precond.singular_values[0])
-    allowed = (_ROUNDING * np.sqrt(n) * frobenius + dropped) * np.linalg.norm(residual, axis=0)
-    return part > 10.0 * allowed
 
 
 def _in_memory(A):

@@ -21,12 +21,12 @@ from dasketch.kernels.embeddings import EMBEDDINGS
 from dasketch.kernels.weighted_sgd import run_pwsgd, step_schedule, to_metric
 from dasketch.linear_model._regression_passes import row_power
 from dasketch.linear_model._sketched_regression import SketchedRegressorMixin
-from dasketch.linear_model.preconditioning import (
+from dasketch.linear_model.preconditioner import (
     STREAM_DRAWS,
     leverage_scores,
     metric_singular_values,
-    precondition_blocks,
 )
+from dasketch.linear_model.preconditioning import precondition_blocks
 from dasketch.utils.params import Interval
 
 PRECONDITIONERS = ("full", "diag", "none")
