@@ -45,7 +45,7 @@ def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=No
     sketch : Sketch
         The sketch of ``X`` to check.
     n_vectors : int, default 10
-        ``r >= 1``; the upper end fails with probability ``10 ** -r``.
+        ``1 <= r <= d``; the upper end fails with probability ``10 ** -r``.
     random_state : None, int or numpy.random.Generator, optional
         Seeds the Gaussian vectors.
     split_every : int, optional
@@ -98,6 +98,10 @@ def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=No
     if blocks.n_features != sketch.n_features or blocks.n_rows != sketch.n_rows:
         raise ValueError(f"X has shape ({blocks.n_rows}, {blocks.n_features}) but the sketch "
                          f"summarises ({sketch.n_rows}, {sketch.n_features})")
+    if n_vectors > blocks.n_features:
+        raise ValueError(f"n_vectors must be at most the number of columns of X "
+                         f"({blocks.n_features}): the vectors span a subspace of them, got "
+                         f"{n_vectors}")
     seed = resolve_seed(random_state)
     fan_in = check_estimate_memory(
         client if client is not None else default_client(), int(n_vectors),

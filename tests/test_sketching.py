@@ -94,6 +94,18 @@ def test_estimate_error_rejects_other_data(wide_sparse):
         dasketch.estimate_error(wide_sparse, sk.B)
 
 
+def test_estimate_error_names_more_vectors_than_columns():
+    """r Gaussian vectors span at most the d columns: r > d is refused before
+    the pass, naming n_vectors; r = d is taken."""
+    X = np.random.default_rng(0).standard_normal((50, 4))
+    sk = dasketch.sketch(X, 3)
+    with pytest.raises(ValueError, match=r"n_vectors must be at most .* \(4\).* got 5"):
+        dasketch.estimate_error(X, sk, n_vectors=5)
+    est = dasketch.estimate_error(X, sk, n_vectors=4, random_state=0)
+    true = np.linalg.norm(X.T @ X - sk.B.T @ sk.B - (sk.alpha - sk.alpha0) * np.eye(4), 2)
+    assert est.lower <= true * (1 + 1e-9) and est.lower >= true * (1 - 1e-9)
+
+
 @pytest.mark.parametrize("value", [0, 1, -0.1, "x"])
 def test_bad_failure_probability(wide_sparse, value):
     with pytest.raises(ValueError, match="failure_probability"):
