@@ -95,8 +95,8 @@ def test_estimate_error_rejects_other_data(wide_sparse):
 
 
 def test_estimate_error_names_more_vectors_than_columns():
-    """r Gaussian vectors span at most the d columns: r > d is refused before
-    the pass, naming n_vectors; r = d is taken."""
+    """The r Gaussian vectors span at most the d columns: r > d is refused
+    before the pass, naming n_vectors; r = d is taken."""
     X = np.random.default_rng(0).standard_normal((50, 4))
     sk = dasketch.sketch(X, 3)
     with pytest.raises(ValueError, match=r"n_vectors must be at most .* \(4\).* got 5"):
