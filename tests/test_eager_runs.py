@@ -1,12 +1,15 @@
-"""Eager runs: one block in this process's memory, no cluster.
+"""Eager runs: blocks in this process's memory, one block or the synchronous
+scheduler, no cluster.
 
-The bridge's primitives then call their functions on the block at once
+The bridge's primitives then call their functions on the blocks at once
 (:func:`dasketch._blocks.run_eagerly`). The results must be those of the Dask
 computation the run stands for, bit for bit, and the only graph computed is the
 one that hands over the block;
-everything else (several blocks, a store read by its tasks, a cluster, the
-``dasketch.eager`` switch) stays a Dask computation.
+everything else (several blocks under the threaded scheduler, a store read by
+its tasks, a cluster, the ``dasketch.eager`` switch) stays a Dask computation.
 """
+
+import contextlib
 
 import dask
 import numpy as np
@@ -16,7 +19,8 @@ import zarr
 from dask.callbacks import Callback
 
 import dasketch
-from dasketch._blocks import as_row_blocks, cache_blocks, run_eagerly
+from dasketch._blocks import add, as_row_blocks, cache_blocks, run_eagerly, tree_reduce
+from dasketch._blocks.tasks import streamed_tree
 from dasketch.linear_model import (
     DualRandomProjectionClassifier,
     PWSGDRegressor,
@@ -42,6 +46,22 @@ class _Graphs(Callback):
                                 for key in dsk)
 
 
+# How the rows are blocked: one block (eager under any local scheduler), or three
+# blocks under the synchronous scheduler (eager: its tasks would run one at a time).
+LAYOUTS = {"one block": ({}, None),
+           "three blocks, synchronous": ({"block_rows": 100}, "synchronous")}
+
+
+@contextlib.contextmanager
+def _scheduled(layout, eager):
+    block_params, scheduler = LAYOUTS[layout]
+    settings = {"dasketch.eager": eager}
+    if scheduler:
+        settings["scheduler"] = scheduler
+    with dask.config.set(settings):
+        yield block_params
+
+
 def _problem(seed=0):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((300, 40)) @ np.diag(np.logspace(0, -2, 40))
@@ -49,17 +69,19 @@ def _problem(seed=0):
     return X, y, rng.uniform(0.5, 2.0, 300)
 
 
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("loss", ["squared", "logistic", "smoothed_hinge"])
 @pytest.mark.parametrize("fit_intercept", [True, False])
-def test_an_eager_fit_equals_the_dask_fit_bit_for_bit_without_graphs(loss, fit_intercept):
+def test_an_eager_fit_equals_the_dask_fit_bit_for_bit_without_graphs(loss, fit_intercept,
+                                                                     layout):
     X, y, weights = _problem()
     target = y if loss == "squared" else np.sign(y)
     params = dict(loss=loss, alpha=0.1, n_components=8, fit_intercept=fit_intercept,
                   sample_weight=weights, random_state=0)
-    with _Graphs() as eager_graphs:
-        eager = dual_random_projection(X, target, **params)
-    with _Graphs() as dask_graphs, dask.config.set({"dasketch.eager": False}):
-        lazy = dual_random_projection(X, target, **params)
+    with _Graphs() as eager_graphs, _scheduled(layout, True) as blocks:
+        eager = dual_random_projection(X, target, **params, **blocks)
+    with _Graphs() as dask_graphs, _scheduled(layout, False) as blocks:
+        lazy = dual_random_projection(X, target, **params, **blocks)
     assert eager_graphs.block_tasks == 0
     assert dask_graphs.count >= lazy.n_passes
     np.testing.assert_array_equal(eager.coef, lazy.coef)
@@ -81,18 +103,20 @@ def test_an_eager_one_vs_rest_classifier_equals_the_dask_one():
     np.testing.assert_array_equal(eager.predict(X), lazy.predict(X))
 
 
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("weighted", [False, True])
-def test_an_eager_least_squares_fit_equals_the_dask_fit_bit_for_bit(weighted):
+def test_an_eager_least_squares_fit_equals_the_dask_fit_bit_for_bit(weighted, layout):
     """sketch_lstsq's preconditioner passes (the sketch, the check sketch, the
     leverage) run eagerly; its LSQR products are in memory either way."""
     X, y, weights = _problem(2)
     weights = weights if weighted else None
-    with _Graphs() as eager_graphs:
-        eager = sketch_lstsq(X, y, random_state=0)
-        eager_model = SketchLstsqRegressor(random_state=0).fit(X, y, sample_weight=weights)
-    with _Graphs() as dask_graphs, dask.config.set({"dasketch.eager": False}):
-        lazy = sketch_lstsq(X, y, random_state=0)
-        lazy_model = SketchLstsqRegressor(random_state=0).fit(X, y, sample_weight=weights)
+    fits = []
+    for eager in (True, False):
+        with _Graphs() as graphs, _scheduled(layout, eager) as blocks:
+            fits.append((graphs, sketch_lstsq(X, y, random_state=0, **blocks),
+                         SketchLstsqRegressor(random_state=0, **blocks).fit(
+                             X, y, sample_weight=weights)))
+    (eager_graphs, eager, eager_model), (dask_graphs, lazy, lazy_model) = fits
     assert eager_graphs.block_tasks == 0 < dask_graphs.block_tasks
     np.testing.assert_array_equal(eager.x, lazy.x)
     assert (eager.n_iter, eager.coef_error_bound) == (lazy.n_iter, lazy.coef_error_bound)
@@ -100,32 +124,36 @@ def test_an_eager_least_squares_fit_equals_the_dask_fit_bit_for_bit(weighted):
     assert eager_model.intercept_ == lazy_model.intercept_
 
 
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("p", [1, 2])
-def test_an_eager_pwsgd_fit_equals_the_dask_fit_bit_for_bit(p):
+def test_an_eager_pwsgd_fit_equals_the_dask_fit_bit_for_bit(p, layout):
     """The preconditioner pass of pwSGD and its row gathers run eagerly."""
     X, y, weights = _problem(3)
-    with _Graphs() as eager_graphs:
-        eager = PWSGDRegressor(p=p, n_iter=500, random_state=0).fit(X, y, sample_weight=weights)
-    with _Graphs() as dask_graphs, dask.config.set({"dasketch.eager": False}):
-        lazy = PWSGDRegressor(p=p, n_iter=500, random_state=0).fit(X, y, sample_weight=weights)
+    fits = []
+    for eager in (True, False):
+        with _Graphs() as graphs, _scheduled(layout, eager) as blocks:
+            fits.append((graphs, PWSGDRegressor(p=p, n_iter=500, random_state=0, **blocks).fit(
+                X, y, sample_weight=weights)))
+    (eager_graphs, eager), (dask_graphs, lazy) = fits
     assert eager_graphs.block_tasks == 0 < dask_graphs.block_tasks
     np.testing.assert_array_equal(eager.coef_, lazy.coef_)
     assert eager.intercept_ == lazy.intercept_
 
 
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("kind", ["dense", "centred", "sparse randomized"])
-def test_an_eager_sketch_and_pca_equal_the_dask_ones_bit_for_bit(kind):
+def test_an_eager_sketch_and_pca_equal_the_dask_ones_bit_for_bit(kind, layout):
     X, _, _ = _problem(4)
     params = dict(center=kind == "centred")
     if kind == "sparse randomized":
         X = scipy.sparse.random(300, 40, density=0.2, format="csr", random_state=0)
         params = dict(update="randomized", random_state=0)
-    with _Graphs() as eager_graphs:
-        eager = dasketch.sketch(X, 6, **params)
-        eager_pca = dasketch.SketchPCA(n_components=3, random_state=0).fit(X)
-    with _Graphs() as dask_graphs, dask.config.set({"dasketch.eager": False}):
-        lazy = dasketch.sketch(X, 6, **params)
-        lazy_pca = dasketch.SketchPCA(n_components=3, random_state=0).fit(X)
+    fits = []
+    for eager in (True, False):
+        with _Graphs() as graphs, _scheduled(layout, eager) as blocks:
+            fits.append((graphs, dasketch.sketch(X, 6, **params, **blocks),
+                         dasketch.SketchPCA(n_components=3, random_state=0, **blocks).fit(X)))
+    (eager_graphs, eager, eager_pca), (dask_graphs, lazy, lazy_pca) = fits
     assert eager_graphs.block_tasks == 0 < dask_graphs.block_tasks
     np.testing.assert_array_equal(eager.B, lazy.B)
     assert eager.error_bound == lazy.error_bound
@@ -133,10 +161,14 @@ def test_an_eager_sketch_and_pca_equal_the_dask_ones_bit_for_bit(kind):
     np.testing.assert_array_equal(eager_pca.explained_variance_, lazy_pca.explained_variance_)
 
 
-def test_only_one_block_in_this_process_runs_eagerly(tmp_path):
+def test_which_blocks_run_eagerly(tmp_path):
     X, _, _ = _problem()
     assert run_eagerly(as_row_blocks(X)).eager
-    assert not run_eagerly(as_row_blocks(X, block_rows=100)).eager    # three blocks
+    three = as_row_blocks(X, block_rows=100)
+    assert not run_eagerly(three).eager        # the threaded scheduler runs them in parallel
+    with dask.config.set(scheduler="synchronous"):
+        assert run_eagerly(three).eager
+        np.testing.assert_array_equal(np.concatenate(run_eagerly(three).blocks), X)
     with dask.config.set({"dasketch.eager": False}):
         assert not run_eagerly(as_row_blocks(X)).eager
     path = str(tmp_path / "x.zarr")
@@ -146,6 +178,20 @@ def test_only_one_block_in_this_process_runs_eagerly(tmp_path):
     cached, choice = cache_blocks(stored, True)
     assert choice.cached and run_eagerly(cached).eager
     np.testing.assert_array_equal(run_eagerly(cached).blocks[0], X)
+
+
+@pytest.mark.parametrize("split_every", [2, 3, 5])
+def test_the_streamed_tree_is_the_tree_of_dask_graphs(split_every):
+    """Eager parts are combined by the groups, in the order, of the Dask tree
+    (a combine that records its groups shows them)."""
+    def group(*parts):
+        return "(" + ",".join(parts) + ")"
+
+    for n in range(1, 40):
+        graphs = tree_reduce([dask.delayed(str(i)) for i in range(n)], group, split_every)
+        assert streamed_tree(map(str, range(n)), group, split_every) == \
+            dask.compute(graphs, scheduler="synchronous")[0]
+        assert tree_reduce([np.ones(2)] * n, add, split_every).tolist() == [n, n]
 
 
 def test_a_cluster_runs_every_pass_on_its_workers(cluster_client):

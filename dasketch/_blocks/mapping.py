@@ -23,7 +23,9 @@ from dasketch._blocks.row_blocks import as_row_aligned, delayed_row_chunks
 from dasketch._blocks.tasks import (
     ReadThenApply,
     add,
+    check_split_every,
     one_blas_thread_while_computing,
+    streamed_tree,
     task,
     tree_reduce,
 )
@@ -197,18 +199,16 @@ def map_reduce(blocks, func, combine, *aligned, split_every=None, shared=None,
     array([18., 22., 26.])
     """
     fold = fold_size(blocks, part_bytes) if rows is None else 1
+    if blocks.eager:
+        return _eager_map_reduce(blocks, func, combine, aligned, fold,
+                                 check_split_every(split_every, part_bytes), shared or {},
+                                 keeps_block, rows)
     if fold > 1:
         apply, arguments = _applied(blocks, func, _aligned_pieces(blocks, aligned),
                                     keeps_block)
-        count = len(blocks.blocks)
-        groups = [[arguments(i) for i in range(lo, min(lo + fold, count))]
-                  for lo in range(0, count, fold)]
-        if blocks.eager:
-            with one_blas_thread_while_computing():
-                parts = [FoldBlocks(apply, combine)(group, **(shared or {})) for group in groups]
-        else:
-            folded = task(FoldBlocks(apply, combine))
-            parts = [folded(group, **_shared(shared)) for group in groups]
+        count, folded = len(blocks.blocks), task(FoldBlocks(apply, combine))
+        parts = [folded([arguments(i) for i in range(lo, min(lo + fold, count))],
+                        **_shared(shared)) for lo in range(0, count, fold)]
         return tree_reduce(parts, combine, split_every, part_bytes)
     parts = block_tasks(blocks, func, _aligned_pieces(blocks, aligned), shared=shared,
                         keeps_block=keeps_block)
@@ -217,3 +217,33 @@ def map_reduce(blocks, func, combine, *aligned, split_every=None, shared=None,
     n_columns, dtype = rows
     return (_concatenated(blocks, [part[0] for part in parts], n_columns, dtype),
             tree_reduce([part[1] for part in parts], combine, split_every, part_bytes))
+
+
+def _eager_map_reduce(blocks, func, combine, aligned, fold, split_every, shared, keeps_block,
+                      rows):
+    """:func:`map_reduce` of eager blocks, computed now: the parts of the blocks
+    (of ``fold`` consecutive blocks each) enter the tree as they are made
+    (:func:`~dasketch._blocks.tasks.streamed_tree`), so that a few are held at a
+    time; with ``rows``, the rows of every block are kept and returned first."""
+    apply, arguments = _applied(blocks, func, _aligned_pieces(blocks, aligned), keeps_block)
+    count, kept = len(blocks.blocks), []
+
+    def parts():
+        if fold > 1:
+            folded = FoldBlocks(apply, combine)
+            for lo in range(0, count, fold):
+                yield folded([arguments(i) for i in range(lo, min(lo + fold, count))],
+                             **shared)
+            return
+        for i in range(count):
+            out = apply(*arguments(i), **shared)
+            if rows is not None:
+                kept.append(out[0])
+                out = out[1]
+            yield out
+
+    with one_blas_thread_while_computing():
+        total = streamed_tree(parts(), combine, split_every)
+    if rows is None:
+        return total
+    return _concatenated(blocks, kept, *rows), total

@@ -2,12 +2,13 @@
 from every kind of input by :func:`dasketch._blocks.inputs.as_row_blocks`),
 the steps applied to every block, and arrays aligned with the blocks.
 
-A matrix of one block in this process's memory, with no ``distributed``
-client active, is run eagerly (:func:`run_eagerly`): the bridge's primitives
-then call their functions on the block at once, in this thread, and return
-arrays, as the task of a one-block graph would compute them; they skip the
-building, optimising and scheduling of a graph, which costs milliseconds a
-pass and outweighs the products of small problems.
+A matrix in this process's memory, of one block or under the synchronous
+scheduler, with no ``distributed`` client active, is run eagerly
+(:func:`run_eagerly`): the bridge's primitives then call their functions on the
+blocks at once, in this thread, and return arrays, as the tasks of the graph
+would compute them; they skip the building, optimising and scheduling of a
+graph, which costs milliseconds a pass and outweighs the products of small
+problems.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from functools import partial
 
 import dask
 import dask.array as da
+import dask.local
 import numpy as np
 
 from dasketch._blocks import store_watch
@@ -138,23 +140,27 @@ def delayed_row_chunks(array):
     return chunks
 
 
-def chunk_blocks(array):
+def chunk_blocks(array, offsets=None):
     """The row chunks of a Dask array, as they are, as :class:`RowBlocks` (e.g. a
     persisted projection ``X R``, to pass over with the bridge's primitives).
+
+    An ndarray (a result of eager passes, :func:`run_eagerly`) is cut at
+    ``offsets`` (those of the blocks it was computed from; one block when None)
+    into eager blocks, so that a pass over it combines the same parts as over
+    the chunks of the Dask array it stands for.
 
     Examples
     --------
     >>> import dask.array as da
     >>> chunk_blocks(da.ones((5, 3), chunks=(2, 1))).offsets
     (0, 2, 4, 5)
-
-    An ndarray (a result of eager passes, :func:`run_eagerly`) is one eager block.
     """
     if not isinstance(array, da.Array):
         array = np.asarray(array)
         width = int(np.prod(array.shape[1:], dtype=np.int64))
-        return RowBlocks((array,), (0, int(array.shape[0])), width, array.dtype, False,
-                         resident=True, eager=True)
+        offsets = tuple(offsets) if offsets is not None else (0, int(array.shape[0]))
+        pieces = tuple(array[start:stop] for start, stop in zip(offsets[:-1], offsets[1:]))
+        return RowBlocks(pieces, offsets, width, array.dtype, False, resident=True, eager=True)
     offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(array.chunks[0])]))
     if any(len(c) > 1 for c in array.chunks[1:]):
         array = array.rechunk({ax: -1 for ax in range(1, array.ndim)})
@@ -255,16 +261,18 @@ def rechunk_rows(array, rows):
 
 
 def run_eagerly(blocks, client=None):
-    """``blocks`` as eager blocks (:attr:`RowBlocks.eager`) when they are one block
-    in this process's memory (an in-memory input, or one persisted by the local
-    schedulers) and no ``distributed`` client is given, holds the block or is
-    active, unless ``dask.config`` ``"dasketch.eager"`` is False; else
-    ``blocks`` unchanged.
+    """``blocks`` as eager blocks (:attr:`RowBlocks.eager`) when they are in this
+    process's memory (an in-memory input, or blocks persisted by the local
+    schedulers) and either one block or the active scheduler is the synchronous
+    one (which would run their tasks one at a time in this thread), with no
+    ``distributed`` client given, holding the blocks or active, unless
+    ``dask.config`` ``"dasketch.eager"`` is False; else ``blocks`` unchanged.
 
     Eager passes give the results of the Dask computation they stand for: the
-    same functions of the same block, run with one BLAS thread, and one block
-    has no tree to combine. Several blocks always stay Dask computations,
-    which run them in parallel.
+    same functions of the same blocks, run with one BLAS thread, their parts
+    combined by the same tree (:func:`~dasketch._blocks.tasks.streamed_tree`).
+    Several blocks under the threaded or process schedulers stay Dask
+    computations, which run them in parallel.
 
     Examples
     --------
@@ -274,10 +282,13 @@ def run_eagerly(blocks, client=None):
     >>> blocks.eager, map_reduce(blocks, lambda b, start, stop: b.sum(axis=0), add)
     (True, array([4., 4.]))
     """
-    if (blocks.eager or len(blocks.blocks) != 1 or not blocks.resident
-            or blocks.reader is not None or not dask.config.get(EAGER_KEY, True)):
+    if (blocks.eager or not blocks.resident or blocks.reader is not None
+            or not dask.config.get(EAGER_KEY, True)):
+        return blocks
+    if len(blocks.blocks) != 1 and dask.base.get_scheduler() is not dask.local.get_sync:
         return blocks
     if client is not None or active_client() is not None or client_holding(blocks.blocks):
         return blocks
-    (block,) = dask.compute(blocks.blocks[0], scheduler="synchronous")   # the one graph
-    return replace(blocks, blocks=(block,), eager=True)
+    # the one graph: the blocks themselves
+    arrays = dask.compute(*blocks.blocks, scheduler="synchronous")
+    return replace(blocks, blocks=tuple(arrays), eager=True)

@@ -15,8 +15,8 @@ from threadpoolctl import ThreadpoolController
 from dasketch._blocks.block_functions import add
 
 __all__ = ["COMBINE_BYTES", "COMBINE_BYTES_KEY", "DEFAULT_SPLIT_EVERY", "SPLIT_EVERY_KEY",
-           "ReadThenApply", "add", "check_split_every", "one_blas_thread_while_computing",
-           "task", "tree_reduce"]
+           "ReadThenApply", "add", "check_split_every",
+           "one_blas_thread_while_computing", "streamed_tree", "task", "tree_reduce"]
 
 # Fan-in of tree reductions when neither the caller nor dask.config sets one.
 DEFAULT_SPLIT_EVERY = 8
@@ -213,15 +213,54 @@ def tree_reduce(parts, combine, split_every=None, part_bytes=None):
     ``combine(*group)``; the tree depends only on the number of parts (and
     ``part_bytes``, the size of one part, which can lower the fan-in: see
     :func:`check_split_every`). Parts that are values, not Dask collections
-    (the results of eager passes), are combined now by the same tree.
+    (the results of eager passes), are combined now by the same tree
+    (:func:`streamed_tree`).
     """
     split_every = check_split_every(split_every, part_bytes)
     parts = list(parts)
     if not parts:
         raise ValueError("tree_reduce needs at least one part")
-    if any(dask.is_dask_collection(part) for part in parts):
-        combine = task(combine)
+    if not any(dask.is_dask_collection(part) for part in parts):
+        return streamed_tree(parts, combine, split_every)
+    combine = task(combine)
     while len(parts) > 1:
         parts = [combine(*parts[i:i + split_every]) if len(parts[i:i + split_every]) > 1
                  else parts[i] for i in range(0, len(parts), split_every)]
     return parts[0]
+
+
+def streamed_tree(parts, combine, split_every):
+    """The tree of :func:`tree_reduce` over the values ``parts`` (any iterable),
+    each group combined as soon as it is complete: at most ``split_every - 1``
+    values wait at each level, so a long stream of parts (eager passes over
+    many blocks) holds a few of them at a time, as Dask's scheduling of the tree
+    does. The groups, their order and the parts passed up alone are those of
+    :func:`tree_reduce`.
+
+    Examples
+    --------
+    >>> streamed_tree("abcde", lambda *g: "(" + "".join(g) + ")", 2)
+    '(((ab)(cd))e)'
+    """
+    levels = []     # the values waiting at each level, in order
+
+    def push(level, value):
+        if level == len(levels):
+            levels.append([])
+        levels[level].append(value)
+        if len(levels[level]) == split_every:
+            group, levels[level] = levels[level], []
+            push(level + 1, combine(*group))
+
+    for part in parts:
+        push(0, part)
+    if not levels:
+        raise ValueError("tree_reduce needs at least one part")
+    level = 0
+    while True:     # the last group of each level, from the bottom up
+        group, levels[level] = levels[level], []
+        if level == len(levels) - 1:
+            return group[0] if len(group) == 1 else combine(*group)
+        if group:
+            push(level + 1, group[0] if len(group) == 1 else combine(*group))
+        level += 1

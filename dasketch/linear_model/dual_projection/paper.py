@@ -50,8 +50,8 @@ class ProjectedProblem:
     None) and shift ``a``."""
 
     def __init__(self, xhat, y, s, c, a, *, lam, loss, smoothing, fit_intercept,
-                 split_every, client):
-        self.xhat_blocks = chunk_blocks(xhat)
+                 split_every, client, offsets=None):
+        self.xhat_blocks = chunk_blocks(xhat, offsets)
         self.aligned = (y, s) if c is None else (y, s, c)
         self.a, self.m = a, a.size
         self.lam, self.loss, self.smoothing = lam, loss, smoothing
@@ -137,7 +137,7 @@ def _projected_problem(full, xhat, k, margins, shift):
                             loss=full.loss, smoothing=full.smoothing,
                             fit_intercept=full.fit_intercept,
                             split_every=full.options["split_every"],
-                            client=full.options["client"])
+                            client=full.options["client"], offsets=full.blocks.offsets)
 
 
 def _start(m, b0, fit_intercept):

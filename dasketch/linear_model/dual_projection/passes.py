@@ -283,11 +283,13 @@ def _constant_curvature_block(xhat, start, stop, y, s, *, b, loss, smoothing):
     return _weighted_grams(weights, xa)
 
 
-def curvature_at_constant(xhat, yd, sd, b, *, loss, smoothing, split_every, client):
+def curvature_at_constant(xhat, yd, sd, b, *, loss, smoothing, split_every, client,
+                          offsets=None):
     """``[X_hat 1]^T diag(s l''(b_k, y_k)) [X_hat 1]`` per target at constant margins
-    ``b`` (K): a pass over the persisted ``X_hat``, not over X."""
+    ``b`` (K): a pass over the persisted ``X_hat``, not over X (cut at ``offsets``,
+    those of the blocks of X, when it is an ndarray of eager passes)."""
     func = partial(_constant_curvature_block, b=b, loss=loss, smoothing=smoothing)
-    (packed,) = compute(map_reduce(chunk_blocks(xhat), func, add, yd, sd,
+    (packed,) = compute(map_reduce(chunk_blocks(xhat, offsets), func, add, yd, sd,
                                    split_every=split_every), client=client)
     m1 = xhat.shape[1] + 1
     return packed.reshape(yd.shape[1], m1, m1)

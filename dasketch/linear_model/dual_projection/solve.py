@@ -278,7 +278,8 @@ def _newton_from_algorithm_one(full, V, V0, g_v0, f_v0, growth, b0, reference, t
     if worse.size:
         V[:, worse], f[worse], G[:, worse] = V0[:, worse], f_v0[worse], g_v0[:, worse]
         curvature[worse] = curvature_at_constant(full.xhat, full.yd[:, worse], full.sd,
-                                                 b0[worse], **full.options)
+                                                 b0[worse], offsets=full.blocks.offsets,
+                                                 **full.options)
     return newton_cg(full, V, f, G, curvature, growth, reference, tol, max_iter, history)
 
 
