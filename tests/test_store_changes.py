@@ -8,13 +8,22 @@ import textwrap
 import time
 import uuid
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
 import zarr
 
 import dasketch
-from dasketch._blocks import add, as_row_blocks, cache_blocks, compute, iter_row_blocks, map_reduce
+from dasketch._blocks import (
+    add,
+    as_row_blocks,
+    cache_blocks,
+    compute,
+    iter_row_blocks,
+    map_reduce,
+    run_eagerly,
+)
 from dasketch._blocks.stores import open_zarr_array
 from dasketch.datasets import write_synthetic
 from dasketch.store_checks import is_local_path
@@ -216,6 +225,24 @@ def test_blocks_kept_in_memory_check_the_remote_store_they_came_from(tmp_path):
     zarr.open_array(str(path), mode="r+")[0:10] = 1.0
     with pytest.raises(ValueError, match="rewritten while the job ran .rewritten: c/0/0"):
         compute(total)
+
+
+@pytest.mark.parametrize("block_rows", [None, CHUNK // 10])
+def test_blocks_kept_from_a_remote_store_never_run_eagerly(tmp_path, block_rows):
+    """Blocks in memory run their passes eagerly (one block, or under the
+    synchronous scheduler), except blocks kept from a remote store, whose passes
+    must list it again when they end."""
+    path, url, values = _remote_store(tmp_path)
+    with dask.config.set(scheduler="synchronous"):
+        blocks, _ = cache_blocks(as_row_blocks(url, block_rows=block_rows), True)
+        assert not run_eagerly(blocks).eager
+        total = map_reduce(run_eagerly(blocks), lambda b, start, stop: b.sum(axis=0), add)
+        time.sleep(0.01)
+        zarr.open_array(str(path), mode="r+")[0:10] = 1.0
+        with pytest.raises(ValueError, match="rewritten while the job ran"):
+            compute(total)
+        local, _ = cache_blocks(as_row_blocks(str(path), block_rows=block_rows), True)
+        assert run_eagerly(local).eager
 
 
 def test_an_unchanged_remote_store_sketches_as_the_local_path(tmp_path, cluster_client):

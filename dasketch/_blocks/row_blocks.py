@@ -267,6 +267,9 @@ def run_eagerly(blocks, client=None):
     one (which would run their tasks one at a time in this thread), with no
     ``distributed`` client given, holding the blocks or active, unless
     ``dask.config`` ``"dasketch.eager"`` is False; else ``blocks`` unchanged.
+    Blocks kept in memory from a remote store stay Dask computations too: each
+    pass over them lists the store again when it ends
+    (:mod:`dasketch._blocks.store_watch`), which an eager pass would skip.
 
     Eager passes give the results of the Dask computation they stand for: the
     same functions of the same blocks, run with one BLAS thread, their parts
@@ -289,6 +292,8 @@ def run_eagerly(blocks, client=None):
         return blocks
     if client is not None or active_client() is not None or client_holding(blocks.blocks):
         return blocks
+    if store_watch.stores_read_by(blocks.blocks):
+        return blocks   # kept from a remote store: every pass lists it again when it ends
     # the one graph: the blocks themselves
     arrays = dask.compute(*blocks.blocks, scheduler="synchronous")
     return replace(blocks, blocks=tuple(arrays), eager=True)
