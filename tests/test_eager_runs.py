@@ -3,10 +3,10 @@ scheduler, no cluster.
 
 The bridge's primitives then call their functions on the blocks at once
 (:func:`dasketch._blocks.run_eagerly`). The results must be those of the Dask
-computation the run stands for, bit for bit, and the only graph computed is the
-one that hands over the block;
-everything else (several blocks under the threaded scheduler, a store read by
-its tasks, a cluster, the ``dasketch.eager`` switch) stays a Dask computation.
+computation the run stands for, bit for bit, and no graph computed may run a
+block function (the only graphs hand over the in-memory blocks); everything
+else (several blocks under the threaded scheduler, a store read by its tasks, a
+cluster, the ``dasketch.eager`` switch) stays a Dask computation.
 """
 
 import contextlib
