@@ -1,7 +1,12 @@
 """The fingerprint of a zarr store as it is stored now (:func:`store_fingerprint`),
-from one listing of its keys and, on a local store, one ``stat`` of each chunk
-file; and the storage keys of an array's chunks. What the checks of
-:mod:`dasketch.store_checks` compare."""
+from one listing of its keys and a signature of each key that changes with its
+content; and the storage keys of an array's chunks. What the checks of
+:mod:`dasketch.store_checks` compare.
+
+A fingerprint names the store it was taken of (its resolved location, or the
+content of an in-memory store) as well as its metadata and keys: two stores of
+equal layout never share one, so a process that remembers a checked store by
+its fingerprint never reads one store for another."""
 
 from __future__ import annotations
 
@@ -31,18 +36,77 @@ def _local_directory(node):
 
 
 def _file_signature(path):
-    """``(size, mtime_ns, inode)`` of a file, or None if it does not exist: a
-    rewrite (zarr writes a new file) or a replaced store changes it."""
+    """``(size, mtime_ns, ctime_ns, inode)`` of a file, or None if it does not
+    exist: a rewrite (zarr writes a new file) or a replaced store changes it, and
+    so does an in-place rewrite that restores the modification time (``cp -p``,
+    ``rsync --inplace -t``): the kernel sets the status-change time of every
+    write, and no call sets it back."""
     try:
         stat = os.stat(path)
     except FileNotFoundError:
         return None
-    return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    return (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+
+
+def _zip_signatures(node):
+    """Stored key (relative to ``node``) -> ``(size, CRC-32)`` of each member of
+    a local ``.zip`` store, read from the zip file's central directory as it is
+    on disk now (not from the store's open handle); None for other stores."""
+    import zipfile
+
+    from zarr.storage import ZipStore
+
+    store = node.store_path.store
+    if not isinstance(store, ZipStore):
+        return None
+    prefix = f"{node.store_path.path}/" if node.store_path.path else ""
+    with zipfile.ZipFile(store.path) as archive:
+        return {info.filename[len(prefix):]: (info.file_size, info.CRC)
+                for info in archive.infolist() if info.filename.startswith(prefix)}
+
+
+def _memory_signatures(node):
+    """Stored key (relative to ``node``) -> a hash of its bytes, for an in-memory
+    store (whose keys have no other version); None for other stores. Hashing is
+    proportionate here: the store is in this process's memory."""
+    import xxhash
+    from zarr.storage import MemoryStore
+
+    store = node.store_path.store
+    if not isinstance(store, MemoryStore):
+        return None
+    prefix = f"{node.store_path.path}/" if node.store_path.path else ""
+    return {key[len(prefix):]: xxhash.xxh3_128_hexdigest(value.to_bytes())
+            for key, value in store._store_dict.items() if key.startswith(prefix)}
+
+
+def store_location(node):
+    """Where the store of ``node`` is, in one string that differs between any two
+    stores: the resolved directory or zip file of a local store (with the zip
+    file's own signature), the filesystem and path of an fsspec store, or the
+    kind of any other store (an in-memory store is told apart by its content's
+    signatures instead)."""
+    from zarr.storage import FsspecStore, LocalStore, ZipStore
+
+    store = node.store_path.store
+    if isinstance(store, LocalStore):
+        where = f"file:{os.path.realpath(str(store.root))}"
+    elif isinstance(store, ZipStore):
+        path = os.path.realpath(str(store.path))
+        where = f"zip:{path}:{_file_signature(path)}"
+    elif isinstance(store, FsspecStore):
+        options = json.dumps(getattr(store.fs, "storage_options", {}), sort_keys=True,
+                             default=str)
+        where = f"{store.fs.protocol}:{store.path}:{options}"
+    else:
+        where = type(store).__name__
+    return f"{where}|{node.store_path.path}"
 
 
 # What an fsspec listing says of an object's version, in order of preference: the
-# content hash or generation a cloud store keeps, else a modification time.
-_VERSION_FIELDS = ("ETag", "etag", "md5Hash", "generation", "LastModified",
+# content hash or generation a cloud store keeps (or the CRC-32 of a zip member,
+# ``zip::`` URLs), else a modification time.
+_VERSION_FIELDS = ("ETag", "etag", "md5Hash", "CRC", "generation", "LastModified",
                    "last_modified", "mtime", "updated", "created")
 
 
@@ -75,25 +139,32 @@ def store_fingerprint(node):
     Returns
     -------
     digest : str
-        SHA-256 of the node's metadata, its stored keys and the signature of
-        each key: on a local store (size, modification time, inode) of its
-        file, on an fsspec store (size, version) from one detailed listing (the
-        ETag, content hash or generation of a cloud store, else its modification
-        time).
+        SHA-256 of the node's location (:func:`store_location`), its metadata,
+        its stored keys and the signature of each key: on a local store (size,
+        modification time, status-change time, inode) of its file; in a local
+        ``.zip`` store (size, CRC-32) of its member; on an fsspec store (size,
+        version) from one detailed listing (the ETag, content hash, CRC-32 or
+        generation, else the modification time); in an in-memory store a hash
+        of its bytes.
     signatures : dict
-        Stored key (relative to the node) -> file signature, or None on a
-        store that is neither.
+        Stored key (relative to the node) -> signature, or None on a store
+        that offers none.
     """
     directory = _local_directory(node)
-    remote = None if directory is not None else _remote_signatures(node)
-    if remote is not None:
-        signatures = dict(sorted(remote.items()))
+    found = None
+    if directory is None:
+        for signatures_of in (_remote_signatures, _zip_signatures, _memory_signatures):
+            found = signatures_of(node)
+            if found is not None:
+                break
+    if found is not None:
+        signatures = dict(sorted(found.items()))
     else:
         keys = sorted(stored_keys(node))
         signatures = {key: None if directory is None
                       else _file_signature(os.path.join(directory, key)) for key in keys}
     metadata = json.dumps(node.metadata.to_dict(), sort_keys=True, default=str)
-    digest = hashlib.sha256(metadata.encode())
+    digest = hashlib.sha256(f"{store_location(node)}\0{metadata}".encode())
     for key, signature in signatures.items():
         digest.update(f"{key}\0{signature}\n".encode())
     return digest.hexdigest(), signatures

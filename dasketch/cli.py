@@ -98,12 +98,12 @@ def _check_writable_output(path, overwrite, *, option="--out", inputs=()):
     if str(path).startswith("memory://"):
         raise ValueError(f"{option}: {path!r} is an in-memory filesystem, which is gone "
                          "when this command exits; write to a path or a remote store")
-    if "://" in str(path):
-        return
-    from dasketch.outputs import check_output
+    from dasketch.outputs import check_output, local_file_path
 
+    if local_file_path(path) is None:
+        return
     check_output(path, overwrite, inputs=inputs, name=option, flag="--overwrite")
-    parent = os.path.dirname(os.path.abspath(path))
+    parent = os.path.dirname(os.path.abspath(local_file_path(path)))
     while not os.path.exists(parent):  # missing directories are created when writing
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
@@ -261,7 +261,7 @@ def run_demo(args):
     if os.path.isdir(out) and os.listdir(out) and not args.overwrite:
         raise FileExistsError(f"--out: directory {out!r} is not empty; pass --overwrite "
                               "to replace its contents")
-    for name in ("data.zarr", "sketch.npz"):
+    for name in ("data.zarr", "sketch.npz", "spectrum.png"):
         _check_writable_output(os.path.join(out, name), args.overwrite)
     import numpy as np
 
@@ -332,8 +332,14 @@ def _plot_spectrum(eig, sketch, path):
     ax.set_ylabel("eigenvalue")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    from dasketch.outputs import PLOT_FORMAT, write_atomically
+
+    try:  # replaced only when dasketch wrote it (its PNG text says so), never through a link
+        write_atomically(lambda tmp: fig.savefig(tmp, dpi=110, format="png",
+                                                 metadata={"format": PLOT_FORMAT}),
+                         path, True, name="--out", flag="--overwrite")
+    finally:
+        plt.close(fig)
 
 
 COMMANDS = {"demo": run_demo, "sketch": run_sketch, "info": run_info,

@@ -251,7 +251,7 @@ def csr_rows(group, start, stop, check_files=False, name="X"):
 
     def check(member, lo, hi):
         if check_files:
-            check_chunk_files(group[member], lo, hi, name, fingerprint)
+            check_chunk_files(group[member], lo, hi, name, fingerprint, node=group)
 
     def read(member, lo, hi):
         try:

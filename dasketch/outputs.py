@@ -21,22 +21,48 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import posixpath
 import shutil
 import signal
 import threading
 import uuid
 
-from dasketch.store_checks import is_local_path, local_path
+# Every URL form that names a file of this machine: fsspec's two names of the
+# local filesystem. An output in any of these forms is checked and replaced as
+# the plain path it names.
+LOCAL_URL_PROTOCOLS = ("file://", "local://")
+
+
+def local_file_path(path):
+    """The plain path on this machine that ``path`` names (a plain path, or a
+    ``file://`` or ``local://`` URL), or None for any other URL (remote or
+    chained ``a::b`` URLs)."""
+    path = os.fspath(path)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    for protocol in LOCAL_URL_PROTOCOLS:
+        if path.startswith(protocol):
+            return path[len(protocol):]
+    return None if "://" in path or "::" in path else path
 
 # The ``format`` attribute of each kind of output dasketch writes.
 SKETCH_FORMAT = "dasketch.Sketch"
 CSR_FORMAT = "dasketch.csr"
 DENSE_FORMAT = "dasketch.dense"
+PLOT_FORMAT = "dasketch.plot"
 OUTPUT_KINDS = {
     SKETCH_FORMAT: "a saved sketch",
     CSR_FORMAT: "a sparse data store written by dasketch",
     DENSE_FORMAT: "a data store written by dasketch",
+    PLOT_FORMAT: "a plot written by dasketch",
 }
+# The arrays inside each kind of zarr group dasketch writes; nothing else in the
+# group is its own.
+GROUP_MEMBERS = {
+    SKETCH_FORMAT: ("B", "mean"),
+    CSR_FORMAT: ("indptr", "indices", "data"),
+}
+SHOWN_ENTRIES = 3
 TEMPORARY_SUFFIX = ".tmp"
 
 
@@ -55,6 +81,64 @@ def _zarr_format(path):
     return zarr.open(path, mode="r").attrs.get("format")
 
 
+def _png_format(path):
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return image.text.get("format")
+
+
+def _array_entries(array, prefix=""):
+    """The files a zarr array may hold: its metadata and every chunk (or shard) key."""
+    from dasketch._fingerprints import chunk_keys
+
+    return {prefix + "zarr.json"} | {prefix + key for key in chunk_keys(array)}
+
+
+def _own_entries(path):
+    """The relative paths of the files dasketch writes in the zarr output at
+    ``path`` (its metadata and the chunk keys of the arrays its format holds)."""
+    import zarr
+
+    node = zarr.open(path, mode="r")
+    if isinstance(node, zarr.Array):
+        return _array_entries(node)
+    entries = {"zarr.json"}
+    for member in GROUP_MEMBERS.get(node.attrs.get("format"), ()):
+        array = node.get(member)
+        if isinstance(array, zarr.Array):
+            entries |= _array_entries(array, member + "/")
+    return entries
+
+
+def foreign_entries(path):
+    """Entries inside the zarr output directory ``path`` that dasketch did not
+    write: files other than the metadata and the chunks of the arrays its format
+    holds, and folders that lead to none of those (symbolic links and other
+    non-regular files count as foreign). Sorted relative paths."""
+    own, folders = _own_entries(path), set()
+    for entry in own:  # every folder on the way to an own file
+        folder = posixpath.dirname(entry)
+        while folder and folder not in folders:
+            folders.add(folder)
+            folder = posixpath.dirname(folder)
+    foreign = []
+    for root, dirs, files in os.walk(path):
+        relative = os.path.relpath(root, path).replace(os.sep, "/")
+        relative = "" if relative == "." else relative + "/"
+        for folder in list(dirs):
+            entry = relative + folder
+            if os.path.islink(os.path.join(root, folder)) or entry not in folders:
+                foreign.append(entry + "/")
+                dirs.remove(folder)
+        for file in files:
+            full = os.path.join(root, file)
+            if (relative + file) not in own or not os.path.isfile(full) \
+                    or os.path.islink(full):
+                foreign.append(relative + file)
+    return sorted(foreign)
+
+
 def dasketch_output_kind(path):
     """What dasketch wrote at the local ``path``, in words, or None.
 
@@ -71,8 +155,9 @@ def dasketch_output_kind(path):
     >>> dasketch_output_kind(path), dasketch_output_kind(folder)
     ('a saved sketch', None)
     """
-    path = local_path(os.fspath(path))
-    reader = _zarr_format if os.path.isdir(path) else _npz_format
+    path = local_file_path(path) or os.fspath(path)
+    reader = _zarr_format if os.path.isdir(path) else (
+        _png_format if path.lower().endswith(".png") else _npz_format)
     try:
         found = reader(path)
     except Exception:  # noqa: BLE001 - unreadable means "not ours"
@@ -81,10 +166,17 @@ def dasketch_output_kind(path):
 
 
 def _overlaps(a, b):
-    """Whether ``a`` and ``b`` are the same path or one lies inside the other."""
-    a, b = os.path.realpath(a), os.path.realpath(b)
-    return a == b or a.startswith(b.rstrip(os.sep) + os.sep) \
-        or b.startswith(a.rstrip(os.sep) + os.sep)
+    """Whether ``a`` and ``b`` are the same path or one lies inside the other:
+    local paths (in any form of :func:`local_file_path`) once resolved (links,
+    ``..``), other URLs as written."""
+    local_a, local_b = local_file_path(a), local_file_path(b)
+    if (local_a is None) != (local_b is None):
+        return False
+    if local_a is None:
+        a, b, sep = os.fspath(a).rstrip("/"), os.fspath(b).rstrip("/"), "/"
+    else:
+        a, b, sep = os.path.realpath(local_a), os.path.realpath(local_b), os.sep
+    return a == b or a.startswith(b.rstrip(sep) + sep) or b.startswith(a.rstrip(sep) + sep)
 
 
 def check_output(path, overwrite, *, inputs=(), name="path", flag="overwrite=True"):
@@ -93,12 +185,14 @@ def check_output(path, overwrite, *, inputs=(), name="path", flag="overwrite=Tru
     Parameters
     ----------
     path : str or os.PathLike
-        The output. Remote (fsspec) outputs are not checked here.
+        The output: a local path in any form (plain, ``file://``,
+        ``local://``; resolved through links and ``..`` before any
+        decision), or a remote URL, which is only compared with the inputs.
     overwrite : bool
         Whether an existing output that dasketch wrote may be replaced.
     inputs : iterable of str or os.PathLike
-        Local inputs of the same job: an output that is one of them, holds one
-        or lies inside one is refused.
+        Inputs of the same job: an output that is one of them, holds one or
+        lies inside one is refused.
     name, flag : str
         The argument and the option to name in messages (``"--out"``,
         ``"--overwrite"`` on the command line).
@@ -111,34 +205,41 @@ def check_output(path, overwrite, *, inputs=(), name="path", flag="overwrite=Tru
         If the output exists and ``overwrite`` is false, or it exists and is
         not something dasketch wrote.
     """
-    if not is_local_path(path):
-        return
-    target = os.path.abspath(local_path(os.fspath(path)))
+    local = local_file_path(path)
+    target = os.fspath(path) if local is None else os.path.abspath(local)
     for source in inputs:
-        if source is not None and is_local_path(source) and _overlaps(
-                target, local_path(os.fspath(source))):
+        if source is not None and _overlaps(target, source):
             raise ValueError(f"{name}: {os.fspath(path)!r} is, holds or lies inside the "
                              f"input {os.fspath(source)!r} of this job; write the output "
                              "elsewhere")
-    if not os.path.lexists(target):
+    if local is None or not os.path.lexists(target):
         return
     if not overwrite:
         raise FileExistsError(f"{name}: {os.fspath(path)!r} exists; pass {flag} to "
                               "replace it")
-    if dasketch_output_kind(target) is None:
+    kind = dasketch_output_kind(target)
+    if kind is None:
         raise FileExistsError(
-            f"{name}: {os.fspath(path)!r} exists and is not a sketch or data store that "
-            f"dasketch wrote; {flag} replaces only those. Remove it yourself or choose "
-            "another path")
+            f"{name}: {os.fspath(path)!r} exists and is not a sketch, data store or plot "
+            f"that dasketch wrote; {flag} replaces only those. Remove it yourself or "
+            "choose another path")
+    foreign = foreign_entries(target) if os.path.isdir(target) else []
+    if foreign:
+        more = f" and {len(foreign) - SHOWN_ENTRIES} more" if len(foreign) > SHOWN_ENTRIES \
+            else ""
+        raise FileExistsError(
+            f"{name}: {os.fspath(path)!r} is {kind} but also holds what dasketch did not "
+            f"write ({', '.join(foreign[:SHOWN_ENTRIES])}{more}); {flag} replaces only "
+            "dasketch's own files. Move those out, or choose another path")
 
 
 def check_disk_space(path, n_bytes, *, name="path"):
     """Refuse to write ``n_bytes`` at the local ``path`` when the filesystem that
     would hold it has less free space (``OSError`` naming both sizes), before
     anything is written. Remote outputs are not checked."""
-    if not is_local_path(path):
+    if local_file_path(path) is None:
         return
-    parent = os.path.dirname(os.path.abspath(local_path(os.fspath(path))))
+    parent = os.path.dirname(os.path.abspath(local_file_path(path)))
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
     free = shutil.disk_usage(parent).free
@@ -201,10 +302,10 @@ def write_atomically(write, path, overwrite, *, inputs=(), name="path",
         stop their own I/O threads when interrupted.
     """
     check_output(path, overwrite, inputs=inputs, name=name, flag=flag)
-    if not is_local_path(path):
+    if local_file_path(path) is None:
         write(os.fspath(path))
         return
-    target = os.path.abspath(local_path(os.fspath(path)))
+    target = os.path.abspath(local_file_path(path))
     parent = os.path.dirname(target)
     os.makedirs(parent, exist_ok=True)
     tmp = os.path.join(parent, f".{os.path.basename(target)}.{uuid.uuid4().hex}"

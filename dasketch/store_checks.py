@@ -7,16 +7,22 @@ it, would be read as zeros or as a mix of two versions of the data. These checks
 turn each into an error naming the store and the reason:
 
 - The client takes a **fingerprint** of the store when it opens it
-  (:func:`store_fingerprint`): the array metadata, the stored keys (one listing)
-  and, on a local store, the size, modification time and inode of every chunk
-  file.
+  (:func:`store_fingerprint`): the store's resolved location, the array
+  metadata, the stored keys (one listing) and a signature of every key that
+  changes with its content: on a local store the size, modification time,
+  status-change time and inode of every chunk file; in a ``.zip`` store each
+  member's size and CRC-32; in an in-memory store a hash of its bytes.
+  Processes remember a checked store by its fingerprint, so two stores of
+  equal layout are never taken for one another.
 - :func:`checked_array` / :func:`checked_group` run as one task on a worker
   before any block is read: they open the store there and take the fingerprint
   again; a difference (another filesystem, a store rewritten or replaced since
   it was opened) is an error.
 - :func:`check_chunk_files` runs in every read task, on a local store, after
   the read: one ``stat`` of each chunk file of the rows read, which must match
-  the fingerprint (so a change at any moment since the opening shows). A chunk
+  the fingerprint (so a change at any moment since the opening shows). A
+  worker that did not run the opening check takes the fingerprint itself
+  before its first comparison, so every worker checks in full. A chunk
   that was stored and then disappeared, or that was rewritten while the job
   ran, is an error.
 
@@ -134,15 +140,21 @@ def _missing_error(name, url, label, shown, n_missing, n_expected, fill_value):
         f"{np.asarray(fill_value).item()!r}")
 
 
-def _remember(memo, digest, node, signatures):
-    _CHECKED[memo] = node
+def _expect(digest, node, signatures):
+    """Keep the chunk files' signatures of a checked local ``node`` for
+    :func:`check_chunk_files` on this process."""
     directory = _local_directory(node)
     if directory is not None:
         _EXPECTED[digest] = (os.path.normpath(directory), signatures)
-    while len(_CHECKED) > _CHECKED_MAX:
-        _CHECKED.popitem(last=False)
     while len(_EXPECTED) > _CHECKED_MAX:
         _EXPECTED.popitem(last=False)
+
+
+def _remember(memo, digest, node, signatures):
+    _CHECKED[memo] = node
+    _expect(digest, node, signatures)
+    while len(_CHECKED) > _CHECKED_MAX:
+        _CHECKED.popitem(last=False)
     return node
 
 
@@ -154,7 +166,7 @@ def _check_fingerprint(node, url, digest, n_keys, name):
     reason = ("the store was rewritten or replaced after the job opened it; the result "
               "would mix versions of the data. Run the job again once the writer has "
               "finished")
-    if len(signatures) != n_keys:
+    if n_keys is not None and len(signatures) != n_keys:
         reason = (f"it holds {len(signatures)} stored keys here and {n_keys} on the client: "
                   f"rewritten since the job opened it, or not the same filesystem "
                   f"({_unreadable_reason(url, FileNotFoundError(str(url)))})"
@@ -247,19 +259,29 @@ def _expected_signatures(digest, directory):
     return signatures, "" if relative == "." else relative + "/"
 
 
-def check_chunk_files(array, start, stop, name="X", fingerprint=None):
+def check_chunk_files(array, start, stop, name="X", fingerprint=None, node=None):
     """On a local store, check the chunk files of rows ``[start, stop)`` here
-    (one ``stat`` each) against the store's fingerprint (its digest, as checked
-    on this process by :func:`checked_array` / :func:`checked_group`): a chunk
+    (one ``stat`` each) against the store's fingerprint (its digest): a chunk
     that was stored and is gone (a worker without the path, a deleted chunk), or
     one rewritten since, is an error, not zeros or a mix of versions. A chunk
     absent from the fingerprint must still be absent (it reads as the fill
-    value). Without a fingerprint, only existence is checked."""
+    value). Without a fingerprint, only existence is checked.
+
+    Every process checks in full: one that has not checked the store itself
+    (:func:`checked_array` / :func:`checked_group` ran on another worker, and
+    the checked node reached this one as a task's input) takes the
+    fingerprint of ``node`` (the checked node: ``array`` itself, or the group
+    holding it) here first, which must equal ``fingerprint``."""
     directory = _local_directory(array)
     if directory is None:  # not a local store: checked by the listing
         return
     root = str(array.store_path.store.root)
     expected, prefix = _expected_signatures(fingerprint, directory)
+    if expected is None and fingerprint is not None:
+        checked = array if node is None else node
+        _expect(fingerprint, checked,
+                _check_fingerprint(checked, root, fingerprint, None, name))
+        expected, prefix = _expected_signatures(fingerprint, directory)
     for key in chunk_keys(array, rows=(start, stop)):
         now = _file_signature(os.path.join(directory, key))
         changed = now is None if expected is None else now != expected.get(prefix + key)
@@ -296,9 +318,10 @@ def _changes(before, after, shown=3):
 
 
 class EndOfJobCheck:
-    """What the client needs to list a remote (fsspec) store again once a job
-    that read it has finished, and compare it with the fingerprint taken when
-    the job opened it (:func:`store_fingerprint`).
+    """What the client needs to list a store that is not a local directory (an
+    fsspec store, a ``.zip`` store, an in-memory store) again once a job that
+    read it has finished, and compare it with the fingerprint taken when the
+    job opened it (:func:`store_fingerprint`).
 
     Workers check the listing once, before their first read; the reads of a
     long job that follow are not checked one by one (on a local store each
@@ -320,10 +343,9 @@ class EndOfJobCheck:
     @classmethod
     def of(cls, node, source, component, storage_options, kind, fingerprint, name="X"):
         """The check of ``node`` (opened from ``source``) with its ``fingerprint``
-        ``(digest, signatures)``, or None when ``node`` is not on an fsspec store."""
-        from zarr.storage import FsspecStore
-
-        if not isinstance(node.store_path.store, FsspecStore):
+        ``(digest, signatures)``, or None when ``node`` is in a local directory,
+        whose reads check their chunk files themselves."""
+        if _local_directory(node) is not None:  # its reads check their files
             return None
         return cls(source, component, storage_options, kind, fingerprint, name)
 
