@@ -15,6 +15,7 @@ import itertools
 import json
 import math
 import os
+from stat import S_ISREG
 
 SHOWN_KEYS = 5
 
@@ -35,9 +36,38 @@ def _local_directory(node):
     return None if root is None else os.path.join(str(root), node.store_path.path)
 
 
+def refuse_special_file(path, stat=None):
+    """``ValueError`` when ``path`` exists and is not a regular file once links
+    are followed (a FIFO, a device such as ``/dev/zero``, a socket): reading it
+    could block for ever or never end, so it is refused before it is opened.
+    One ``stat``, which never blocks."""
+    try:
+        stat = os.stat(path) if stat is None else stat
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if not S_ISREG(stat.st_mode):
+        raise ValueError(f"{path!r} is not a regular file (a FIFO, device or socket); a "
+                         "zarr store holds only regular files, so it is refused before "
+                         "it is read")
+
+
+def refuse_special_metadata(url, component=None):
+    """:func:`refuse_special_file` for the ``zarr.json`` of a local store at
+    ``url`` and of every group on the way to ``component``: what zarr reads to
+    open the store. Nothing to check for other URLs."""
+    url = str(url)
+    if "://" in url and not url.startswith("file://"):
+        return
+    directory = url[len("file://"):] if url.startswith("file://") else url
+    parts = [part for part in str(component or "").split("/") if part]
+    for depth in range(len(parts) + 1):
+        refuse_special_file(os.path.join(directory, *parts[:depth], "zarr.json"))
+
+
 def _file_signature(path):
     """``(size, mtime_ns, ctime_ns, inode)`` of a file, or None if it does not
-    exist: a rewrite (zarr writes a new file) or a replaced store changes it, and
+    exist (``ValueError`` if it is not a regular file, :func:`refuse_special_file`):
+    a rewrite (zarr writes a new file) or a replaced store changes it, and
     so does an in-place rewrite that restores the modification time (``cp -p``,
     ``rsync --inplace -t``): the kernel sets the status-change time of every
     write, and no call sets it back."""
@@ -45,7 +75,24 @@ def _file_signature(path):
         stat = os.stat(path)
     except FileNotFoundError:
         return None
+    refuse_special_file(path, stat)
     return (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+
+
+def _local_signatures(directory):
+    """Stored key -> file signature of every file under a local store's
+    ``directory``, from one walk. Unlike zarr's own listing, which leaves out
+    what is not a regular file (and then reads it as an absent chunk, blocking
+    on a FIFO), every entry is seen and a FIFO, device or socket is refused."""
+    signatures = {}
+    for root, _, files in os.walk(directory, followlinks=True):
+        relative = os.path.relpath(root, directory).replace(os.sep, "/")
+        prefix = "" if relative == "." else relative + "/"
+        for file in files:
+            signature = _file_signature(os.path.join(root, file))
+            if signature is not None:  # removed since the walk listed it
+                signatures[prefix + file] = signature
+    return signatures
 
 
 def _zip_signatures(node):
@@ -159,10 +206,10 @@ def store_fingerprint(node):
                 break
     if found is not None:
         signatures = dict(sorted(found.items()))
+    elif directory is not None:
+        signatures = dict(sorted(_local_signatures(directory).items()))
     else:
-        keys = sorted(stored_keys(node))
-        signatures = {key: None if directory is None
-                      else _file_signature(os.path.join(directory, key)) for key in keys}
+        signatures = dict.fromkeys(sorted(stored_keys(node)))
     metadata = json.dumps(node.metadata.to_dict(), sort_keys=True, default=str)
     digest = hashlib.sha256(f"{store_location(node)}\0{metadata}".encode())
     for key, signature in signatures.items():

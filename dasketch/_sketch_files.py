@@ -6,8 +6,9 @@ version this dasketch does not read).
 Format version 2 stores ``checksum``, the SHA-256 of the canonical metadata JSON
 and of the bytes of ``B`` and ``mean`` (:func:`payload_checksum`); version 3 adds
 ``rounding``, the bound on the sketch's float64 rounding error; version 4 adds
-``scale_exponent``, the power of two the sketched rows were divided by. Version 1
-files (no checksum) and version 2 files are still read, with every other check;
+``scale_exponent``, the power of two the sketched rows were divided by. Version 2
+files are still read, with every other check, and version 1 files (no checksum)
+only when the caller trusts them (``trust_unchecked``);
 their rounding is bounded by :func:`legacy_rounding`. Files before version 4 have
 ``scale_exponent`` 0. Sizes are checked before
 anything is allocated: an ``.npz`` member's array header against the metadata
@@ -143,12 +144,84 @@ def read_npz_sketch(path):
     return meta, arrays, None
 
 
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def zstd_content_size(frame):
+    """The decompressed size a Zstandard frame declares in its header (RFC 8878,
+    section 3.1.1.1), or None when the frame is not Zstandard or declares none.
+    Written here because neither numcodecs nor zarr reads a frame's header
+    without decompressing it."""
+    if len(frame) < 6 or frame[:4] != _ZSTD_MAGIC:
+        return None
+    descriptor = frame[4]
+    single_segment, dictionary = (descriptor >> 5) & 1, descriptor & 3
+    field = (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6]
+    if field == 0:
+        return None
+    start = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[dictionary]
+    if len(frame) < start + field:
+        return None
+    return int.from_bytes(frame[start:start + field], "little") + (256 if field == 2 else 0)
+
+
+def _check_stored(name, array):
+    """Refuse a zarr array of a sketch that would decode to far more than its
+    stored bytes, before any chunk is decoded: its declared size against the
+    bytes its store holds (:data:`MAX_EXPANSION`), and each compressed chunk's
+    declared size against the chunk shape. save_sketch writes chunks
+    uncompressed or with Zstandard; other codecs are not a sketch's."""
+    from zarr.codecs import ZstdCodec
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    from dasketch._fingerprints import chunk_keys
+
+    declared = int(np.prod(array.shape, dtype=np.float64)) * array.dtype.itemsize
+    stored = array.nbytes_stored()
+    if declared > MAX_EXPANSION * stored + 4096:
+        raise _NotASketch(f"array {name!r} declares {declared:,} bytes in {stored:,} "
+                          "stored bytes (truncated or forged)")
+    if not array.compressors:
+        return
+    if any(not isinstance(codec, ZstdCodec) for codec in array.compressors) or \
+            array.filters or len(array.compressors) > 1:
+        raise _NotASketch(f"array {name!r} is encoded with {array.compressors}, which "
+                          "save_sketch never writes")
+    chunk_bytes = int(np.prod(array.chunks, dtype=np.float64)) * array.dtype.itemsize
+    store, prefix = array.store_path.store, array.store_path.path
+    for key in chunk_keys(array):
+        raw = sync(store.get(f"{prefix}/{key}" if prefix else key,
+                             prototype=default_buffer_prototype()))
+        size = None if raw is None else zstd_content_size(raw.to_bytes()[:18])
+        if raw is not None and (size is None or size > chunk_bytes):
+            raise _NotASketch(f"chunk {key!r} of array {name!r} declares "
+                              f"{'no' if size is None else format(size, ',')} decoded "
+                              f"bytes; its shape holds {chunk_bytes:,}")
+
+
+def _refuse_special_files(path):
+    """Refuse a local zarr sketch holding anything but regular files (a FIFO or
+    a link to a device), before zarr opens any of them."""
+    from dasketch._fingerprints import refuse_special_file
+
+    if "://" in path and not path.startswith("file://"):
+        return
+    directory = path[len("file://"):] if path.startswith("file://") else path
+    for root, _, files in os.walk(directory):
+        for file in files:
+            refuse_special_file(os.path.join(root, file))
+
+
 def read_zarr_sketch(path):
     """``(meta, arrays, problem)`` of a zarr sketch; each array's shape and chunk
-    shape are checked against the metadata before it is read."""
+    shape are checked against the metadata, and its stored bytes against its
+    declared size (:func:`_check_stored`), before it is read. A local sketch
+    holding anything but regular files is refused unopened."""
     import zarr
 
     try:
+        _refuse_special_files(os.fspath(path))
         node = zarr.open(os.fspath(path), mode="r")
     except Exception as exc:  # noqa: BLE001 - every failure is "not a sketch"
         return None, {}, f"not a zarr store ({first_line(exc)})"
@@ -165,6 +238,7 @@ def read_zarr_sketch(path):
                 array = node[name]
                 _check_declared(name, array.shape, array.dtype, meta)
                 _check_declared(name, array.shards or array.chunks, array.dtype, meta)
+                _check_stored(name, array)
                 arrays[name] = array[...]
     except _NotASketch as exc:
         return None, {}, str(exc)
@@ -221,16 +295,23 @@ def _metadata_ok(meta):
     return True
 
 
-def sketch_from_metadata(meta, arrays, where):
+def sketch_from_metadata(meta, arrays, where, *, trust_unchecked=False):
     """Validate what was read and build the Sketch; ``ValueError`` naming what
     is wrong otherwise. Every invariant of the kernel's
     :func:`~dasketch.kernels.sketch_checks.check_sketch_fields` and
     :func:`~dasketch.kernels.sketch_checks.check_sketch_mass` applies, and a
-    version-2 payload must match its checksum."""
+    payload from version 2 on must match its checksum. A version-1 payload has
+    none, so nothing tells it from a forged or damaged one (or from a newer file
+    relabelled as version 1): it is refused unless ``trust_unchecked``."""
     def bad(what):
         return ValueError(f"path: {where!r} is not a valid dasketch sketch: {what}")
 
     _check_metadata(meta, bad, where)
+    if meta["format_version"] == 1 and not trust_unchecked:
+        raise ValueError(f"path: {where!r} is a version-1 sketch, which carries no "
+                         "checksum: damage or forgery cannot be told from its contents. "
+                         "If you trust where it came from, load it with "
+                         "load_sketch(path, trust_unchecked=True) and save it again")
     B = arrays.get("B")
     n_features = meta["n_features"]
     if (B is None or B.ndim != 2 or B.shape[1] != n_features

@@ -18,6 +18,7 @@ import threading
 
 import numpy as np
 
+from dasketch._fingerprints import refuse_special_metadata
 from dasketch.outputs import CSR_FORMAT
 from dasketch.sketch_io import load_sketch, save_sketch  # noqa: F401 - re-exported
 from dasketch.store_checks import check_chunk_files, first_line, is_local_path, local_path
@@ -53,6 +54,7 @@ def open_store_array(path, *, component=None, storage_options=None, name="X"):
         raise FileNotFoundError(f"{name}: no zarr store at {url!r}")
     node, reason = None, None
     try:
+        refuse_special_metadata(url, component)
         node = zarr.open(url, mode="r", path=component or "", storage_options=storage_options)
     except Exception as exc:  # noqa: BLE001 - reported below, in one line
         reason = first_line(exc)
@@ -209,9 +211,10 @@ def is_sparse_store(path, *, component=None, storage_options=None):
     import zarr
 
     try:
+        refuse_special_metadata(os.fspath(path), component)
         node = zarr.open(os.fspath(path), mode="r", path=component or "",
                          storage_options=storage_options)
-    except Exception:  # not zarr, or missing: the dense reader reports it
+    except Exception:  # not zarr, missing or not regular: the dense reader reports it
         return False
     return isinstance(node, zarr.Group) and node.attrs.get("format") == CSR_FORMAT
 

@@ -220,9 +220,9 @@ def check_output(path, overwrite, *, inputs=(), name="path", flag="overwrite=Tru
     kind = dasketch_output_kind(target)
     if kind is None:
         raise FileExistsError(
-            f"{name}: {os.fspath(path)!r} exists and is not a sketch, data store or plot "
-            f"that dasketch wrote; {flag} replaces only those. Remove it yourself or "
-            "choose another path")
+            f"{name}: {os.fspath(path)!r} exists and is not a sketch or data store (or "
+            f"demo plot) that dasketch wrote; {flag} replaces only those. Remove it "
+            "yourself or choose another path")
     foreign = foreign_entries(target) if os.path.isdir(target) else []
     if foreign:
         more = f" and {len(foreign) - SHOWN_ENTRIES} more" if len(foreign) > SHOWN_ENTRIES \

@@ -121,17 +121,25 @@ def save_sketch(sketch, path, *, overwrite=False):
             group = zarr.open_group(target, mode="w")
             group.attrs.update(meta)
             for name, values in arrays.items():
-                group.create_array(name, data=np.ascontiguousarray(values))
+                # Every chunk stored, zeros too: a reader checks the declared size
+                # against the stored bytes.
+                group.create_array(name, data=np.ascontiguousarray(values),
+                                   config={"write_empty_chunks": True})
     write_atomically(write, path, overwrite)
 
 
-def load_sketch(path):
+def load_sketch(path, *, trust_unchecked=False):
     """Load a sketch written by :func:`save_sketch` (``.npz`` or zarr).
 
     Parameters
     ----------
     path : str or os.PathLike
         A ``.npz`` file or a zarr directory (a local path or an fsspec URL).
+    trust_unchecked : bool, default=False
+        Load a format-version-1 file, which carries no checksum (its other
+        invariants are still checked). Without it such a file is refused:
+        damage, forgery or a newer file relabelled as version 1 could not be
+        told from an intact one.
 
     Returns
     -------
@@ -147,8 +155,9 @@ def load_sketch(path):
         store, a truncated or corrupted file, missing metadata, fields that break
         an invariant of the sketch, a payload that does not match its checksum)
         or has a format version this dasketch does not read; the message says
-        which. Format versions 1 (no checksum) and 2 are read. Array sizes are
-        checked against the metadata before anything is allocated.
+        which. Format versions 2 to 4 are read, and version 1 (no checksum)
+        with ``trust_unchecked``. Array sizes are checked against the metadata
+        and the stored bytes before anything is allocated.
 
     See Also
     --------
@@ -174,4 +183,4 @@ def load_sketch(path):
         meta, arrays, problem = read_zarr_sketch(path)
     if problem is not None:
         raise ValueError(f"path: {where!r} is not a dasketch sketch: {problem}")
-    return sketch_from_metadata(meta, arrays, where)
+    return sketch_from_metadata(meta, arrays, where, trust_unchecked=trust_unchecked)

@@ -55,6 +55,7 @@ from dasketch._fingerprints import (  # noqa: F401 - SHOWN_KEYS and stored_keys 
     _local_directory,
     chunk_keys,
     missing_chunk_keys,
+    refuse_special_metadata,
     store_fingerprint,
     stored_keys,
 )
@@ -119,6 +120,7 @@ def _open_node(url, component, storage_options, kind, name):
     opener = zarr.open_array if kind == "array" else zarr.open_group
     failure = None
     try:
+        refuse_special_metadata(os.fspath(url), component)
         return opener(os.fspath(url), mode="r", path=component or "",
                       storage_options=storage_options)
     except Exception as exc:  # noqa: BLE001 - every failure becomes one clear error

@@ -155,18 +155,19 @@ def test_missing_chunks_are_an_error_or_the_fill_value(store):
 
 
 def test_store_checks_list_the_store_once(store, monkeypatch):
-    """O(number of chunks) metadata: one listing, no per-chunk requests beyond it."""
-    from zarr.storage import LocalStore
+    """O(number of chunks) metadata: one listing (a walk of the local directory,
+    which sees what zarr's listing leaves out), no per-chunk requests beyond it."""
+    from dasketch import _fingerprints
 
     path, values = store
     calls = []
-    original = LocalStore.list_prefix
+    original = _fingerprints._local_signatures
 
-    def counting(self, prefix):
-        calls.append(prefix)
-        return original(self, prefix)
+    def counting(directory):
+        calls.append(directory)
+        return original(directory)
 
-    monkeypatch.setattr(LocalStore, "list_prefix", counting)
+    monkeypatch.setattr(_fingerprints, "_local_signatures", counting)
     X = open_zarr_array(path)
     np.testing.assert_array_equal(X.compute(), values)
     X.sum().compute()  # a second pass over the same opening is not checked again

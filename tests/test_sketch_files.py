@@ -104,15 +104,18 @@ def test_every_mutated_field_is_refused(tmp_path, suffix, center):
                            if k != "checksum" and (k not in ADDED_AFTER_VERSION_1 or k == key)}
                 path = tmp_path / f"m{suffix}"
                 write(path, bad, arrays)
-                with pytest.raises(ValueError):
-                    dasketch.load_sketch(path)
+                with pytest.raises(ValueError):  # version 1 trusted: its invariants
+                    dasketch.load_sketch(path, trust_unchecked=mode == "version 1")
                     pytest.fail(f"{key}={value!r} ({mode}) loaded")
-    # A version-1 file (no checksum, no rounding) that is intact still loads, with a
-    # rounding bound no smaller than the one the sketch recorded.
+    # A version-1 file (no checksum, no rounding) that is intact loads when trusted,
+    # with a rounding bound no smaller than the one the sketch recorded; untrusted,
+    # it is refused.
     write(tmp_path / f"v1{suffix}", {k: v for k, v in dict(meta, format_version=1).items()
                                      if k not in ("checksum",) + ADDED_AFTER_VERSION_1},
           arrays)
-    legacy = dasketch.load_sketch(tmp_path / f"v1{suffix}")
+    with pytest.raises(ValueError, match="version-1 sketch, which carries no checksum"):
+        dasketch.load_sketch(tmp_path / f"v1{suffix}")
+    legacy = dasketch.load_sketch(tmp_path / f"v1{suffix}", trust_unchecked=True)
     assert legacy.rounding >= original.rounding > 0
     assert _same(dataclasses.replace(legacy, rounding=original.rounding), original)
 
@@ -136,7 +139,7 @@ def test_inconsistent_arrays_and_the_attacks_found(tmp_path):
     for name, (fields, arrays) in cases.items():
         _write_npz(tmp_path / "a.npz", dict(meta, **fields), {"B": s.B, **arrays})
         with pytest.raises(ValueError, match="not a valid dasketch sketch|metadata allows"):
-            dasketch.load_sketch(tmp_path / "a.npz")
+            dasketch.load_sketch(tmp_path / "a.npz", trust_unchecked=True)
             pytest.fail(name)
     # A stored array declaring 16 x 8,000,000 (1 GB) in a small member.
     huge = dict(meta, n_features=8_000_000, sketch_size=17)

@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse
 
 from dasketch._blocks.stores import checked_sparse_store
+from dasketch._fingerprints import refuse_special_metadata
 from dasketch.io import CsrRows, sparse_store_info
 from dasketch.store_checks import is_local_path, local_path
 
@@ -171,6 +172,7 @@ def _zarr_fields(path, component, storage_options, missing_chunks, rows, name):
     (a dense array, a dasketch store: the ordinary readers take them)."""
     import zarr
 
+    refuse_special_metadata(os.fspath(path), component)  # zarr would block on a FIFO
     try:
         node = zarr.open(os.fspath(path), mode="r", path=component or "",
                          storage_options=storage_options)
