@@ -88,6 +88,15 @@ def test_zstd_header_sizes():
     assert zstd_content_size(b"not zstd at all") is None
 
 
+def _replace_by_special_file(target, device):
+    """Replace a file by a link to /dev/zero (``device``) or by a FIFO."""
+    target.unlink()
+    if device:
+        os.symlink("/dev/zero", target)
+    else:
+        os.mkfifo(target)
+
+
 @pytest.mark.parametrize("where", ["chunk", "metadata", "array metadata", "device"])
 def test_special_files_in_a_zarr_sketch_are_refused_unopened(tmp_path, where):
     path = tmp_path / "s.zarr"
@@ -95,11 +104,7 @@ def test_special_files_in_a_zarr_sketch_are_refused_unopened(tmp_path, where):
     target = {"chunk": path / "B" / "c" / "0" / "0", "metadata": path / "zarr.json",
               "array metadata": path / "B" / "zarr.json",
               "device": path / "B" / "c" / "0" / "0"}[where]
-    target.unlink()
-    if where == "device":
-        os.symlink("/dev/zero", target)
-    else:
-        os.mkfifo(target)
+    _replace_by_special_file(target, device=where == "device")
     with pytest.raises(ValueError, match="not a regular file"):
         dasketch.load_sketch(path)
 
@@ -109,11 +114,7 @@ def test_special_files_in_a_data_store_are_refused_unopened(tmp_path, where):
     path = tmp_path / "X.zarr"
     zarr.create_array(str(path), data=np.ones((40, 3)), chunks=(10, 3))
     target = path / ("zarr.json" if where == "metadata" else os.path.join("c", "2", "0"))
-    target.unlink()
-    if where == "device":
-        os.symlink("/dev/zero", target)
-    else:
-        os.mkfifo(target)
+    _replace_by_special_file(target, device=where == "device")
     with pytest.raises(ValueError, match="not a regular file"):
         dasketch.sketch(as_row_blocks(str(path)), 2)
 
