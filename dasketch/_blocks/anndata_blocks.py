@@ -126,9 +126,17 @@ def _split_h5_path(path, component):
     return head, "/".join(p.strip("/") for p in parts) or "/"
 
 
+def _is_h5py_node(X):
+    return type(X).__module__.split(".")[0] == "h5py" and hasattr(X, "file")
+
+
+def _is_zarr_node(X):
+    return type(X).__module__.split(".")[0] == "zarr" and hasattr(X, "store_path")
+
+
 def _h5_location(X, component, name):
     """``(filename, component)`` of an h5py Dataset/Group or an HDF5 path, else None."""
-    if type(X).__module__.split(".")[0] == "h5py" and hasattr(X, "file"):
+    if _is_h5py_node(X):
         if component is not None:
             raise ValueError(f"component applies only when {name} is a path")
         return X.file.filename, X.name
@@ -166,9 +174,9 @@ def _h5_fields(filename, component, rows, name):
     return _fields(shape, dtype, nnz, rows, (filename, H5Rows(component, signature, name)))
 
 
-def _zarr_fields(path, component, storage_options, missing_chunks, rows, name):
-    """Fields of a zarr node that is an AnnData CSR group; None for any other node
-    (a dense array, a dasketch store: the ordinary readers take them)."""
+def _zarr_encoding(path, component, storage_options):
+    """The AnnData ``encoding-type`` of the zarr group at ``path`` and
+    ``component``; None for an array, a group without one, or no zarr node."""
     import zarr
 
     try:
@@ -176,7 +184,13 @@ def _zarr_fields(path, component, storage_options, missing_chunks, rows, name):
                          storage_options=storage_options)
     except Exception:  # noqa: BLE001 - not zarr, or missing: the dense reader reports it
         return None
-    kind = node.attrs.get("encoding-type") if isinstance(node, zarr.Group) else None
+    return node.attrs.get("encoding-type") if isinstance(node, zarr.Group) else None
+
+
+def _zarr_fields(path, component, storage_options, missing_chunks, rows, name):
+    """Fields of a zarr node that is an AnnData CSR group; None for any other node
+    (a dense array, a dasketch store: the ordinary readers take them)."""
+    kind = _zarr_encoding(path, component, storage_options)
     where = f"{os.fspath(path)!r}" + (f" at component {component!r}" if component else "")
     if kind == "anndata":
         raise _anndata_root_error(name, where)
@@ -235,7 +249,7 @@ def anndata_row_blocks(X, *, component, storage_options, missing_chunks, name, r
     location = _h5_location(X, component, name)
     if location is not None:
         return _h5_fields(*location, rows, name)
-    if type(X).__module__.split(".")[0] == "zarr" and hasattr(X, "store_path"):
+    if _is_zarr_node(X):
         kind = X.attrs.get("encoding-type")
         if kind == CSC:
             raise _csc_error(name, repr(X))
@@ -249,3 +263,18 @@ def anndata_row_blocks(X, *, component, storage_options, missing_chunks, name, r
     if isinstance(X, (str, os.PathLike)):
         return _zarr_fields(X, component, storage_options, missing_chunks, rows, name)
     return None
+
+
+def is_anndata_matrix(X, *, component, storage_options):
+    """Whether :func:`anndata_row_blocks` reads ``X``, or refuses it as an
+    AnnData node it cannot read by rows: an h5py node, a local HDF5 file, or a
+    zarr group (object, path or URL) with an AnnData ``encoding-type`` of a
+    compressed matrix (or of a whole AnnData store, for a path)."""
+    if _is_h5py_node(X):
+        return True
+    if _is_zarr_node(X):
+        return X.attrs.get("encoding-type") in (CSR, CSC)
+    if not isinstance(X, (str, os.PathLike)):
+        return False
+    return (_split_h5_path(X, component) is not None
+            or _zarr_encoding(X, component, storage_options) in (CSR, CSC, "anndata"))
