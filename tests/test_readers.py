@@ -103,12 +103,13 @@ def test_an_unknown_input_names_the_argument_and_the_kinds():
 
 def test_readers_are_tried_in_order(row_file_reader):
     names = [reader.name for reader in registered_readers()]
-    assert names == ["anndata", "dask", "in-memory", "zarr", "array-like", "row-file"]
+    assert names == ["anndata", "dask", "in-memory", "parquet", "zarr", "array-like",
+                     "row-file"]
     with pytest.raises(ValueError, match="registered already"):
         register_reader(RowFileReader())
     assert unregister_reader("row-file") is row_file_reader
-    with pytest.raises(ValueError, match="no reader named 'parquet'"):
-        register_reader(row_file_reader, before="parquet")
+    with pytest.raises(ValueError, match="no reader named 'netcdf'"):
+        register_reader(row_file_reader, before="netcdf")
     register_reader(row_file_reader, before="dask")
     assert [reader.name for reader in registered_readers()][1] == "row-file"
 

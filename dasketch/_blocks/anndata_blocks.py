@@ -14,7 +14,8 @@ Zarr groups are read by :func:`dasketch.io.csr_rows`, with the store checks of
 :mod:`dasketch.store_checks` (fingerprint on opening, chunk files checked by
 every read). An HDF5 file is fingerprinted by its size, modification time and
 inode when the job opens it; every read task opens it by name and checks it
-again after reading, so a file rewritten during the job is an error.
+again after reading (:mod:`dasketch._blocks.file_checks`), so a file rewritten
+during the job is an error.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import os
 import numpy as np
 import scipy.sparse
 
+from dasketch._blocks.file_checks import check_file, file_signature
 from dasketch._blocks.stores import checked_sparse_store
 from dasketch.io import CsrRows, sparse_store_info
 from dasketch.store_checks import is_local_path, local_path
@@ -47,25 +49,6 @@ def _anndata_root_error(name, where):
         "'layers/<name>'), or the path of the matrix itself, e.g. 'adata.zarr/X'")
 
 
-def _file_signature(filename):
-    stat = os.stat(filename)
-    return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
-
-
-def _check_file(filename, signature, name):
-    """Raise if ``filename`` is not the file the job opened."""
-    try:
-        now = _file_signature(filename)
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"{name}: {filename!r} does not exist where this task runs: do the workers "
-            "share the client's filesystem, or was the file removed?") from None
-    if now != tuple(signature):
-        raise ValueError(f"{name}: {filename!r} changed while the job read it (size, "
-                         "modification time or inode differ from its opening); rerun "
-                         "once it is no longer written")
-
-
 def h5_rows(filename, component, start, stop, signature, name="X"):
     """Rows ``[start, stop)`` of the matrix at ``component`` of an HDF5 file: a
     CSR group (a ``scipy.sparse`` CSR matrix, reading only the block's
@@ -83,7 +66,7 @@ def h5_rows(filename, component, start, stop, signature, name="X"):
             block = scipy.sparse.csr_matrix(
                 (node["data"][lo:hi], node["indices"][lo:hi], indptr - lo),
                 shape=(stop - start, int(node.attrs["shape"][1])))
-    _check_file(filename, signature, name)
+    check_file(filename, signature, name)
     return block
 
 
@@ -148,7 +131,7 @@ def _h5_location(X, component, name):
 def _h5_fields(filename, component, rows, name):
     import h5py
 
-    signature = _file_signature(filename)
+    signature = file_signature(filename)
     with h5py.File(filename, "r") as file:
         if component not in file:
             raise ValueError(f"{name}: the HDF5 file {filename!r} has no {component!r}; "

@@ -1,8 +1,8 @@
 """Inputs as :class:`~dasketch._blocks.row_blocks.RowBlocks`: every kind of
 matrix a user passes (numpy, scipy.sparse, pandas, Dask arrays and DataFrames,
 xarray, zarr arrays, paths and URLs of dense or sparse zarr stores, AnnData
-and HDF5) normalised to consecutive blocks of whole rows, by the first reader
-of :mod:`dasketch._blocks.readers` that can read it.
+and HDF5, Parquet files) normalised to consecutive blocks of whole rows, by the
+first reader of :mod:`dasketch._blocks.readers` that can read it.
 
 The number of rows per block depends on the shape only, never on how the input
 happens to be chunked, so every blocked computation gives the same result for
@@ -41,7 +41,8 @@ def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_optio
     X : dask.array.Array, dask.dataframe.DataFrame, numpy.ndarray, pandas.DataFrame, \
 scipy.sparse matrix or array (any format), zarr.Array, str or os.PathLike
         Rows are samples. A string or path is a zarr store (a local directory, a
-        local ``.zip`` store, or an fsspec URL), or an HDF5 (``.h5ad``) file. A
+        local ``.zip`` store, or an fsspec URL), an HDF5 (``.h5ad``) file or a
+        local Parquet file (numeric columns; nulls are NaN). A
         Dask array with unknown row chunk sizes (``ddf.values``,
         ``ddf.to_dask_array()``) or a Dask DataFrame first has its row counts
         computed, once (:func:`known_row_chunks`). An xarray DataArray is read
