@@ -40,7 +40,7 @@ import scipy.linalg
 from dasketch._blocks import add, block_tasks, compute, tree_reduce
 from dasketch._blocks.block_functions import centred_rows, transposed_pca_pass
 from dasketch._blocks.column_reads import plan_column_reads
-from dasketch._blocks.inputs import _block_rows
+from dasketch._blocks.readers.options import dense_block_rows
 from dasketch._blocks.row_blocks import _transformed
 from dasketch._blocks.transposed_store import stored_array
 from dasketch.io import open_store_array
@@ -75,7 +75,7 @@ def transposed_store(X, block_rows=None, name="X"):
     if store.ndim != 2 or 0 in store.shape or store.dtype.kind not in "biuf":
         return None
     n, d = (int(v) for v in store.shape)
-    rows = _block_rows(block_rows, (n, d))
+    rows = dense_block_rows(block_rows, (n, d))
     offsets = tuple(range(0, n, rows)) + (n,)
     plan = plan_column_reads((n, d), tuple(store.chunks), store.dtype.itemsize, offsets, name)
     if plan is None or plan.amplification < TRANSPOSED_AMPLIFICATION:

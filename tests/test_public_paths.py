@@ -67,11 +67,33 @@ MOVED += [("dasketch.kernels.frequent_directions", name, f"dasketch.kernels.{mod
               ("shrink", ("_squared_norm",)),
           ] for name in names]
 
+# (path imported from, name there, module that defines it now, its name there)
+RENAMED = [("dasketch._blocks.inputs", old, f"dasketch._blocks.readers.{module}", new)
+           for old, module, new in [
+               ("_check_shape", "options", "check_shape"),
+               ("_check_dtype", "options", "check_dtype"),
+               ("_check_block_rows", "options", "check_block_rows"),
+               ("_block_rows", "options", "dense_block_rows"),
+               ("_sparse_block_rows", "options", "sparse_block_rows"),
+               ("_csr_block_bytes", "options", "csr_block_bytes"),
+               ("_in_memory_row_blocks", "in_memory", "in_memory_row_blocks"),
+               ("_is_zarr_array", "zarr_stores", "is_zarr_array"),
+               ("_is_zip_store", "zarr_stores", "is_zip_store"),
+               ("_open_zip_array", "zarr_stores", "open_zip_array"),
+           ]]
+
 
 @pytest.mark.parametrize("old,name,new", MOVED, ids=[f"{o}.{n}" for o, n, _ in MOVED])
 def test_moved_names_are_importable_from_their_old_module(old, name, new):
     assert getattr(importlib.import_module(old), name) is \
         getattr(importlib.import_module(new), name)
+
+
+@pytest.mark.parametrize("old,old_name,new,new_name", RENAMED,
+                         ids=[f"{o}.{n}" for o, n, _, _ in RENAMED])
+def test_renamed_names_are_importable_under_their_old_name(old, old_name, new, new_name):
+    assert getattr(importlib.import_module(old), old_name) is \
+        getattr(importlib.import_module(new), new_name)
 
 
 @pytest.mark.parametrize("path,make", [

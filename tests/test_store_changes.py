@@ -272,9 +272,9 @@ def test_wide_blocks_of_a_remote_store_check_it(tmp_path, monkeypatch):
     """Blocks wider than the reused read buffers are read by the store's own
     chunk tasks, whose optimised graph keeps no layer names: they still list the
     store again when the computation ends."""
-    import dasketch._blocks.inputs
+    import dasketch._blocks.readers.dask_chunks
 
-    monkeypatch.setattr(dasketch._blocks.inputs, "REUSED_READ_BYTES", 0)
+    monkeypatch.setattr(dasketch._blocks.readers.dask_chunks, "REUSED_READ_BYTES", 0)
     path, url, values = _remote_store(tmp_path)
     blocks = as_row_blocks(url, block_rows=CHUNK // 10)
     assert blocks.reader is None

@@ -1,9 +1,10 @@
 """The one bridge between the kernels and Dask.
 
-Inputs are normalised to :class:`RowBlocks` (:mod:`.inputs`, :mod:`.row_blocks`;
-zarr stores through :mod:`.stores`, which builds the task that checks a store
-on a worker). One block in this process's memory runs eagerly
-(:func:`run_eagerly`): the primitives call their functions at once.
+Inputs are normalised to :class:`RowBlocks` (:mod:`.inputs`, by one reader per
+kind of input, :mod:`.readers`; :mod:`.row_blocks`; zarr stores through
+:mod:`.stores`, which builds the task that checks a store on a worker). One
+block in this process's memory runs eagerly (:func:`run_eagerly`): the
+primitives call their functions at once.
 Every pass over the blocks is one of two primitives (:mod:`.mapping`):
 :func:`map_rows`, per-block results aligned with the rows, or
 :func:`map_reduce`, per-block results combined by a deterministic tree

@@ -14,7 +14,8 @@ Zarr groups are read by :func:`dasketch.io.csr_rows`, with the store checks of
 :mod:`dasketch.store_checks` (fingerprint on opening, chunk files checked by
 every read). An HDF5 file is fingerprinted by its size, modification time and
 inode when the job opens it; every read task opens it by name and checks it
-again after reading, so a file rewritten during the job is an error.
+again after reading (:mod:`dasketch._blocks.file_checks`), so a file rewritten
+during the job is an error.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import os
 import numpy as np
 import scipy.sparse
 
+from dasketch._blocks.file_checks import check_file, file_signature
 from dasketch._blocks.stores import checked_sparse_store
 from dasketch._fingerprints import refuse_special_metadata
 from dasketch.io import CsrRows, sparse_store_info
@@ -48,25 +50,6 @@ def _anndata_root_error(name, where):
         "'layers/<name>'), or the path of the matrix itself, e.g. 'adata.zarr/X'")
 
 
-def _file_signature(filename):
-    stat = os.stat(filename)
-    return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
-
-
-def _check_file(filename, signature, name):
-    """Raise if ``filename`` is not the file the job opened."""
-    try:
-        now = _file_signature(filename)
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"{name}: {filename!r} does not exist where this task runs: do the workers "
-            "share the client's filesystem, or was the file removed?") from None
-    if now != tuple(signature):
-        raise ValueError(f"{name}: {filename!r} changed while the job read it (size, "
-                         "modification time or inode differ from its opening); rerun "
-                         "once it is no longer written")
-
-
 def h5_rows(filename, component, start, stop, signature, name="X"):
     """Rows ``[start, stop)`` of the matrix at ``component`` of an HDF5 file: a
     CSR group (a ``scipy.sparse`` CSR matrix, reading only the block's
@@ -84,7 +67,7 @@ def h5_rows(filename, component, start, stop, signature, name="X"):
             block = scipy.sparse.csr_matrix(
                 (node["data"][lo:hi], node["indices"][lo:hi], indptr - lo),
                 shape=(stop - start, int(node.attrs["shape"][1])))
-    _check_file(filename, signature, name)
+    check_file(filename, signature, name)
     return block
 
 
@@ -127,9 +110,17 @@ def _split_h5_path(path, component):
     return head, "/".join(p.strip("/") for p in parts) or "/"
 
 
+def _is_h5py_node(X):
+    return type(X).__module__.split(".")[0] == "h5py" and hasattr(X, "file")
+
+
+def _is_zarr_node(X):
+    return type(X).__module__.split(".")[0] == "zarr" and hasattr(X, "store_path")
+
+
 def _h5_location(X, component, name):
     """``(filename, component)`` of an h5py Dataset/Group or an HDF5 path, else None."""
-    if type(X).__module__.split(".")[0] == "h5py" and hasattr(X, "file"):
+    if _is_h5py_node(X):
         if component is not None:
             raise ValueError(f"component applies only when {name} is a path")
         return X.file.filename, X.name
@@ -141,7 +132,7 @@ def _h5_location(X, component, name):
 def _h5_fields(filename, component, rows, name):
     import h5py
 
-    signature = _file_signature(filename)
+    signature = file_signature(filename)
     with h5py.File(filename, "r") as file:
         if component not in file:
             raise ValueError(f"{name}: the HDF5 file {filename!r} has no {component!r}; "
@@ -167,9 +158,9 @@ def _h5_fields(filename, component, rows, name):
     return _fields(shape, dtype, nnz, rows, (filename, H5Rows(component, signature, name)))
 
 
-def _zarr_fields(path, component, storage_options, missing_chunks, rows, name):
-    """Fields of a zarr node that is an AnnData CSR group; None for any other node
-    (a dense array, a dasketch store: the ordinary readers take them)."""
+def _zarr_encoding(path, component, storage_options):
+    """The AnnData ``encoding-type`` of the zarr group at ``path`` and
+    ``component``; None for an array, a group without one, or no zarr node."""
     import zarr
 
     refuse_special_metadata(os.fspath(path), component)  # zarr would block on a FIFO
@@ -178,7 +169,13 @@ def _zarr_fields(path, component, storage_options, missing_chunks, rows, name):
                          storage_options=storage_options)
     except Exception:  # noqa: BLE001 - not zarr, or missing: the dense reader reports it
         return None
-    kind = node.attrs.get("encoding-type") if isinstance(node, zarr.Group) else None
+    return node.attrs.get("encoding-type") if isinstance(node, zarr.Group) else None
+
+
+def _zarr_fields(path, component, storage_options, missing_chunks, rows, name):
+    """Fields of a zarr node that is an AnnData CSR group; None for any other node
+    (a dense array, a dasketch store: the ordinary readers take them)."""
+    kind = _zarr_encoding(path, component, storage_options)
     where = f"{os.fspath(path)!r}" + (f" at component {component!r}" if component else "")
     if kind == "anndata":
         raise _anndata_root_error(name, where)
@@ -237,7 +234,7 @@ def anndata_row_blocks(X, *, component, storage_options, missing_chunks, name, r
     location = _h5_location(X, component, name)
     if location is not None:
         return _h5_fields(*location, rows, name)
-    if type(X).__module__.split(".")[0] == "zarr" and hasattr(X, "store_path"):
+    if _is_zarr_node(X):
         kind = X.attrs.get("encoding-type")
         if kind == CSC:
             raise _csc_error(name, repr(X))
@@ -251,3 +248,18 @@ def anndata_row_blocks(X, *, component, storage_options, missing_chunks, name, r
     if isinstance(X, (str, os.PathLike)):
         return _zarr_fields(X, component, storage_options, missing_chunks, rows, name)
     return None
+
+
+def is_anndata_matrix(X, *, component, storage_options):
+    """Whether :func:`anndata_row_blocks` reads ``X``, or refuses it as an
+    AnnData node it cannot read by rows: an h5py node, a local HDF5 file, or a
+    zarr group (object, path or URL) with an AnnData ``encoding-type`` of a
+    compressed matrix (or of a whole AnnData store, for a path)."""
+    if _is_h5py_node(X):
+        return True
+    if _is_zarr_node(X):
+        return X.attrs.get("encoding-type") in (CSR, CSC)
+    if not isinstance(X, (str, os.PathLike)):
+        return False
+    return (_split_h5_path(X, component) is not None
+            or _zarr_encoding(X, component, storage_options) in (CSR, CSC, "anndata"))

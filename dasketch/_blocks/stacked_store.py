@@ -29,7 +29,7 @@ from dasketch._blocks.column_reads import (
     state_plan,
     undecodable_chunk,
 )
-from dasketch._blocks.inputs import _block_rows, _check_dtype
+from dasketch._blocks.readers.options import check_dtype, dense_block_rows
 from dasketch._blocks.row_blocks import RowBlocks, _transformed, reader_blocks
 from dasketch._blocks.stores import open_checked_store
 from dasketch.store_checks import check_chunk_files
@@ -49,7 +49,7 @@ def stacked_store_blocks(source, *, component=None, block_rows=None, storage_opt
     store, checked, digest = open_checked_store(
         source, component=component, storage_options=storage_options,
         missing_chunks=missing_chunks, name=name)
-    dtype = _check_dtype(store.dtype, name)
+    dtype = check_dtype(store.dtype, name)
     shape, offsets, plan = stacked_plan(store, block_rows, name)
     rows = offsets[1] - offsets[0]
     if plan is None:  # whole along the second axis: a block is its rows' chunks
@@ -74,7 +74,7 @@ def stacked_plan(store, block_rows=None, name="X"):
                          f"{tuple(store.shape)}")
     n_rows, inner = int(store.shape[0]), math.prod(store.shape[2:])
     shape = (n_rows, int(store.shape[1]) * inner)
-    rows = _block_rows(block_rows, shape)
+    rows = dense_block_rows(block_rows, shape)
     offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
     plan = plan_column_reads((n_rows, int(store.shape[1])), tuple(store.chunks[:2]),
                              store.dtype.itemsize * inner, offsets, name)
@@ -124,13 +124,13 @@ def stacked_transposed_blocks(store, columns, weights=None, *, block_rows=None, 
     for integers): block ``i`` holds ``block_rows`` (default: as for any input
     of its shape) of those columns, read by its task (:class:`StackedColumns`)."""
     store, checked, digest = open_checked_store(store, name=name)
-    dtype = _check_dtype(store.dtype, name)
+    dtype = check_dtype(store.dtype, name)
     columns = np.asarray(columns, dtype=np.int64)
     if weights is not None:
         dtype = dtype if dtype.kind == "f" else np.dtype(np.float64)
         weights = np.asarray(weights).astype(dtype)
     n_rows, n_samples = int(columns.size), int(store.shape[0])
-    rows = _block_rows(block_rows, (n_rows, n_samples))
+    rows = dense_block_rows(block_rows, (n_rows, n_samples))
     offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
     reader = (checked, StackedColumns(digest, name, columns, weights))
     read_bytes = 2 * store.dtype.itemsize * n_samples * rows * \

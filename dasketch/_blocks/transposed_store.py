@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from dasketch._blocks.column_reads import column_read_reader, state_plan, zarr_behind
-from dasketch._blocks.inputs import _block_rows, _check_dtype, _check_shape
+from dasketch._blocks.readers.options import check_dtype, check_shape, dense_block_rows
 from dasketch._blocks.row_blocks import RowBlocks, reader_blocks
 from dasketch.io import open_store_array
 
@@ -44,10 +44,10 @@ def transposed_store_blocks(source, *, block_rows=None, name="X", component=None
     if isinstance(source, (str, os.PathLike)):
         store = open_store_array(source, component=component, storage_options=storage_options,
                                  name=name)
-    _check_shape(store.shape, name)
-    dtype = _check_dtype(store.dtype, name)
+    check_shape(store.shape, name)
+    dtype = check_dtype(store.dtype, name)
     n_rows, n_features = int(store.shape[1]), int(store.shape[0])
-    rows = _block_rows(block_rows, (n_rows, n_features))
+    rows = dense_block_rows(block_rows, (n_rows, n_features))
     offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
     reader, plan = column_read_reader(source, offsets, name=name, component=component,
                                       storage_options=storage_options,

@@ -1,0 +1,30 @@
+"""Local files read by block tasks (HDF5, Parquet): the job notes a file's
+signature (size, modification time, inode) when it opens it, and every task
+that reads the file checks it again after reading, so a file rewritten or
+replaced during the job is an error rather than a mix of two versions.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def file_signature(filename):
+    """``(size, mtime_ns, inode)`` of the file ``filename``."""
+    stat = os.stat(filename)
+    return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+def check_file(filename, signature, name):
+    """Raise if ``filename`` is not the file the job opened (its signature was
+    ``signature``), naming the argument ``name``."""
+    try:
+        now = file_signature(filename)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"{name}: {filename!r} does not exist where this task runs: do the workers "
+            "share the client's filesystem, or was the file removed?") from None
+    if now != tuple(signature):
+        raise ValueError(f"{name}: {filename!r} changed while the job read it (size, "
+                         "modification time or inode differ from its opening); rerun "
+                         "once it is no longer written")

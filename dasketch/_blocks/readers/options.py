@@ -1,0 +1,120 @@
+"""What every reader is given (:class:`ReadOptions`) and the rules all readers
+share: an input is a 2-D matrix of real numbers with at least one row and one
+column, and its rows per block depend on its shape (and, for sparse rows, on
+its mean number of nonzeros a row) only, never on how it is chunked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from dasketch._blocks.row_blocks import default_block_rows
+from dasketch._blocks.tasks import check_number
+
+
+def check_shape(shape, name):
+    """Raise unless ``shape`` is that of a 2-D matrix with rows and columns."""
+    if len(shape) != 2:
+        raise ValueError(f"{name} must be a 2-D array (rows are samples), got "
+                         f"{len(shape)}-D input with shape {tuple(shape)}")
+    if shape[0] == 0:
+        raise ValueError(f"{name} has zero rows; at least one row is required")
+    if shape[1] == 0:
+        raise ValueError(f"{name} has zero columns; at least one column is required")
+
+
+def check_dtype(dtype, name):
+    """``dtype`` as a :class:`numpy.dtype`; raise unless it holds real numbers
+    (booleans, integers or floats)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {dtype}")
+    return dtype
+
+
+def check_block_rows(block_rows):
+    """``block_rows`` as a positive int; raise for anything else."""
+    return int(check_number(block_rows, "block_rows", integral=True, low=1))
+
+
+def dense_block_rows(block_rows, shape, default_rows=None):
+    """Rows per block of a dense matrix of ``shape``: ``block_rows`` when given,
+    else ``default_rows(d, d, False)`` or :func:`default_block_rows` of its
+    ``d`` columns; at most its number of rows."""
+    if block_rows is not None:
+        rows = check_block_rows(block_rows)
+    elif default_rows is None:
+        rows = default_block_rows(shape[1])
+    else:
+        rows = default_rows(shape[1], shape[1], False)
+    return min(rows, shape[0])
+
+
+def sparse_block_rows(block_rows, nnz, n_rows, n_features, default_rows):
+    """Rows per block of a sparse matrix with ``nnz`` nonzeros: ``block_rows``
+    when given, else the default for its mean number of nonzeros a row (at
+    least one); at most ``n_rows``."""
+    if block_rows is None:
+        nnz_per_row = max(nnz / max(n_rows, 1), 1.0)
+        block_rows = (default_block_rows(nnz_per_row) if default_rows is None
+                      else default_rows(nnz_per_row, n_features, True))
+    return min(check_block_rows(block_rows), n_rows)
+
+
+def csr_block_bytes(nnz, n_rows, rows):
+    """Bytes of the CSR rows of one block of ``rows`` rows (float64 values and int64
+    column indices) at the matrix's mean number of nonzeros a row."""
+    return int(16 * np.ceil(nnz / max(n_rows, 1) * rows))
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """The arguments of :func:`~dasketch._blocks.as_row_blocks` besides the
+    input, as every reader receives them.
+
+    Attributes
+    ----------
+    block_rows : int or None
+        Rows per block; None for the default of the input's shape.
+    name : str
+        Name of the argument, used in error messages.
+    component, storage_options, missing_chunks
+        How a store is opened and checked
+        (:func:`dasketch._blocks.stores.open_zarr_array`); only readers of
+        stores accept ``component`` and ``storage_options``.
+    default_rows : callable or None
+        ``default_rows(values_per_row, n_features, sparse)``: rows per block when
+        ``block_rows`` is None.
+    """
+
+    block_rows: Any = None
+    name: str = "X"
+    component: Any = None
+    storage_options: Any = None
+    missing_chunks: str = "fill"
+    default_rows: Callable | None = None
+
+    def dense_rows(self, shape):
+        """Rows per block of a dense matrix of ``shape``."""
+        return dense_block_rows(self.block_rows, shape, self.default_rows)
+
+    def sparse_rows(self, nnz, n_rows, n_features):
+        """Rows per block of a sparse ``n_rows x n_features`` matrix with ``nnz``
+        nonzeros."""
+        return sparse_block_rows(self.block_rows, nnz, n_rows, n_features, self.default_rows)
+
+    def rows(self, nnz, n_rows, n_features, sparse):
+        """Rows per block of a sparse (``nnz`` nonzeros) or dense matrix."""
+        if sparse:
+            return self.sparse_rows(nnz, n_rows, n_features)
+        return self.dense_rows((n_rows, n_features))
+
+    def check_no_store_options(self):
+        """Raise when ``component`` or ``storage_options`` is given: they apply to
+        stores opened by path only."""
+        if self.component is not None or self.storage_options is not None:
+            raise ValueError(f"component and storage_options apply only when {self.name} "
+                             "is a zarr path or URL")
