@@ -16,7 +16,7 @@ import scipy.linalg
 
 from dasketch.kernels.shrink import _squared_norm, shrink_rounding, shrink_rows
 from dasketch.kernels.sketch_checks import check_sketch_parameters
-from dasketch.kernels.sketch_scaling import _unscaled
+from dasketch.kernels.sketch_scaling import _unscaled, _unscaled_bound
 
 
 class _BaseSketch:
@@ -77,7 +77,7 @@ class _BaseSketch:
 
         ``shrinkage_bound`` when set, else ``shrinkage``, plus ``rounding``.
         """
-        return _unscaled(self._exact_loss_bound + self.rounding, 2 * self.scale_exponent)
+        return _unscaled_bound(self._exact_loss_bound + self.rounding, 2 * self.scale_exponent)
 
     @property
     def _exact_loss_bound(self):
@@ -94,14 +94,16 @@ class _BaseSketch:
         ``rounding``.
         """
         bound = self._exact_loss_bound + self.rounding - self._added_ridge
-        return _unscaled(bound, 2 * self.scale_exponent)
+        return _unscaled_bound(bound, 2 * self.scale_exponent)
 
     def scaled(self):
         """Return the sketch of the rows divided by ``2**scale_exponent``.
 
         Its fields are this sketch's, ``alpha0`` divided by ``4**scale_exponent``,
         and its ``scale_exponent`` is 0, so every bound and estimate it gives is
-        finite: the form to use for data whose squares float64 cannot hold.
+        finite, and nonzero for nonzero rows: the form to use for data whose
+        squares float64 cannot hold (entries beyond ``2**200``, or all below
+        ``2**-200``, where ``scale_exponent < 0``).
 
         Returns
         -------

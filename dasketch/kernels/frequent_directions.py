@@ -90,10 +90,12 @@ class Sketch(_BaseSketch):
         so far (:func:`~dasketch.kernels.shrink.shrink_rounding`, summed), part of
         :attr:`loss_bound` and so of :attr:`error_bound`.
     scale_exponent : int, default 0
-        ``e >= 0``: ``B``, ``mean``, ``shrinkage``, ``shrinkage_bound``,
+        ``e``: ``B``, ``mean``, ``shrinkage``, ``shrinkage_bound``,
         ``frobenius_sq`` and ``rounding`` are those of the rows divided by
-        ``2**e``. Nonzero only for data with entries beyond ``2**200`` (about
-        ``1.6e60``), whose fourth powers float64 cannot hold unscaled;
+        ``2**e``. Positive only for data with entries beyond ``2**200`` (about
+        ``1.6e60``), whose fourth powers float64 cannot hold unscaled; negative
+        for blocks whose entries are all below ``2**-200`` (about ``6e-61``),
+        whose squares would underflow (sketched multiplied by ``2**-e``);
         :meth:`scaled` gives that sketch with ``e = 0``.
     _svd : list, optional
         Cache of the thin SVD of ``B``, filled on first use; never pass it.
@@ -123,9 +125,10 @@ class Sketch(_BaseSketch):
 
     :attr:`alpha`, :attr:`loss_bound`, :attr:`error_bound`, :meth:`covariance`,
     :meth:`singular_values` and :meth:`solve` speak of the rows themselves, also
-    for a sketch with ``scale_exponent > 0`` (a value beyond float64's range is
-    ``inf``, or an error where ``inf`` would not be a bound); the fields are of
-    the scaled rows.
+    for a sketch with ``scale_exponent != 0`` (a value beyond float64's range is
+    ``inf``, or an error where ``inf`` would not be a bound; a bound below its
+    smallest subnormal is rounded up to it, never to 0); the fields are of the
+    scaled rows.
 
     References
     ----------
@@ -287,7 +290,7 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
         rows = np.asarray(rows)
     if rows.ndim != 2:
         raise ValueError(f"rows must be 2-D, got shape {rows.shape}")
-    exponent = block_scale_exponent(rows)
+    exponent = block_scale_exponent(rows, alpha0)
     if exponent:
         block = sketch_rows(divide_by_power_of_two(rows, exponent), sketch_size,
                             method=method, alpha0=alpha0, center=center, update=update,

@@ -37,8 +37,10 @@ import scipy.sparse
 METHODS = ("fd", "rfd")
 FLOAT_MAX = float(np.finfo(np.float64).max)
 # A sketch of rows divided by 2**e needs e <= 1024 - SAFE_EXPONENT for any finite data
-# (sketch_scaling.SAFE_EXPONENT); merges take the largest e of their parts.
+# (sketch_scaling.SAFE_EXPONENT), and e >= -1073 for the smallest subnormal 2**-1074
+# (brought into [1/2, 1)); merges take the largest e of their parts.
 MAX_SCALE_EXPONENT = 1024
+MIN_SCALE_EXPONENT = -1074
 # Relative slack of the mass balance: rounding of the Gram eigendecompositions
 # (about r eps ||C||_2^2 per shrink of r rows) stays orders of magnitude below it.
 MASS_RTOL = 1e-6
@@ -84,7 +86,8 @@ def check_sketch_fields(sketch):
     no more rows in ``B`` than rows sketched (twice as many when centred),
     ``shrinkage_bound >= shrinkage`` and ``0 <= failure_probability < 1``, 0 exactly
     when the sketch is certified (no ``shrinkage_bound``), and an integer
-    ``0 <= scale_exponent <= MAX_SCALE_EXPONENT``.
+    ``MIN_SCALE_EXPONENT <= scale_exponent <= MAX_SCALE_EXPONENT`` with a finite
+    ridge ``alpha0 4**-scale_exponent`` in the scaled units.
 
     Raises
     ------
@@ -120,9 +123,12 @@ def check_sketch_fields(sketch):
                          f"{getattr(s.mean, 'shape', s.mean)!r}")
     e = s.scale_exponent
     if (isinstance(e, (bool, np.bool_)) or not isinstance(e, (int, np.integer))
-            or not 0 <= e <= MAX_SCALE_EXPONENT):
-        raise ValueError(f"scale_exponent must be an integer in [0, {MAX_SCALE_EXPONENT}], "
-                         f"got {e!r}")
+            or not MIN_SCALE_EXPONENT <= e <= MAX_SCALE_EXPONENT):
+        raise ValueError(f"scale_exponent must be an integer in [{MIN_SCALE_EXPONENT}, "
+                         f"{MAX_SCALE_EXPONENT}], got {e!r}")
+    if e < 0 and s.alpha0 > 0 and math.frexp(s.alpha0)[1] - 2 * e > 1024:
+        raise ValueError(f"alpha0={s.alpha0!r} times 4**-scale_exponent (the ridge of the "
+                         f"scaled rows, scale_exponent={e}) is beyond float64's range")
     p = s.failure_probability
     if not _is_real(p) or not 0 <= p < 1:
         raise ValueError(f"failure_probability must be a number in [0, 1) (0: certified), "
