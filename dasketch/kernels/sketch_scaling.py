@@ -96,18 +96,24 @@ def _unscaled(value, exponent):
         return float(np.ldexp(value, exponent))
 
 
-def _unscaled_bound(value, exponent):
-    """:func:`_unscaled` of a bound ``value >= 0``, rounded up where it falls among
-    float64's subnormals: a positive bound never becomes a smaller one, nor 0.
+def _unscaled_bound(value, exponent, *, lower=False):
+    """:func:`_unscaled` of an upper bound ``value >= 0``, rounded up where it
+    falls among float64's subnormals: a positive bound never becomes a smaller
+    one, nor 0. With ``lower``, of a lower bound, rounded down instead.
 
     ``ldexp`` is exact unless its result is subnormal; then scaling the result
     back (exact: no overflow, as ``|result| <= |value| 2**exponent``) shows
-    whether it was rounded down, and the next float up is a bound.
+    which way it was rounded, and the next float the other way is a bound.
     """
     result = _unscaled(value, exponent)
-    if exponent < 0 and value > 0 and math.ldexp(result, -exponent) < value:
+    if exponent >= 0 or value <= 0:
+        return result
+    back = math.ldexp(result, -exponent)
+    if lower:
+        return math.nextafter(result, 0.0) if back > value else result
+    if back < value:
         result = math.nextafter(result, math.inf)
-    return max(result, _SMALLEST_SUBNORMAL) if value > 0 else result
+    return max(result, _SMALLEST_SUBNORMAL)
 
 
 def _underflow_rounding(n_values, norm_sq):
