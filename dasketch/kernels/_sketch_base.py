@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 import scipy.linalg
 
-from dasketch.kernels.shrink import _squared_norm, shrink_rounding, shrink_rows
+from dasketch.kernels.shrink import EPS, _squared_norm, shrink_rounding, shrink_rows
 from dasketch.kernels.sketch_checks import check_sketch_parameters
 from dasketch.kernels.sketch_scaling import _unscaled, _unscaled_bound
 
@@ -91,9 +91,24 @@ class _BaseSketch:
         ``Delta`` for FD and ``Delta / 2`` for RFD when certified; for a randomized
         sketch ``shrinkage_bound`` (FD) or ``shrinkage_bound - shrinkage / 2``
         (RFD), holding with probability ``1 - failure_probability``; each plus
-        ``rounding``.
+        ``rounding`` and ``eps alpha``.
+
+        The last term is the rounding of the ridge (Higham, *Accuracy and
+        Stability of Numerical Algorithms*, 2nd ed., 2002, Section 2.2, unit
+        roundoff ``u = eps / 2``): RFD's guarantee holds for the exact ridge
+        ``alpha0 + Delta / 2`` ([3]_ Thm. 2), while :attr:`alpha` is its float64
+        sum, within ``u alpha`` of it; so
+        ``||A^T A + alpha0 I - (B^T B + alpha I)||_2 <= Delta / 2 + u alpha``.
+        :meth:`covariance` adds ``alpha`` to the diagonal of ``B^T B``, which
+        rounds each diagonal entry by at most ``u (alpha + (B^T B)_ii)``: another
+        ``u alpha`` (the ``u (B^T B)_ii`` part is of the order of the shrinks'
+        rounding). Where ``alpha0`` dwarfs ``Delta`` (``alpha0 = 1e20`` beside
+        ``Delta = 100``, whose half is then lost in the sum entirely) this term is
+        the bound. It is computed in the units of :meth:`scaled`, where ``alpha``
+        is ``alpha0 4**-e + Delta / 2``.
         """
-        bound = self._exact_loss_bound + self.rounding - self._added_ridge
+        ridge = math.ldexp(self.alpha0, -2 * self.scale_exponent) + self._added_ridge
+        bound = self._exact_loss_bound + self.rounding - self._added_ridge + EPS * ridge
         return _unscaled_bound(bound, 2 * self.scale_exponent)
 
     def scaled(self):

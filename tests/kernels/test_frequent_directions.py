@@ -1,6 +1,7 @@
 """Kernel tests: FD/RFD shrink, block updates, merges, solve (numpy only)."""
 
 import itertools
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -280,3 +281,21 @@ def test_sketch_rows_have_a_fixed_sign():
                                                       sketch_rows(A[200:], 8)])):
         largest = sketch.B[np.arange(sketch.B.shape[0]), np.abs(sketch.B).argmax(axis=1)]
         assert (largest > 0).all()
+
+
+@pytest.mark.parametrize("method", ["rfd", "fd"])
+@pytest.mark.parametrize("alpha0", [1e18, 2.0 ** 63, 1e20])
+def test_error_bound_carries_the_rounding_of_a_large_ridge(method, alpha0):
+    """With alpha0 far above Delta, alpha = alpha0 + Delta / 2 rounds (at 1e20 the
+    half of Delta is lost entirely): the bound carries eps alpha. The error is
+    computed exactly, in rationals, against B^T B + alpha I with the stored alpha."""
+    A = np.random.default_rng(7).standard_normal((400, 6)) * 0.7 ** np.arange(6)
+    s = sketch_rows(A, 3, method=method, alpha0=alpha0)
+    assert s.shrinkage > 0
+    exact = [[Fraction(v) for v in row] for row in A]
+    B = [[Fraction(v) for v in row] for row in s.B]
+    ridge_difference = Fraction(s.alpha) - Fraction(alpha0)
+    error = np.array([[sum(row[i] * row[j] for row in exact) - sum(row[i] * row[j] for row in B)
+                       - (ridge_difference if i == j else 0) for j in range(6)]
+                      for i in range(6)], dtype=np.float64)
+    assert spectral_norm(error) <= s.error_bound
