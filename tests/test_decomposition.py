@@ -8,7 +8,7 @@ import scipy.sparse.linalg
 from sklearn.decomposition import PCA
 
 from dasketch import SketchPCA
-from tests.helpers import low_rank_plus_noise
+from tests.helpers import exact_centred_gram, low_rank_plus_noise
 
 
 @pytest.fixture(scope="module")
@@ -466,3 +466,16 @@ def test_tiny_data_gives_the_components_of_the_data_multiplied_up(data, exponent
             np.testing.assert_array_equal(
                 fitted.explained_variance_,
                 np.ldexp(reference.explained_variance_, 2 * exponent))
+
+
+def test_certified_eigenvalue_interval_holds_for_data_with_a_large_mean():
+    """Data of unit spread around 1e7 in several blocks: the centring rows of the
+    merges come from rounded means, and the certified interval
+    sketch_eigenvalues_ +- eigenvalue_bound_ still holds every true eigenvalue of
+    the exactly centred covariance."""
+    for seed in range(3):
+        X = np.random.default_rng(seed).standard_normal((240, 6)) * [4, 3, 2, 1, 1, 1] + 1e7
+        pca = SketchPCA(n_components=3, sketch_size=4, block_rows=40).fit(X)
+        true = np.linalg.eigvalsh(exact_centred_gram(X) / 239)[::-1][:3]
+        gap = np.abs(true - pca.sketch_eigenvalues_)
+        assert (gap <= pca.eigenvalue_bound_).all(), (seed, gap, pca.eigenvalue_bound_)

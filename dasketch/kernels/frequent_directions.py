@@ -37,10 +37,12 @@ from dasketch.kernels.shrink import (
 from dasketch.kernels.sketch_checks import (  # noqa: F401 - METHODS is re-exported
     METHODS,
     _merged_norm,
+    centring_rounding,
     check_mergeable,
     check_sketch_fields,
     check_sketch_parameters,
     checked_mass,
+    merge_centring_rounding,
     scaled_mean,
     scaled_norm,
 )
@@ -337,6 +339,8 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
     frobenius_sq = checked_mass(
         frobenius_sq, lambda: scaled_norm(rows if mean is None else _centred(rows, mean)),
         f"the block of rows [{row_offset}, {row_offset + n_rows})")
+    if center:
+        rounding += centring_rounding(n_rows, frobenius_sq, mean)
     return replace(result, B=B, shrinkage=shrinkage, n_rows=n_rows, mean=mean,
                    frobenius_sq=frobenius_sq, rounding=rounding, _svd=[])
 
@@ -354,7 +358,9 @@ def merge_sketches(sketches):
     Section 3). For centred sketches with counts ``n_i`` and means ``mu_i`` the
     rows ``sqrt(n_i) (mu_i - mu)`` are added to the stack, ``mu`` the pooled mean
     (the parallel-variance identity, k-way form), so the result sketches the
-    globally centred rows.
+    globally centred rows; the identity holds for exact means, and ``rounding``
+    grows by what the rounded means cost
+    (:func:`~dasketch.kernels.sketch_checks.merge_centring_rounding`).
 
     Parameters
     ----------
@@ -423,6 +429,8 @@ def merge_sketches(sketches):
         bound = sum(s._exact_loss_bound for s in nonempty) + delta
     failure_probability = sum(s.failure_probability for s in nonempty)
     rounding = sum(s.rounding for s in nonempty)
+    if first.centered:
+        rounding += merge_centring_rounding(nonempty, correction, n_rows, frobenius_sq, mean)
     n_stack = sum(part.shape[0] for part in parts)
     if n_stack >= first.sketch_size:
         rounding += shrink_rounding(n_stack, first.n_features,

@@ -17,6 +17,7 @@ from dasketch.kernels.frequent_directions import (
 from tests.helpers import (
     check_guarantees,
     decaying,
+    exact_centred_gram,
     low_rank_plus_noise,
     spectral_norm,
     tail_energy,
@@ -299,3 +300,22 @@ def test_error_bound_carries_the_rounding_of_a_large_ridge(method, alpha0):
                        - (ridge_difference if i == j else 0) for j in range(6)]
                       for i in range(6)], dtype=np.float64)
     assert spectral_norm(error) <= s.error_bound
+
+
+@pytest.mark.parametrize("offset", [1e4, 1e6, 1e8])
+def test_merged_centred_sketches_of_data_with_a_large_mean_keep_the_bound(offset):
+    """Blocks of unit spread around a mean of 1e4 to 1e8, centred each on its
+    rounded mean and merged (in one merge and in a chain): the centring rows
+    come from rounded means, an error of order eps |mu| that the bound carries.
+    The true error is against the exactly centred Gram (rationals)."""
+    for seed in range(3):
+        X = np.random.default_rng(seed).standard_normal((240, 5)) * [3, 2, 1, 1, 1] + offset
+        parts = [sketch_rows(X[i:i + 60], 4, center=True) for i in range(0, 240, 60)]
+        reference = exact_centred_gram(X)
+        chained = parts[0]
+        for part in parts[1:]:
+            chained = chained.merge(part)
+        for merged in (merge_sketches(parts), chained):
+            error = spectral_norm(reference - merged.covariance())
+            assert error <= merged.error_bound, (seed, error, merged.error_bound)
+            assert merged.rounding <= 1e-4 * merged.frobenius_sq  # not vacuous
