@@ -319,3 +319,20 @@ def test_merged_centred_sketches_of_data_with_a_large_mean_keep_the_bound(offset
             error = spectral_norm(reference - merged.covariance())
             assert error <= merged.error_bound, (seed, error, merged.error_bound)
             assert merged.rounding <= 1e-4 * merged.frobenius_sq  # not vacuous
+
+
+def test_a_block_of_rows_of_scale_1e250_1_and_1e_minus_100_sketches_without_lapack_errors():
+    """On this block (35 x 16, rows of scale 1e250, 1 and 1e-100 mixed) LAPACK's
+    divide-and-conquer eigensolver fails to converge on a Gram of the buffered
+    update; the shrink falls back to dsyevr (or the SVD) and the bound holds in the
+    scaled units."""
+    rng = np.random.default_rng(3)
+    for d in (3, 5, 8, 16):  # the block is the fourth draw of this generator
+        n = int(rng.integers(9, 40))
+        scales = rng.choice([1e250, 1.0, 1e-100], size=n)
+        rows = np.abs(rng.standard_normal((n, d))) * scales[:, None]
+    assert set(scales) == {1e250, 1.0, 1e-100}
+    s = sketch_rows(rows, 8, update="buffered")  # what sketch(..., working_size=8) runs
+    scaled, e = s.scaled(), s.scale_exponent
+    Xs = np.ldexp(rows, -e)
+    assert spectral_norm(Xs.T @ Xs - scaled.covariance()) <= scaled.error_bound
