@@ -3,17 +3,20 @@ actual spectral error of a sketch, computed in one blocked pass over the data.""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 from sklearn.utils._param_validation import validate_parameter_constraints
 
 from dasketch._blocks import add, as_row_blocks, compute, map_reduce
 from dasketch._blocks.block_functions import gram_block
+from dasketch._blocks.row_blocks import _transformed
 from dasketch._blocks.scheduler import default_client
 from dasketch._blocks.tasks import check_split_every
 from dasketch.kernels.certificates import error_from_products
 from dasketch.kernels.embeddings import gaussian_rows, resolve_seed
 from dasketch.kernels.frequent_directions import Sketch
+from dasketch.kernels.sketch_scaling import _unscaled_bound, divide_by_power_of_two
 from dasketch.sketch_memory import check_estimate_memory
 from dasketch.utils.params import PASS_CONSTRAINTS, POSITIVE_INT, RANDOM_STATE
 
@@ -36,7 +39,9 @@ def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=No
     omega_i||`` is at least the error except with probability ``10 ** -r``
     (Halko, Martinsson, Tropp, SIAM Review 2011, Section 4.3, Lemma 4.1). The
     upper end is loose (it grows with the Frobenius norm of ``E``); ``lower`` is
-    the estimate to read.
+    the estimate to read. For a sketch of tiny rows (``scale_exponent < 0``) the
+    pass works on the rows multiplied by ``2**-scale_exponent`` and the bracket is
+    scaled back outwards, so it never collapses through underflow.
 
     Parameters
     ----------
@@ -88,8 +93,8 @@ def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=No
     (True, 1e-10)
     """
     validate_parameter_constraints(_ESTIMATE_CONSTRAINTS, locals(), caller_name="estimate_error")
-    if sketch.scale_exponent:
-        e = sketch.scale_exponent
+    e = sketch.scale_exponent
+    if e > 0:
         raise ValueError(f"sketch: it holds rows divided by 2**{e} (their squares are beyond "
                          f"float64's range); check it as estimate_error(numpy.ldexp(X, -{e}), "
                          f"sketch.scaled())")
@@ -107,8 +112,18 @@ def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=No
         client if client is not None else default_client(), int(n_vectors),
         blocks.n_features, check_split_every(split_every), read_bytes=blocks.read_bytes,
         lower_fan_in=split_every is None)
+    if e < 0:
+        # Tiny rows (sketched multiplied by 2**-e): the products are taken on the rows
+        # multiplied up as well, where no square underflows, and the bracket scaled back
+        # outwards (lower rounded down, upper up).
+        blocks = _transformed(blocks, partial(divide_by_power_of_two, exponent=e),
+                              blocks.n_features)
     gram = map_reduce(blocks, partial(gram_block, seed=seed, n_vectors=int(n_vectors)),
                       add, split_every=fan_in, keeps_block=False)
     (gram_omega,) = compute(gram, client=client)
     omega = gaussian_rows(seed, 1, 0, sketch.n_features, int(n_vectors))
-    return error_from_products(sketch, omega, gram_omega)
+    estimate = error_from_products(sketch.scaled(), omega, gram_omega)
+    if e == 0:
+        return estimate
+    return replace(estimate, lower=_unscaled_bound(estimate.lower, 2 * e, lower=True),
+                   upper=_unscaled_bound(estimate.upper, 2 * e))

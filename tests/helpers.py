@@ -1,5 +1,7 @@
 """Test data and exact reference quantities."""
 
+from fractions import Fraction
+
 import dask
 import numpy as np
 
@@ -7,6 +9,18 @@ import numpy as np
 def spectral_norm(M):
     """Exact spectral norm of a symmetric matrix."""
     return float(np.abs(np.linalg.eigvalsh(M)).max())
+
+
+def exact_centred_gram(X):
+    """``X_c^T X_c`` of the exactly centred ``X`` (exact mean and products in
+    rationals), rounded once to float64: the reference for centred sketches of
+    data whose mean dwarfs its spread."""
+    rows = [[Fraction(v) for v in row] for row in np.asarray(X, dtype=np.float64)]
+    n, d = len(rows), len(rows[0])
+    mean = [sum(row[j] for row in rows) / n for j in range(d)]
+    centred = [[row[j] - mean[j] for j in range(d)] for row in rows]
+    return np.array([[float(sum(row[i] * row[j] for row in centred)) for j in range(d)]
+                     for i in range(d)])
 
 
 def tail_energy(A, k):

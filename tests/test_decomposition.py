@@ -8,7 +8,7 @@ import scipy.sparse.linalg
 from sklearn.decomposition import PCA
 
 from dasketch import SketchPCA
-from tests.helpers import low_rank_plus_noise
+from tests.helpers import exact_centred_gram, low_rank_plus_noise
 
 
 @pytest.fixture(scope="module")
@@ -445,3 +445,37 @@ def test_standard_scaling_in_the_tasks_equals_standardscaler_then_pca(tmp_path):
     with pytest.raises(ValueError, match="use fit"):
         SketchPCA(2, scaling="standard").partial_fit(X)
     assert not hasattr(SketchPCA(2).fit(X), "scaler_mean_")
+
+
+@pytest.mark.parametrize("exponent", [-700, -1000, -1060])
+def test_tiny_data_gives_the_components_of_the_data_multiplied_up(data, exponent):
+    """Data at 2**-700 to subnormal scale: the components, the ratios and the
+    certified eigenvalue interval are those of the same data times 2**-exponent
+    (the sketch is taken multiplied up), the variances scaled back."""
+    tiny = np.ldexp(data[:1200], exponent)
+    up = np.ldexp(tiny, -exponent)  # exact: the data the tiny rows hold
+    for blocks in (None, 300):
+        fitted = SketchPCA(n_components=3, sketch_size=8, block_rows=blocks).fit(tiny)
+        reference = SketchPCA(n_components=3, sketch_size=8, block_rows=blocks).fit(up)
+        cosines = np.abs(np.sum(fitted.components_ * reference.components_, axis=1))
+        assert cosines.min() > 1 - 1e-9
+        np.testing.assert_allclose(fitted.explained_variance_ratio_,
+                                   reference.explained_variance_ratio_, rtol=1e-9)
+        assert fitted.explained_variance_ratio_.sum() > 0.5
+        with np.errstate(under="ignore"):
+            np.testing.assert_array_equal(
+                fitted.explained_variance_,
+                np.ldexp(reference.explained_variance_, 2 * exponent))
+
+
+def test_certified_eigenvalue_interval_holds_for_data_with_a_large_mean():
+    """Data of unit spread around 1e7 in several blocks: the centring rows of the
+    merges come from rounded means, and the certified interval
+    sketch_eigenvalues_ +- eigenvalue_bound_ still holds every true eigenvalue of
+    the exactly centred covariance."""
+    for seed in range(3):
+        X = np.random.default_rng(seed).standard_normal((240, 6)) * [4, 3, 2, 1, 1, 1] + 1e7
+        pca = SketchPCA(n_components=3, sketch_size=4, block_rows=40).fit(X)
+        true = np.linalg.eigvalsh(exact_centred_gram(X) / 239)[::-1][:3]
+        gap = np.abs(true - pca.sketch_eigenvalues_)
+        assert (gap <= pca.eigenvalue_bound_).all(), (seed, gap, pca.eigenvalue_bound_)

@@ -33,7 +33,7 @@ BAD_VALUES = {  # field -> values that break an invariant of the sketch
     "centered": [1, "yes", None],
     "rounding": [-1.0, "x", None, float("nan"), float("inf")],
     "format_version": [0, 5, -1, "3", None, 3.0 + 1e-9],
-    "scale_exponent": [-1, 1025, 2.5, "3", None, True, float("nan")],
+    "scale_exponent": [-1075, 1025, 2.5, "3", None, True, float("nan")],
     "format": ["other", None, 7],
 }
 # Metadata that format version 1 lacks (version 3 added rounding, 4 scale_exponent).
@@ -255,6 +255,34 @@ def test_data_of_scale_1e150_to_1e300_sketches_saves_and_loads(tmp_path, center,
     relative = bound / loaded.scaled().singular_values()[0] ** 2
     assert relative == pytest.approx(
         reference.error_bound / reference.singular_values()[0] ** 2, rel=1e-9)
+
+
+
+@pytest.mark.parametrize("center", [False, True], ids=["plain", "centred"])
+@pytest.mark.parametrize("scale", [1e-200, 1e-300, 2.0 ** -1060],
+                         ids=["1e-200", "1e-300", "subnormal"])
+def test_tiny_data_sketches_multiplied_up_with_a_bound_that_holds(tmp_path, center, scale):
+    """Blocks whose entries are all below 2**-200 are sketched multiplied by the
+    power of two that brings their largest entry into [1/2, 1) (scale_exponent < 0):
+    their squares no longer underflow, so the sketch is that of the data at scale 1
+    (same relative error), its bound holds on the scaled data, the data's own
+    bound is positive (rounded up, never to 0), and save and load keep it."""
+    base = np.random.default_rng(2).standard_normal((3000, 12)) * 0.8 ** np.arange(12)
+    X = base * scale
+    sketch = dasketch.sketch(X, 5, center=center, block_rows=700)
+    e = sketch.scale_exponent
+    assert e < 0 and math.frexp(np.abs(np.ldexp(X, -e)).max())[1] == 0
+    dasketch.save_sketch(sketch, tmp_path / "s.npz")
+    loaded = dasketch.load_sketch(tmp_path / "s.npz")
+    assert _same(loaded, sketch)
+    bound = loaded.scaled().error_bound
+    assert 0 < _scaled_error(X, loaded) <= bound * (1 + 1e-12)
+    assert loaded.error_bound > 0 and loaded.loss_bound > 0
+    reference = dasketch.sketch(np.ldexp(X, -e), 5, center=center, block_rows=700)
+    assert reference.scale_exponent == 0
+    np.testing.assert_allclose(loaded.B, reference.B, rtol=1e-9,
+                               atol=1e-9 * np.abs(reference.B).max())
+    assert bound == pytest.approx(reference.error_bound, rel=1e-9)
 
 
 def test_merges_of_blocks_of_any_scale_keep_the_bound():

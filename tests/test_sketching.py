@@ -106,6 +106,29 @@ def test_estimate_error_names_more_vectors_than_columns():
     assert est.lower <= true * (1 + 1e-9) and est.lower >= true * (1 - 1e-9)
 
 
+
+@pytest.mark.parametrize("center", [False, True], ids=["plain", "centred"])
+@pytest.mark.parametrize("scale", [1e-100, 1e-158])
+def test_estimate_error_of_tiny_data_brackets_the_error(center, scale):
+    """At 1e-100 the error is near 1e-198 and its squares underflow, at 1e-158 it is
+    a subnormal: the bracket is taken on the rows multiplied up (and every norm
+    scaled), then scaled back outwards, so lower <= true error <= upper, the true
+    error computed exactly in the scaled units (data times 2**-e)."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((600, 10)) * 0.7 ** np.arange(10) * scale
+    sk = dasketch.sketch(X, 4, center=center, block_rows=200)
+    e = sk.scale_exponent
+    scaled = sk.scaled()
+    Xs = np.ldexp(X, -e)
+    if center:
+        Xs = Xs - Xs.mean(axis=0)
+    true_scaled = spectral_norm(Xs.T @ Xs + scaled.alpha0 * np.eye(10) - scaled.covariance())
+    est = dasketch.estimate_error(X, sk, n_vectors=6, random_state=0)
+    # ldexp by -2e is exact for these (subnormal or normal) floats: compared unrounded.
+    assert np.ldexp(est.lower, -2 * e) <= true_scaled * (1 + 1e-9)
+    assert np.ldexp(est.upper, -2 * e) >= true_scaled * (1 - 1e-9)
+    assert 0 < est.upper and est.lower <= est.upper
+
 @pytest.mark.parametrize("value", [0, 1, -0.1, "x"])
 def test_bad_failure_probability(wide_sparse, value):
     with pytest.raises(ValueError, match="failure_probability"):

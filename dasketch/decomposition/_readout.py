@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import math
 import numbers
+from functools import partial
 
 import numpy as np
 
+from dasketch._blocks.row_blocks import _transformed
 from dasketch._pca_variance import (
     candidate_axes,
     fit_sizes,
@@ -19,6 +21,7 @@ from dasketch._pca_variance import (
     sketch_variances,
 )
 from dasketch._transposed_pca import fit_transposed
+from dasketch.kernels.sketch_scaling import divide_by_power_of_two
 from dasketch.sketching import sketch
 
 
@@ -86,28 +89,37 @@ class SketchReadOut:
         n = sk.n_rows
         # A sketch of rows divided by 2**e (entries beyond 2**200) is read out in the
         # data's own units while its squares are floats (checked by _set_fitted).
+        # Tiny rows (e < 0) have their variances measured multiplied by 2**-e, where
+        # their squares do not underflow, and scaled back when they are set.
+        unit = min(sk.scale_exponent, 0)
         mean = np.ldexp(np.asarray(sk.mean, dtype=np.float64), sk.scale_exponent)
         counted = self.n_components is None or isinstance(self.n_components, numbers.Integral)
         axes = candidate_axes(sk, k if counted else 1)
         if blocks is not None:
-            variances = measured_variances(blocks, axes, mean, split_every=self.split_every)
+            if unit:
+                blocks = _transformed(blocks, partial(divide_by_power_of_two, exponent=unit),
+                                      blocks.n_features)
+            variances = measured_variances(blocks, axes, np.ldexp(mean, -unit),
+                                           split_every=self.split_every)
             order = np.argsort(-variances, kind="stable")
             axes, variances = axes[order], variances[order]
         else:
-            variances = sketch_variances(sk, axes.shape[0])
+            variances = sketch_variances(sk.scaled() if unit else sk, axes.shape[0])
         return self._set_fitted(sk, k, axes, variances, mean, n, dtype,
                                 "data" if blocks is not None else "sketch",
-                                "rows" if blocks is None else blocks.plan)
+                                "rows" if blocks is None else blocks.plan, unit=unit)
 
-    def _set_fitted(self, sk, k, axes, variances, mean, n, dtype, source, plan):
+    def _set_fitted(self, sk, k, axes, variances, mean, n, dtype, source, plan, unit=0):
         """Keep ``k`` (or the rule of ``n_components``) of the orthonormal
         ``axes`` (by decreasing ``variances``, from ``source``) of the sketch
-        ``sk`` of data of ``n`` rows, column means ``mean``."""
+        ``sk`` of data of ``n`` rows, column means ``mean``; ``variances`` are of
+        the data multiplied by ``2**-unit`` (``unit <= 0``), as are the ratios and
+        the choice of ``k``, the fitted variances scaled back."""
         d = axes.shape[1]
         counted = self.n_components is None or isinstance(self.n_components, numbers.Integral)
         dof = max(n - 1, 1)
         with np.errstate(over="ignore"):
-            frobenius_sq = float(np.ldexp(sk.frobenius_sq, 2 * sk.scale_exponent))
+            frobenius_sq = float(np.ldexp(sk.frobenius_sq, 2 * (sk.scale_exponent - unit)))
         if not (np.isfinite(frobenius_sq) and np.isfinite(sk.error_bound)):
             norm = math.ldexp(math.sqrt(sk.frobenius_sq), sk.scale_exponent)
             raise ValueError(
@@ -125,12 +137,13 @@ class SketchReadOut:
         self.sketch_, self.plan_ = sk, plan
         self.variance_source_ = source
         self.components_ = axes[:k].astype(dtype)
-        self.explained_variance_ = variances[:k].astype(dtype)
+        self.explained_variance_ = np.ldexp(variances[:k], 2 * unit).astype(dtype)
         self.explained_variance_ratio_ = ratios[:k].astype(dtype)
-        self.singular_values_ = np.sqrt(variances[:k] * dof).astype(dtype)
+        self.singular_values_ = np.ldexp(np.sqrt(variances[:k] * dof), unit).astype(dtype)
         self.sketch_eigenvalues_ = sketch_variances(sk, k, n)
         self.eigenvalue_bound_ = float(sk.error_bound) / dof
-        self.noise_variance_ = noise_variance(total, variances[:k], min(n, d) - k, d)
+        self.noise_variance_ = float(np.ldexp(
+            noise_variance(total, variances[:k], min(n, d) - k, d), 2 * unit))
         self.mean_ = mean.astype(dtype)
         self.n_components_ = k
         self.n_samples_ = self.n_samples_seen_ = n

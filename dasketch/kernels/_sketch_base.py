@@ -14,9 +14,9 @@ from dataclasses import replace
 import numpy as np
 import scipy.linalg
 
-from dasketch.kernels.shrink import _squared_norm, shrink_rounding, shrink_rows
+from dasketch.kernels.shrink import EPS, _squared_norm, shrink_rounding, shrink_rows
 from dasketch.kernels.sketch_checks import check_sketch_parameters
-from dasketch.kernels.sketch_scaling import _unscaled
+from dasketch.kernels.sketch_scaling import _unscaled, _unscaled_bound
 
 
 class _BaseSketch:
@@ -77,7 +77,7 @@ class _BaseSketch:
 
         ``shrinkage_bound`` when set, else ``shrinkage``, plus ``rounding``.
         """
-        return _unscaled(self._exact_loss_bound + self.rounding, 2 * self.scale_exponent)
+        return _unscaled_bound(self._exact_loss_bound + self.rounding, 2 * self.scale_exponent)
 
     @property
     def _exact_loss_bound(self):
@@ -91,17 +91,34 @@ class _BaseSketch:
         ``Delta`` for FD and ``Delta / 2`` for RFD when certified; for a randomized
         sketch ``shrinkage_bound`` (FD) or ``shrinkage_bound - shrinkage / 2``
         (RFD), holding with probability ``1 - failure_probability``; each plus
-        ``rounding``.
+        ``rounding`` and ``eps alpha``.
+
+        The last term is the rounding of the ridge (Higham, *Accuracy and
+        Stability of Numerical Algorithms*, 2nd ed., 2002, Section 2.2, unit
+        roundoff ``u = eps / 2``): RFD's guarantee holds for the exact ridge
+        ``alpha0 + Delta / 2`` ([3]_ Thm. 2), while :attr:`alpha` is its float64
+        sum, within ``u alpha`` of it; so
+        ``||A^T A + alpha0 I - (B^T B + alpha I)||_2 <= Delta / 2 + u alpha``.
+        :meth:`covariance` adds ``alpha`` to the diagonal of ``B^T B``, which
+        rounds each diagonal entry by at most ``u (alpha + (B^T B)_ii)``: another
+        ``u alpha`` (the ``u (B^T B)_ii`` part is of the order of the shrinks'
+        rounding). Where ``alpha0`` dwarfs ``Delta`` (``alpha0 = 1e20`` beside
+        ``Delta = 100``, whose half is then lost in the sum entirely) this term is
+        the bound. It is computed in the units of :meth:`scaled`, where ``alpha``
+        is ``alpha0 4**-e + Delta / 2``.
         """
-        bound = self._exact_loss_bound + self.rounding - self._added_ridge
-        return _unscaled(bound, 2 * self.scale_exponent)
+        ridge = math.ldexp(self.alpha0, -2 * self.scale_exponent) + self._added_ridge
+        bound = self._exact_loss_bound + self.rounding - self._added_ridge + EPS * ridge
+        return _unscaled_bound(bound, 2 * self.scale_exponent)
 
     def scaled(self):
         """Return the sketch of the rows divided by ``2**scale_exponent``.
 
         Its fields are this sketch's, ``alpha0`` divided by ``4**scale_exponent``,
         and its ``scale_exponent`` is 0, so every bound and estimate it gives is
-        finite: the form to use for data whose squares float64 cannot hold.
+        finite, and nonzero for nonzero rows: the form to use for data whose
+        squares float64 cannot hold (entries beyond ``2**200``, or all below
+        ``2**-200``, where ``scale_exponent < 0``).
 
         Returns
         -------

@@ -27,6 +27,7 @@ import numpy as np
 import scipy.linalg
 
 from dasketch.kernels.shrink import EPS
+from dasketch.kernels.sketch_checks import scaled_norm
 
 DEFAULT_FAILURE_PROBABILITY = 1e-6
 # Relative accuracy asked of the Lanczos estimate: the certified loss is the Ritz
@@ -128,6 +129,9 @@ def error_from_products(sketch, omega, gram_omega, column_sums=None):
 
     ``gram_omega`` is ``X^T X Omega`` of the raw rows; for a centred sketch the
     rank-one term ``n mu mu^T Omega`` is removed here with the sketch's mean.
+    Every vector norm is taken scaled by its largest entry (as LAPACK's ``dnrm2``,
+    and the spectral norm by LAPACK's SVD), so no square underflows: an error
+    near ``1e-198`` (data at ``1e-100``) is bracketed, never collapsed to 0.
     """
     E_omega = np.array(gram_omega, dtype=np.float64)
     if sketch.centered:
@@ -138,15 +142,21 @@ def error_from_products(sketch, omega, gram_omega, column_sums=None):
     # Each column E omega_i is computed to within rounding * ||omega_i||: the
     # bracket widens by that much on both sides.
     rounding = product_rounding(sketch)
-    column_norms = np.linalg.norm(omega, axis=0)
+    column_norms = _column_norms(omega)
     smallest = float(np.linalg.svd(R, compute_uv=False)[-1])
     # E Q = E Omega R^{-1}; its norm is a max over unit vectors in range(Omega).
     lower = float(np.linalg.norm(scipy.linalg.solve_triangular(R, E_omega.T, trans="T"), 2))
-    lower = max(lower - rounding * float(np.linalg.norm(column_norms)) / smallest, 0.0)
+    lower = max(lower - rounding * scaled_norm(column_norms) / smallest, 0.0)
     upper = float(10.0 * math.sqrt(2.0 / math.pi)
-                  * (np.linalg.norm(E_omega, axis=0) + rounding * column_norms).max())
+                  * (_column_norms(E_omega) + rounding * column_norms).max())
     return ErrorEstimate(lower=lower, upper=max(upper, lower), n_vectors=int(r),
                          failure_probability=10.0 ** (-r))
+
+
+def _column_norms(matrix):
+    """Euclidean norm of every column of ``matrix``, each scaled by its largest
+    entry (:func:`~dasketch.kernels.sketch_checks.scaled_norm`)."""
+    return np.array([scaled_norm(column) for column in matrix.T])
 
 
 def product_rounding(sketch):

@@ -37,10 +37,12 @@ from dasketch.kernels.shrink import (
 from dasketch.kernels.sketch_checks import (  # noqa: F401 - METHODS is re-exported
     METHODS,
     _merged_norm,
+    centring_rounding,
     check_mergeable,
     check_sketch_fields,
     check_sketch_parameters,
     checked_mass,
+    merge_centring_rounding,
     scaled_mean,
     scaled_norm,
 )
@@ -90,10 +92,12 @@ class Sketch(_BaseSketch):
         so far (:func:`~dasketch.kernels.shrink.shrink_rounding`, summed), part of
         :attr:`loss_bound` and so of :attr:`error_bound`.
     scale_exponent : int, default 0
-        ``e >= 0``: ``B``, ``mean``, ``shrinkage``, ``shrinkage_bound``,
+        ``e``: ``B``, ``mean``, ``shrinkage``, ``shrinkage_bound``,
         ``frobenius_sq`` and ``rounding`` are those of the rows divided by
-        ``2**e``. Nonzero only for data with entries beyond ``2**200`` (about
-        ``1.6e60``), whose fourth powers float64 cannot hold unscaled;
+        ``2**e``. Positive only for data with entries beyond ``2**200`` (about
+        ``1.6e60``), whose fourth powers float64 cannot hold unscaled; negative
+        for blocks whose entries are all below ``2**-200`` (about ``6e-61``),
+        whose squares would underflow (sketched multiplied by ``2**-e``);
         :meth:`scaled` gives that sketch with ``e = 0``.
     _svd : list, optional
         Cache of the thin SVD of ``B``, filled on first use; never pass it.
@@ -123,9 +127,10 @@ class Sketch(_BaseSketch):
 
     :attr:`alpha`, :attr:`loss_bound`, :attr:`error_bound`, :meth:`covariance`,
     :meth:`singular_values` and :meth:`solve` speak of the rows themselves, also
-    for a sketch with ``scale_exponent > 0`` (a value beyond float64's range is
-    ``inf``, or an error where ``inf`` would not be a bound); the fields are of
-    the scaled rows.
+    for a sketch with ``scale_exponent != 0`` (a value beyond float64's range is
+    ``inf``, or an error where ``inf`` would not be a bound; a bound below its
+    smallest subnormal is rounded up to it, never to 0); the fields are of the
+    scaled rows.
 
     References
     ----------
@@ -287,7 +292,7 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
         rows = np.asarray(rows)
     if rows.ndim != 2:
         raise ValueError(f"rows must be 2-D, got shape {rows.shape}")
-    exponent = block_scale_exponent(rows)
+    exponent = block_scale_exponent(rows, alpha0)
     if exponent:
         block = sketch_rows(divide_by_power_of_two(rows, exponent), sketch_size,
                             method=method, alpha0=alpha0, center=center, update=update,
@@ -334,6 +339,8 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
     frobenius_sq = checked_mass(
         frobenius_sq, lambda: scaled_norm(rows if mean is None else _centred(rows, mean)),
         f"the block of rows [{row_offset}, {row_offset + n_rows})")
+    if center:
+        rounding += centring_rounding(n_rows, frobenius_sq, mean)
     return replace(result, B=B, shrinkage=shrinkage, n_rows=n_rows, mean=mean,
                    frobenius_sq=frobenius_sq, rounding=rounding, _svd=[])
 
@@ -351,7 +358,9 @@ def merge_sketches(sketches):
     Section 3). For centred sketches with counts ``n_i`` and means ``mu_i`` the
     rows ``sqrt(n_i) (mu_i - mu)`` are added to the stack, ``mu`` the pooled mean
     (the parallel-variance identity, k-way form), so the result sketches the
-    globally centred rows.
+    globally centred rows; the identity holds for exact means, and ``rounding``
+    grows by what the rounded means cost
+    (:func:`~dasketch.kernels.sketch_checks.merge_centring_rounding`).
 
     Parameters
     ----------
@@ -420,6 +429,8 @@ def merge_sketches(sketches):
         bound = sum(s._exact_loss_bound for s in nonempty) + delta
     failure_probability = sum(s.failure_probability for s in nonempty)
     rounding = sum(s.rounding for s in nonempty)
+    if first.centered:
+        rounding += merge_centring_rounding(nonempty, correction, n_rows, frobenius_sq, mean)
     n_stack = sum(part.shape[0] for part in parts)
     if n_stack >= first.sketch_size:
         rounding += shrink_rounding(n_stack, first.n_features,

@@ -113,8 +113,7 @@ def shrink(top, extra, sketch_size, *, return_extra_norm=False, top_orthogonal=F
         inner = extra @ extra.T
         gram[n_top:, n_top:] = inner.toarray() if sparse_extra else inner
         extra_norm = _checked_trace(gram[n_top:, n_top:], gram)
-        eigvals, eigvecs = scipy.linalg.eigh(gram, overwrite_a=True, check_finite=False,
-                                             driver="evd")
+        eigvals, eigvecs = _gram_eigh(gram)
         eigvals, eigvecs = eigvals[::-1], eigvecs[:, ::-1]
         eigvals = np.maximum(eigvals, 0.0)
         delta = float(eigvals[keep])
@@ -129,8 +128,7 @@ def shrink(top, extra, sketch_size, *, return_extra_norm=False, top_orthogonal=F
         inner = inner.toarray() if sparse_extra else inner
         gram = top.T @ top + inner
         extra_norm = _checked_trace(inner, gram)
-        eigvals, eigvecs = scipy.linalg.eigh(gram, overwrite_a=True, check_finite=False,
-                                             driver="evd")
+        eigvals, eigvecs = _gram_eigh(gram)
         eigvals, eigvecs = eigvals[::-1], eigvecs[:, ::-1]
         eigvals = np.maximum(eigvals, 0.0)
         delta = float(eigvals[keep]) if keep < d else 0.0
@@ -139,6 +137,30 @@ def shrink(top, extra, sketch_size, *, return_extra_norm=False, top_orthogonal=F
         new = np.sqrt(lead[positive])[:, None] * eigvecs[:, :keep][:, positive].T
     new = _positive_largest_entries(np.ascontiguousarray(new))
     return (new, delta, extra_norm) if return_extra_norm else (new, delta)
+
+
+def _gram_eigh(gram):
+    """Eigenvalues (ascending) and eigenvectors of the symmetric Gram matrix ``gram``.
+
+    LAPACK's divide and conquer (``dsyevd``) first; it can fail to converge on a
+    Gram whose entries span float64's whole range (a block mixing rows of scale
+    1e250, 1 and 1e-100), and then the relatively robust representations
+    (``dsyevr``, Dhillon and Parlett 2004) are used, and failing those the SVD of
+    the Gram (``dgesvd``; for a symmetric positive semi-definite matrix its
+    singular values and left vectors are the eigenpairs). All three are backward
+    stable, so :func:`shrink_rounding` covers each; a shrink never raises
+    LAPACK's ``LinAlgError``. ``gram`` is kept intact for the fallbacks.
+    """
+    try:
+        return scipy.linalg.eigh(gram, check_finite=False, driver="evd")
+    except np.linalg.LinAlgError:
+        pass
+    try:
+        return scipy.linalg.eigh(gram, check_finite=False, driver="evr")
+    except np.linalg.LinAlgError:
+        vectors, values, _ = scipy.linalg.svd(gram, check_finite=False,
+                                              lapack_driver="gesvd")
+        return values[::-1], vectors[:, ::-1]
 
 
 def shrink_rounding(n_stack, n_features, stack_norm_sq):

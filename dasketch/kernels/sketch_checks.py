@@ -36,9 +36,12 @@ import scipy.sparse
 
 METHODS = ("fd", "rfd")
 FLOAT_MAX = float(np.finfo(np.float64).max)
+EPS = float(np.finfo(np.float64).eps)
 # A sketch of rows divided by 2**e needs e <= 1024 - SAFE_EXPONENT for any finite data
-# (sketch_scaling.SAFE_EXPONENT); merges take the largest e of their parts.
+# (sketch_scaling.SAFE_EXPONENT), and e >= -1073 for the smallest subnormal 2**-1074
+# (brought into [1/2, 1)); merges take the largest e of their parts.
 MAX_SCALE_EXPONENT = 1024
+MIN_SCALE_EXPONENT = -1074
 # Relative slack of the mass balance: rounding of the Gram eigendecompositions
 # (about r eps ||C||_2^2 per shrink of r rows) stays orders of magnitude below it.
 MASS_RTOL = 1e-6
@@ -84,7 +87,8 @@ def check_sketch_fields(sketch):
     no more rows in ``B`` than rows sketched (twice as many when centred),
     ``shrinkage_bound >= shrinkage`` and ``0 <= failure_probability < 1``, 0 exactly
     when the sketch is certified (no ``shrinkage_bound``), and an integer
-    ``0 <= scale_exponent <= MAX_SCALE_EXPONENT``.
+    ``MIN_SCALE_EXPONENT <= scale_exponent <= MAX_SCALE_EXPONENT`` with a finite
+    ridge ``alpha0 4**-scale_exponent`` in the scaled units.
 
     Raises
     ------
@@ -120,9 +124,12 @@ def check_sketch_fields(sketch):
                          f"{getattr(s.mean, 'shape', s.mean)!r}")
     e = s.scale_exponent
     if (isinstance(e, (bool, np.bool_)) or not isinstance(e, (int, np.integer))
-            or not 0 <= e <= MAX_SCALE_EXPONENT):
-        raise ValueError(f"scale_exponent must be an integer in [0, {MAX_SCALE_EXPONENT}], "
-                         f"got {e!r}")
+            or not MIN_SCALE_EXPONENT <= e <= MAX_SCALE_EXPONENT):
+        raise ValueError(f"scale_exponent must be an integer in [{MIN_SCALE_EXPONENT}, "
+                         f"{MAX_SCALE_EXPONENT}], got {e!r}")
+    if e < 0 and s.alpha0 > 0 and math.frexp(s.alpha0)[1] - 2 * e > 1024:
+        raise ValueError(f"alpha0={s.alpha0!r} times 4**-scale_exponent (the ridge of the "
+                         f"scaled rows, scale_exponent={e}) is beyond float64's range")
     p = s.failure_probability
     if not _is_real(p) or not 0 <= p < 1:
         raise ValueError(f"failure_probability must be a number in [0, 1) (0: certified), "
@@ -201,6 +208,86 @@ def scaled_mean(rows):
         return mean  # NaN or Inf in the data: reported by the caller
     factor = 2.0 ** -math.frexp(float(np.max(np.abs(values))))[1]
     return np.asarray((rows * factor).mean(axis=0), dtype=np.float64).ravel() / factor
+
+
+def mean_error_bound(n_rows, frobenius_sq, mean):
+    """Bound on ``||mu - m||_2``, ``mu`` the float64 ``mean`` of a sketch of
+    ``n_rows`` rows (centred ``||A||_F^2 = frobenius_sq``), ``m`` their exact mean.
+
+    A block's mean is a sum of its rows over ``n_b`` (exact to ``gamma_{n_b + 1}``
+    times the mean of the absolute rows, componentwise: Higham, *Accuracy and
+    Stability of Numerical Algorithms*, 2nd ed., 2002, Section 4.2), and each merge
+    of ``k`` sketches pools their means with weights ``n_i / n`` (exact to
+    ``gamma_{k + 1}`` times the same pooled absolute means, as ``|mu_i|`` is at
+    most the mean of block ``i``'s absolute rows). The errors of the blocks average
+    into the pooled mean with the same weights, so along a root-to-leaf path of
+    any merge tree they add up to ``gamma_K`` with ``K`` at most the rows plus
+    twice the tree's nodes, ``K <= 5 n``: the error is at most ``gamma_{5n}``
+    times the 2-norm of the mean absolute row, which Cauchy-Schwarz bounds by
+    ``sqrt(||A||_F^2 / n + ||m||^2) <= sqrt(frobenius_sq / n) + ||m||``. With
+    ``||m|| <= ||mu|| + error`` this gives ``g (||mu|| + s) / (1 - g)``,
+    ``g = gamma_{6n}`` (one more ``n`` for the rounding of the tracked
+    ``frobenius_sq`` and of the norms themselves).
+    """
+    if not n_rows:
+        return 0.0
+    k = 6.0 * n_rows * EPS / 2
+    g = k / (1.0 - k)
+    spread = math.sqrt(frobenius_sq / n_rows)
+    return g * (scaled_norm(mean) + spread) / (1.0 - g)
+
+
+def centring_rounding(n_rows, frobenius_sq, mean):
+    """Bound on the spectral error of centring ``n_rows`` rows on their float64
+    mean ``mean`` before sketching them: the rows are centred on ``mu``, not the
+    exact mean ``m``, which adds ``n (m - mu)(m - mu)^T`` to their Gram matrix
+    (at most ``n`` :func:`mean_error_bound` squared), and every subtraction
+    ``x - mu`` rounds by ``u |x - mu|`` (``u = eps / 2``), so the centred Gram is
+    exact to ``(2 u + u^2) ||A||_F^2 <= 1.5 eps frobenius_sq``."""
+    error = mean_error_bound(n_rows, frobenius_sq, mean)
+    return n_rows * error * error + 1.5 * EPS * frobenius_sq
+
+
+def merge_centring_rounding(parts, corrections, n_rows, frobenius_sq, mean):
+    """Bound on the spectral error of the centring rows of a merge.
+
+    The parallel-variance identity holds for the exact means: the globally
+    centred Gram is the sum of the parts' centred Grams and of ``t_i t_i^T``,
+    ``t_i = sqrt(n_i) (m_i - m)``. The merge adds the float64 rows
+    ``c_i = fl(sqrt(n_i) fl(mu_i - mu))`` instead, ``mu_i`` and ``mu`` the
+    rounded means. With ``f_i = c_i - t_i``,
+    ``||c_i c_i^T - t_i t_i^T||_2 <= 2 ||c_i|| ||f_i|| + ||f_i||^2`` and
+    ``||f_i|| <= sqrt(n_i) (e_i + e) + 2 eps ||c_i||`` (the three roundings of
+    ``c_i``, ``gamma_3 / (1 - gamma_3) <= 2 eps``; ``e_i`` and ``e`` the
+    :func:`mean_error_bound` of the parts and of the merge). This is the
+    first-order term ``O(eps n |mu| |mu_i - mu|)`` that rounded means cost a
+    merge of blocks with a large common mean (mean 1e8 and unit spread: about
+    ``1e-2`` on 300 rows, where the shrinks' rounding is about ``1e-10``).
+
+    Parameters
+    ----------
+    parts : sequence of Sketch
+        The centred sketches merged (``n_rows``, ``frobenius_sq``, ``mean``).
+    corrections : ndarray of shape (len(parts), d)
+        Their centring rows ``c_i``.
+    n_rows : int
+    frobenius_sq : float
+    mean : ndarray of shape (d,)
+        The merged sketch's rows, centred ``||A||_F^2`` and mean ``mu``.
+
+    Returns
+    -------
+    float
+    """
+    merged_error = mean_error_bound(n_rows, frobenius_sq, mean)
+    total = 0.0
+    for part, correction in zip(parts, corrections):
+        row_norm = scaled_norm(correction)
+        part_error = mean_error_bound(part.n_rows, part.frobenius_sq, part.mean)
+        error = (math.sqrt(part.n_rows) * (part_error + merged_error)
+                 + 2.0 * EPS * row_norm)
+        total += (2.0 * row_norm + error) * error
+    return total
 
 
 def _merged_norm(sketches, correction, centered):

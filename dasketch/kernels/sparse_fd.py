@@ -229,7 +229,7 @@ def sketch_rows_randomized(rows, sketch_size, *, method="rfd", alpha0=0.0, cente
         rows, dtype=np.float64)
     if rows.ndim != 2:
         raise ValueError(f"rows must be 2-D, got shape {rows.shape}")
-    exponent = block_scale_exponent(rows)
+    exponent = block_scale_exponent(rows, alpha0)
     if exponent:
         block = sketch_rows_randomized(
             divide_by_power_of_two(rows, exponent), sketch_size, method=method,

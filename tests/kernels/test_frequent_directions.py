@@ -1,6 +1,7 @@
 """Kernel tests: FD/RFD shrink, block updates, merges, solve (numpy only)."""
 
 import itertools
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from dasketch.kernels.frequent_directions import (
 from tests.helpers import (
     check_guarantees,
     decaying,
+    exact_centred_gram,
     low_rank_plus_noise,
     spectral_norm,
     tail_energy,
@@ -280,3 +282,57 @@ def test_sketch_rows_have_a_fixed_sign():
                                                       sketch_rows(A[200:], 8)])):
         largest = sketch.B[np.arange(sketch.B.shape[0]), np.abs(sketch.B).argmax(axis=1)]
         assert (largest > 0).all()
+
+
+@pytest.mark.parametrize("method", ["rfd", "fd"])
+@pytest.mark.parametrize("alpha0", [1e18, 2.0 ** 63, 1e20])
+def test_error_bound_carries_the_rounding_of_a_large_ridge(method, alpha0):
+    """With alpha0 far above Delta, alpha = alpha0 + Delta / 2 rounds (at 1e20 the
+    half of Delta is lost entirely): the bound carries eps alpha. The error is
+    computed exactly, in rationals, against B^T B + alpha I with the stored alpha."""
+    A = np.random.default_rng(7).standard_normal((400, 6)) * 0.7 ** np.arange(6)
+    s = sketch_rows(A, 3, method=method, alpha0=alpha0)
+    assert s.shrinkage > 0
+    exact = [[Fraction(v) for v in row] for row in A]
+    B = [[Fraction(v) for v in row] for row in s.B]
+    ridge_difference = Fraction(s.alpha) - Fraction(alpha0)
+    error = np.array([[sum(row[i] * row[j] for row in exact) - sum(row[i] * row[j] for row in B)
+                       - (ridge_difference if i == j else 0) for j in range(6)]
+                      for i in range(6)], dtype=np.float64)
+    assert spectral_norm(error) <= s.error_bound
+
+
+@pytest.mark.parametrize("offset", [1e4, 1e6, 1e8])
+def test_merged_centred_sketches_of_data_with_a_large_mean_keep_the_bound(offset):
+    """Blocks of unit spread around a mean of 1e4 to 1e8, centred each on its
+    rounded mean and merged (in one merge and in a chain): the centring rows
+    come from rounded means, an error of order eps |mu| that the bound carries.
+    The true error is against the exactly centred Gram (rationals)."""
+    for seed in range(3):
+        X = np.random.default_rng(seed).standard_normal((240, 5)) * [3, 2, 1, 1, 1] + offset
+        parts = [sketch_rows(X[i:i + 60], 4, center=True) for i in range(0, 240, 60)]
+        reference = exact_centred_gram(X)
+        chained = parts[0]
+        for part in parts[1:]:
+            chained = chained.merge(part)
+        for merged in (merge_sketches(parts), chained):
+            error = spectral_norm(reference - merged.covariance())
+            assert error <= merged.error_bound, (seed, error, merged.error_bound)
+            assert merged.rounding <= 1e-4 * merged.frobenius_sq  # not vacuous
+
+
+def test_a_block_of_rows_of_scale_1e250_1_and_1e_minus_100_sketches_without_lapack_errors():
+    """On this block (35 x 16, rows of scale 1e250, 1 and 1e-100 mixed) LAPACK's
+    divide-and-conquer eigensolver fails to converge on a Gram of the buffered
+    update; the shrink falls back to dsyevr (or the SVD) and the bound holds in the
+    scaled units."""
+    rng = np.random.default_rng(3)
+    for d in (3, 5, 8, 16):  # the block is the fourth draw of this generator
+        n = int(rng.integers(9, 40))
+        scales = rng.choice([1e250, 1.0, 1e-100], size=n)
+        rows = np.abs(rng.standard_normal((n, d))) * scales[:, None]
+    assert set(scales) == {1e250, 1.0, 1e-100}
+    s = sketch_rows(rows, 8, update="buffered")  # what sketch(..., working_size=8) runs
+    scaled, e = s.scaled(), s.scale_exponent
+    Xs = np.ldexp(rows, -e)
+    assert spectral_norm(Xs.T @ Xs - scaled.covariance()) <= scaled.error_bound
