@@ -133,11 +133,64 @@ def _silence_distributed_logs():
 
 
 @contextmanager
+def _sigint_held():
+    """A context in which SIGINT waits, recorded by a handler; yields the list of
+    those received, complete once the block has ended. An error that the block
+    raises after one was received (the error of a start-up cut short) is
+    replaced by ``KeyboardInterrupt``. Main thread only."""
+    received = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield received
+    except Exception:
+        if not received:
+            raise
+        raise KeyboardInterrupt(f"signal {received[0]}") from None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def _workers_ignore_sigint():
+    """Processes that ``multiprocessing`` starts in this block (the workers of an
+    embedded cluster, and those their nannies start again) ignore SIGINT from
+    their first instruction on: they are started through a shell script that
+    sets it to be ignored, which the interpreter it then executes keeps. A Ctrl-C
+    in a terminal, sent to every process of its group, reaches only this
+    process, which shuts the workers down. POSIX only, and where the temporary
+    directory allows executing a script; elsewhere the workers start as
+    ``multiprocessing`` starts them."""
+    import multiprocessing.spawn
+    import shlex
+
+    python = multiprocessing.spawn.get_executable()
+    if os.name != "posix":
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="dasketch-workers-") as folder:
+        launcher = os.path.join(folder, "python")
+        with open(launcher, "w") as script:
+            script.write(f"#!/bin/sh\ntrap '' INT\nexec {shlex.quote(os.fsdecode(python))} "
+                         '"$@"\n')
+        os.chmod(launcher, 0o700)
+        if not os.access(launcher, os.X_OK):  # a temporary directory mounted noexec
+            yield
+            return
+        multiprocessing.spawn.set_executable(launcher)
+        try:
+            yield
+        finally:
+            multiprocessing.spawn.set_executable(python)
+
+
+@contextmanager
 def _client(args):
     """The client of the job: connected to --scheduler / $DASK_SCHEDULER_ADDRESS,
     else an embedded cluster whose workers ignore Ctrl-C (this process handles
-    it and shuts them down) and, unless --verbose, keep their logs to
-    themselves: errors reach the user as one line from here."""
+    it and shuts them down, :func:`_workers_ignore_sigint`) and, unless
+    --verbose, keep their logs to themselves: errors reach the user as one line
+    from here. A Ctrl-C while the embedded cluster starts is held until the
+    start-up has ended, then ends the job as at any other moment."""
     from dasketch.cluster import SCHEDULER_ENV, get_client
 
     address = args.scheduler or os.environ.get(SCHEDULER_ENV)
@@ -145,22 +198,28 @@ def _client(args):
         if args.workers is not None or args.memory_limit is not None:
             raise ValueError("--workers and --memory-limit size an embedded cluster; they "
                              "cannot be used with --scheduler")
-        client = get_client(address)
-    else:
-        quiet_logs = {} if args.verbose else {"silence_logs": logging.CRITICAL}
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by workers
-        try:
+        with get_client(address) as client:
+            yield _quiet_unless_verbose(args, client)
+        return
+    quiet_logs = {} if args.verbose else {"silence_logs": logging.CRITICAL}
+    with _workers_ignore_sigint():
+        with _sigint_held() as interrupted:
             client = get_client(n_workers=args.workers, memory_limit=args.memory_limit,
                                 **quiet_logs)
-        finally:
-            signal.signal(signal.SIGINT, previous)
+        with client:
+            if interrupted:
+                raise KeyboardInterrupt(f"signal {interrupted[0]}")
+            yield _quiet_unless_verbose(args, client)
+
+
+def _quiet_unless_verbose(args, client):
+    """``client``, once distributed's logs are kept out of the terminal unless
+    --verbose: set once distributed is imported (its import sets its loggers'
+    levels), so that the client's reconnection tracebacks when a scheduler dies
+    stay out and the error reaches the user as one line."""
     if not args.verbose:
-        # Set once distributed is imported (its import sets its loggers' levels): the
-        # client's reconnection tracebacks when a scheduler dies stay out of the
-        # terminal, and the error reaches the user as one line.
         _silence_distributed_logs()
-    with client:
-        yield client
+    return client
 
 
 def _default_sketch_path(path):
