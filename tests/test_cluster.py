@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from dasketch import get_client
+from dasketch.cluster import MAIN_GUARD_MESSAGE
 
 
 def test_embedded_cluster_is_closed_with_the_client():
@@ -44,6 +45,7 @@ import json, socket, sys
 from distributed import Client
 from distributed.comm import tcp
 from dasketch import get_client
+from dasketch.cluster import MAIN_GUARD_MESSAGE
 
 counts = {}
 real_probe, real_attempt = socket.create_connection, tcp.BaseTCPConnector.connect
@@ -159,3 +161,28 @@ def test_a_worker_address_is_not_a_scheduler(cluster_client):
 def test_impossible_clusters_are_rejected_before_anything_starts(sizing):
     with pytest.raises(ValueError, match=next(iter(sizing))):
         get_client(**sizing)
+
+
+_SCRIPT = """import dasketch
+{guard}{indent}with dasketch.get_client(n_workers=1, dashboard_address=None) as client:
+{indent}    print(client.submit(sum, [1, 2]).result())
+"""
+
+
+@pytest.mark.timeout(300)  # a hang guard only
+def test_a_script_without_the_main_guard_is_told_so_in_one_line(tmp_path):
+    """Each worker process imports the script again; without the guard its
+    get_client would start a cluster there: refused with one line naming the
+    guard, instead of hundreds of lines of nested start-up tracebacks."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(_SCRIPT.format(guard="", indent=""))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=240, cwd=tmp_path)
+    assert result.returncode != 0 and result.stdout == ""
+    assert f"RuntimeError: {MAIN_GUARD_MESSAGE}" in result.stderr.splitlines(), result.stderr
+    assert "Failed to start process" not in result.stderr
+    assert len(result.stderr.splitlines()) < 120, result.stderr
+    script.write_text(_SCRIPT.format(guard='if __name__ == "__main__":\n', indent="    "))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=240, cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout == "3\n", result.stderr
