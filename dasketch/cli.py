@@ -1,7 +1,9 @@
 """The ``dasketch`` command: sketch zarr data sets from a terminal.
 
-Subcommands: ``demo``, ``sketch``, ``info``, ``make-data``; ``dasketch SUBCOMMAND
---help`` describes each. Results go to stdout, progress and errors to stderr.
+Subcommands: ``make-data``, ``sketch``, ``info``, ``demo``; ``dasketch SUBCOMMAND
+--help`` describes each, and a bare ``dasketch`` prints the help (exit status 0).
+A misspelt option, subcommand or choice is answered with the closest valid one.
+Results go to stdout, progress and errors to stderr.
 Every user mistake (options, paths, unreadable stores or sketch files, errors
 raised on the workers) prints one line and exits with status 2, before any
 cluster starts where it can be known then; Ctrl-C exits with status 130 and
@@ -25,7 +27,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 
-from dasketch.cli_parser import EXIT_USER_ERROR, build_parser
+from dasketch.cli_parser import EXIT_USER_ERROR, FILE, PATH, build_parser
 
 EXIT_FAILURE = 1
 EXIT_INTERRUPTED = 130
@@ -237,7 +239,7 @@ def run_sketch(args):
 
     # Opens the store's metadata here: a missing path, a group without
     # --component or a 1-D array fails before any cluster starts.
-    blocks = as_row_blocks(args.path, component=args.component,
+    blocks = as_row_blocks(args.path, component=args.component, name=PATH,
                            missing_chunks=args.missing_chunks, block_rows=args.block_rows)
     with _client(args) as client:
         _say(args, f"dashboard: {client.dashboard_link}")
@@ -269,7 +271,7 @@ def _times_power_of_two(value, exponent):
 def run_info(args):
     import dasketch
 
-    sketch = dasketch.load_sketch(args.file)
+    sketch = dasketch.load_sketch(args.file, name=FILE)
     scaled, e = sketch.scaled(), sketch.scale_exponent
     s = scaled.singular_values()[:args.top]
     top = s[0] ** 2 + scaled.alpha if s.size else scaled.alpha
@@ -408,6 +410,9 @@ def main(argv=None):
     """Entry point of the ``dasketch`` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:  # a bare `dasketch`: what it can do
+        parser.print_help()
+        return 0
     prefix = f"dasketch {args.command}: error:"
     if not args.verbose:
         # "Task exception was never retrieved" at shutdown after an error or Ctrl-C.

@@ -1,7 +1,9 @@
 """The real `dasketch` console script, run in subprocesses against zarr stores on disk."""
 
+import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -128,7 +130,8 @@ def test_demo_writes_sketch_and_plot(tmp_path):
 
 
 def test_user_mistakes(dense_store, tmp_path):
-    assert_user_error(run("sketch", tmp_path / "missing.zarr", "--quiet"), "missing.zarr")
+    assert_user_error(run("sketch", tmp_path / "missing.zarr", "--quiet"), "PATH:",
+                      "missing.zarr")
     one_d = tmp_path / "vector.zarr"
     zarr.create_array(str(one_d), data=np.arange(10.0))
     assert_user_error(run("sketch", one_d, "--workers", 1, "--quiet"), "2-D")
@@ -142,7 +145,7 @@ def test_user_mistakes(dense_store, tmp_path):
     assert_user_error(bad_option, "--sketch-size")
     assert_user_error(run("make-data", tmp_path / "x.zarr", "--rows", 5, "--features", 2,
                           "--density", 3), "--density")
-    assert_user_error(run("info", tmp_path / "nothing.npz"), "no sketch")
+    assert_user_error(run("info", tmp_path / "nothing.npz"), "FILE:", "no sketch")
     assert_user_error(run("sketch", dense_store, "--sketch-size", 1, "--workers", 1,
                           "--quiet"), "--sketch-size")
 
@@ -151,6 +154,39 @@ def test_user_mistakes(dense_store, tmp_path):
 def test_help_for_every_subcommand(command):
     result = run(command, "--help")
     assert result.returncode == 0 and "usage: dasketch " + command in result.stdout
+
+
+def test_every_option_and_argument_has_help():
+    from dasketch.cli_parser import build_parser
+
+    parser = build_parser()
+    (subcommands,) = [action for action in parser._actions
+                      if isinstance(action, argparse._SubParsersAction)]
+    for name, subparser in subcommands.choices.items():
+        for action in subparser._actions:
+            assert action.help and action.help.strip(), (name, action.dest)
+
+
+def test_bare_command_prints_the_help_with_make_data_first():
+    result = run()
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert result.stdout.startswith("usage: dasketch")
+    commands = result.stdout.split("COMMAND\n", 1)[1].split("\n\n", 1)[0]
+    listed = re.findall(r"^    (\S+)", commands, flags=re.M)
+    assert listed == ["make-data", "sketch", "info", "demo"], result.stdout
+
+
+@pytest.mark.parametrize("args, suggestion", [
+    (["skech"], "did you mean 'sketch'?"),
+    (["sketch", "x.zarr", "--sketch-sise", "3"], "did you mean '--sketch-size'?"),
+    (["sketch", "x.zarr", "--sketch-sise=3"], "did you mean '--sketch-size'?"),
+    (["make-data", "x.zarr", "--rows", "5", "--features", "2", "--sed", "1"],
+     "did you mean '--seed'?"),
+    (["sketch", "x.zarr", "--method", "rdf"], "did you mean 'rfd'?")])
+def test_misspelt_words_get_the_closest_valid_one(args, suggestion, tmp_path):
+    result = run(*args, cwd=tmp_path)
+    assert_user_error(result, suggestion)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_scheduler_address_and_env(dense_store, tmp_path, cluster_client):
