@@ -247,12 +247,12 @@ def read_zarr_sketch(path):
     return meta, arrays, None
 
 
-def _check_metadata(meta, bad, where):
+def _check_metadata(meta, bad, where, name="path"):
     if not isinstance(meta, dict) or meta.get("format") != "dasketch.Sketch":
         raise bad("no dasketch metadata (written by another program?)")
     version = meta.get("format_version")
     if isinstance(version, bool) or version not in READABLE_VERSIONS:
-        raise ValueError(f"path: {where!r} has sketch format version {version!r}, which "
+        raise ValueError(f"{name}: {where!r} has sketch format version {version!r}, which "
                          f"this dasketch does not read (it reads versions "
                          f"{', '.join(map(str, READABLE_VERSIONS))}); re-create it with "
                          "this version")
@@ -295,20 +295,21 @@ def _metadata_ok(meta):
     return True
 
 
-def sketch_from_metadata(meta, arrays, where, *, trust_unchecked=False):
+def sketch_from_metadata(meta, arrays, where, name="path", *, trust_unchecked=False):
     """Validate what was read and build the Sketch; ``ValueError`` naming what
     is wrong otherwise. Every invariant of the kernel's
     :func:`~dasketch.kernels.sketch_checks.check_sketch_fields` and
     :func:`~dasketch.kernels.sketch_checks.check_sketch_mass` applies, and a
     payload from version 2 on must match its checksum. A version-1 payload has
     none, so nothing tells it from a forged or damaged one (or from a newer file
-    relabelled as version 1): it is refused unless ``trust_unchecked``."""
+    relabelled as version 1): it is refused unless ``trust_unchecked``. Messages
+    name the argument ``name`` (of the path ``where``)."""
     def bad(what):
-        return ValueError(f"path: {where!r} is not a valid dasketch sketch: {what}")
+        return ValueError(f"{name}: {where!r} is not a valid dasketch sketch: {what}")
 
-    _check_metadata(meta, bad, where)
+    _check_metadata(meta, bad, where, name)
     if meta["format_version"] == 1 and not trust_unchecked:
-        raise ValueError(f"path: {where!r} is a version-1 sketch, which carries no "
+        raise ValueError(f"{name}: {where!r} is a version-1 sketch, which carries no "
                          "checksum: damage or forgery cannot be told from its contents. "
                          "If you trust where it came from, load it with "
                          "load_sketch(path, trust_unchecked=True) and save it again")
@@ -324,7 +325,7 @@ def sketch_from_metadata(meta, arrays, where, *, trust_unchecked=False):
                   f"{n_features}")
     if meta["format_version"] >= 2 and meta.get("checksum") != payload_checksum(
             meta, {"B": B, "mean": mean if meta["centered"] else None}):
-        raise ValueError(f"path: {where!r} is corrupted: its contents do not match the "
+        raise ValueError(f"{name}: {where!r} is corrupted: its contents do not match the "
                          "checksum stored in its metadata")
     try:
         sketch = Sketch(B=np.asarray(B, dtype=np.float64), shrinkage=meta["shrinkage"],

@@ -1,7 +1,9 @@
 """The ``dasketch`` command: sketch zarr data sets from a terminal.
 
-Subcommands: ``demo``, ``sketch``, ``info``, ``make-data``; ``dasketch SUBCOMMAND
---help`` describes each. Results go to stdout, progress and errors to stderr.
+Subcommands: ``make-data``, ``sketch``, ``info``, ``demo``; ``dasketch SUBCOMMAND
+--help`` describes each, and a bare ``dasketch`` prints the help (exit status 0).
+A misspelt option, subcommand or choice is answered with the closest valid one.
+Results go to stdout, progress and errors to stderr.
 Every user mistake (options, paths, unreadable stores or sketch files, errors
 raised on the workers) prints one line and exits with status 2, before any
 cluster starts where it can be known then; Ctrl-C exits with status 130 and
@@ -25,7 +27,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 
-from dasketch.cli_parser import EXIT_USER_ERROR, build_parser
+from dasketch.cli_parser import EXIT_USER_ERROR, FILE, PATH, build_parser
 
 EXIT_FAILURE = 1
 EXIT_INTERRUPTED = 130
@@ -133,11 +135,64 @@ def _silence_distributed_logs():
 
 
 @contextmanager
+def _sigint_held():
+    """A context in which SIGINT waits, recorded by a handler; yields the list of
+    those received, complete once the block has ended. An error that the block
+    raises after one was received (the error of a start-up cut short) is
+    replaced by ``KeyboardInterrupt``. Main thread only."""
+    received = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield received
+    except Exception:
+        if not received:
+            raise
+        raise KeyboardInterrupt(f"signal {received[0]}") from None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def _workers_ignore_sigint():
+    """Processes that ``multiprocessing`` starts in this block (the workers of an
+    embedded cluster, and those their nannies start again) ignore SIGINT from
+    their first instruction on: they are started through a shell script that
+    sets it to be ignored, which the interpreter it then executes keeps. A Ctrl-C
+    in a terminal, sent to every process of its group, reaches only this
+    process, which shuts the workers down. POSIX only, and where the temporary
+    directory allows executing a script; elsewhere the workers start as
+    ``multiprocessing`` starts them."""
+    import multiprocessing.spawn
+    import shlex
+
+    python = multiprocessing.spawn.get_executable()
+    if os.name != "posix":
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="dasketch-workers-") as folder:
+        launcher = os.path.join(folder, "python")
+        with open(launcher, "w") as script:
+            script.write(f"#!/bin/sh\ntrap '' INT\nexec {shlex.quote(os.fsdecode(python))} "
+                         '"$@"\n')
+        os.chmod(launcher, 0o700)
+        if not os.access(launcher, os.X_OK):  # a temporary directory mounted noexec
+            yield
+            return
+        multiprocessing.spawn.set_executable(launcher)
+        try:
+            yield
+        finally:
+            multiprocessing.spawn.set_executable(python)
+
+
+@contextmanager
 def _client(args):
     """The client of the job: connected to --scheduler / $DASK_SCHEDULER_ADDRESS,
     else an embedded cluster whose workers ignore Ctrl-C (this process handles
-    it and shuts them down) and, unless --verbose, keep their logs to
-    themselves: errors reach the user as one line from here."""
+    it and shuts them down, :func:`_workers_ignore_sigint`) and, unless
+    --verbose, keep their logs to themselves: errors reach the user as one line
+    from here. A Ctrl-C while the embedded cluster starts is held until the
+    start-up has ended, then ends the job as at any other moment."""
     from dasketch.cluster import SCHEDULER_ENV, get_client
 
     address = args.scheduler or os.environ.get(SCHEDULER_ENV)
@@ -145,22 +200,28 @@ def _client(args):
         if args.workers is not None or args.memory_limit is not None:
             raise ValueError("--workers and --memory-limit size an embedded cluster; they "
                              "cannot be used with --scheduler")
-        client = get_client(address)
-    else:
-        quiet_logs = {} if args.verbose else {"silence_logs": logging.CRITICAL}
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by workers
-        try:
+        with get_client(address) as client:
+            yield _quiet_unless_verbose(args, client)
+        return
+    quiet_logs = {} if args.verbose else {"silence_logs": logging.CRITICAL}
+    with _workers_ignore_sigint():
+        with _sigint_held() as interrupted:
             client = get_client(n_workers=args.workers, memory_limit=args.memory_limit,
                                 **quiet_logs)
-        finally:
-            signal.signal(signal.SIGINT, previous)
+        with client:
+            if interrupted:
+                raise KeyboardInterrupt(f"signal {interrupted[0]}")
+            yield _quiet_unless_verbose(args, client)
+
+
+def _quiet_unless_verbose(args, client):
+    """``client``, once distributed's logs are kept out of the terminal unless
+    --verbose: set once distributed is imported (its import sets its loggers'
+    levels), so that the client's reconnection tracebacks when a scheduler dies
+    stay out and the error reaches the user as one line."""
     if not args.verbose:
-        # Set once distributed is imported (its import sets its loggers' levels): the
-        # client's reconnection tracebacks when a scheduler dies stay out of the
-        # terminal, and the error reaches the user as one line.
         _silence_distributed_logs()
-    with client:
-        yield client
+    return client
 
 
 def _default_sketch_path(path):
@@ -178,7 +239,7 @@ def run_sketch(args):
 
     # Opens the store's metadata here: a missing path, a group without
     # --component or a 1-D array fails before any cluster starts.
-    blocks = as_row_blocks(args.path, component=args.component,
+    blocks = as_row_blocks(args.path, component=args.component, name=PATH,
                            missing_chunks=args.missing_chunks, block_rows=args.block_rows)
     with _client(args) as client:
         _say(args, f"dashboard: {client.dashboard_link}")
@@ -210,7 +271,7 @@ def _times_power_of_two(value, exponent):
 def run_info(args):
     import dasketch
 
-    sketch = dasketch.load_sketch(args.file)
+    sketch = dasketch.load_sketch(args.file, name=FILE)
     scaled, e = sketch.scaled(), sketch.scale_exponent
     s = scaled.singular_values()[:args.top]
     top = s[0] ** 2 + scaled.alpha if s.size else scaled.alpha
@@ -355,6 +416,9 @@ def main(argv=None):
     """Entry point of the ``dasketch`` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:  # a bare `dasketch`: what it can do
+        parser.print_help()
+        return 0
     prefix = f"dasketch {args.command}: error:"
     if not args.verbose:
         # "Task exception was never retrieved" at shutdown after an error or Ctrl-C.

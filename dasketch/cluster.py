@@ -218,6 +218,24 @@ def connect(address, *, timeout=DEFAULT_TIMEOUT, **client_kwargs):
                       f"{_first_line(exc)}") from None
 
 
+MAIN_GUARD_MESSAGE = (
+    "get_client() cannot start a cluster while a new process imports the main module "
+    "of its parent (each worker process starts that way): start the cluster under "
+    "'if __name__ == \"__main__\":' in the script")
+
+
+def check_not_bootstrapping():
+    """Refuse to start an embedded cluster from a process that is still importing
+    its parent's main module, as ``multiprocessing`` does to start each worker
+    process (the rule of its own check, ``_inheriting``): a script that starts a
+    cluster without ``if __name__ == "__main__":`` would start one in every
+    worker. ``RuntimeError`` in one line, naming the guard."""
+    import multiprocessing
+
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise RuntimeError(MAIN_GUARD_MESSAGE)
+
+
 # The rules of the arguments of the function below (see dasketch.utils.params).
 _GET_CLIENT_CONSTRAINTS = {
     "address": [str, None],
@@ -293,6 +311,10 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
     OSError
         Within ``timeout``, naming the address, when no Dask scheduler answers
         there.
+    RuntimeError
+        When asked for an embedded cluster while this process imports its
+        parent's main module (a worker process of a script that starts its
+        cluster without ``if __name__ == "__main__":``), naming the guard.
 
     Examples
     --------
@@ -312,6 +334,7 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
                              "address")
         return connect(address, timeout=timeout, set_as_default=set_as_default,
                        security=security)
+    check_not_bootstrapping()
     if security is not None:
         cluster_kwargs["security"] = security
     from distributed import Client

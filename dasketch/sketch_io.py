@@ -128,7 +128,7 @@ def save_sketch(sketch, path, *, overwrite=False):
     write_atomically(write, path, overwrite)
 
 
-def load_sketch(path, *, trust_unchecked=False):
+def load_sketch(path, *, trust_unchecked=False, name="path"):
     """Load a sketch written by :func:`save_sketch` (``.npz`` or zarr).
 
     Parameters
@@ -140,6 +140,8 @@ def load_sketch(path, *, trust_unchecked=False):
         invariants are still checked). Without it such a file is refused:
         damage, forgery or a newer file relabelled as version 1 could not be
         told from an intact one.
+    name : str, default "path"
+        What error messages call ``path`` (the command line names its argument).
 
     Returns
     -------
@@ -176,11 +178,11 @@ def load_sketch(path, *, trust_unchecked=False):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
     where = os.fspath(path)
     if is_local_path(path) and not os.path.exists(local_path(path)):
-        raise FileNotFoundError(f"path: no sketch at {where!r}")
+        raise FileNotFoundError(f"{name}: no sketch at {where!r}")
     if str(path).endswith(".npz") or (is_local_path(path) and os.path.isfile(local_path(path))):
         meta, arrays, problem = read_npz_sketch(local_path(path))
     else:
         meta, arrays, problem = read_zarr_sketch(path)
     if problem is not None:
-        raise ValueError(f"path: {where!r} is not a dasketch sketch: {problem}")
-    return sketch_from_metadata(meta, arrays, where, trust_unchecked=trust_unchecked)
+        raise ValueError(f"{name}: {where!r} is not a dasketch sketch: {problem}")
+    return sketch_from_metadata(meta, arrays, where, name, trust_unchecked=trust_unchecked)

@@ -1,7 +1,9 @@
 """The real `dasketch` console script, run in subprocesses against zarr stores on disk."""
 
+import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -10,6 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import zarr
 
@@ -127,7 +130,8 @@ def test_demo_writes_sketch_and_plot(tmp_path):
 
 
 def test_user_mistakes(dense_store, tmp_path):
-    assert_user_error(run("sketch", tmp_path / "missing.zarr", "--quiet"), "missing.zarr")
+    assert_user_error(run("sketch", tmp_path / "missing.zarr", "--quiet"), "PATH:",
+                      "missing.zarr")
     one_d = tmp_path / "vector.zarr"
     zarr.create_array(str(one_d), data=np.arange(10.0))
     assert_user_error(run("sketch", one_d, "--workers", 1, "--quiet"), "2-D")
@@ -141,7 +145,7 @@ def test_user_mistakes(dense_store, tmp_path):
     assert_user_error(bad_option, "--sketch-size")
     assert_user_error(run("make-data", tmp_path / "x.zarr", "--rows", 5, "--features", 2,
                           "--density", 3), "--density")
-    assert_user_error(run("info", tmp_path / "nothing.npz"), "no sketch")
+    assert_user_error(run("info", tmp_path / "nothing.npz"), "FILE:", "no sketch")
     assert_user_error(run("sketch", dense_store, "--sketch-size", 1, "--workers", 1,
                           "--quiet"), "--sketch-size")
 
@@ -150,6 +154,39 @@ def test_user_mistakes(dense_store, tmp_path):
 def test_help_for_every_subcommand(command):
     result = run(command, "--help")
     assert result.returncode == 0 and "usage: dasketch " + command in result.stdout
+
+
+def test_every_option_and_argument_has_help():
+    from dasketch.cli_parser import build_parser
+
+    parser = build_parser()
+    (subcommands,) = [action for action in parser._actions
+                      if isinstance(action, argparse._SubParsersAction)]
+    for name, subparser in subcommands.choices.items():
+        for action in subparser._actions:
+            assert action.help and action.help.strip(), (name, action.dest)
+
+
+def test_bare_command_prints_the_help_with_make_data_first():
+    result = run()
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert result.stdout.startswith("usage: dasketch")
+    commands = result.stdout.split("COMMAND\n", 1)[1].split("\n\n", 1)[0]
+    listed = re.findall(r"^    (\S+)", commands, flags=re.M)
+    assert listed == ["make-data", "sketch", "info", "demo"], result.stdout
+
+
+@pytest.mark.parametrize("args, suggestion", [
+    (["skech"], "did you mean 'sketch'?"),
+    (["sketch", "x.zarr", "--sketch-sise", "3"], "did you mean '--sketch-size'?"),
+    (["sketch", "x.zarr", "--sketch-sise=3"], "did you mean '--sketch-size'?"),
+    (["make-data", "x.zarr", "--rows", "5", "--features", "2", "--sed", "1"],
+     "did you mean '--seed'?"),
+    (["sketch", "x.zarr", "--method", "rdf"], "did you mean 'rfd'?")])
+def test_misspelt_words_get_the_closest_valid_one(args, suggestion, tmp_path):
+    result = run(*args, cwd=tmp_path)
+    assert_user_error(result, suggestion)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_scheduler_address_and_env(dense_store, tmp_path, cluster_client):
@@ -350,3 +387,90 @@ def test_ctrl_c_exits_130_in_one_line_leaving_nothing(tmp_path, slow_store, stag
     # The line, after the dashboard link and the progress bar.
     assert len([line for line in stderr.splitlines() if line.strip()]) <= 3, stderr
     assert list(out.iterdir()) == []  # no output, no hidden temporary
+
+
+def _interrupt_start_up(args, tmp_path):
+    """Start ``dasketch ARGS`` in its own process group and send SIGINT to the
+    group as soon as it has a child process (the embedded cluster is starting
+    its workers). Returns the exit status, the stderr, and every process it
+    started."""
+    log = tmp_path / "stderr.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([*COMMAND, *map(str, args)], stdout=subprocess.PIPE,
+                                stderr=err, text=True, start_new_session=True)
+        started, sent = set(), False
+        try:
+            parent = psutil.Process(proc.pid)
+            while proc.poll() is None:
+                try:
+                    started.update(parent.children(recursive=True))
+                except psutil.NoSuchProcess:
+                    break
+                if started and not sent:
+                    os.killpg(proc.pid, signal.SIGINT)
+                    sent = True
+                time.sleep(0.01)
+            proc.wait(timeout=TIMEOUT)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert sent, log.read_text()
+    return proc.returncode, log.read_text(), started
+
+
+def _running(process):
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _still_running(processes, wait=60):
+    """Those of ``processes`` still running once they have had ``wait`` seconds
+    to exit (a worker closed by its nanny exits soon after its parent)."""
+    _, alive = psutil.wait_procs([p for p in processes if _running(p)], timeout=wait)
+    return [p for p in alive if _running(p)]
+
+
+@pytest.mark.timeout(4 * TIMEOUT)
+def test_ctrl_c_while_the_cluster_starts_exits_130_in_one_line(dense_store, tmp_path):
+    """A Ctrl-C while the workers are spawned is held until the cluster has
+    started, then ends the job as at any other moment; the workers, which never
+    see it, are shut down. Tried again when the signal came only after the
+    start-up (the dashboard line was printed), which shows in what was printed."""
+    for _ in range(5):
+        out = tmp_path / "s.npz"
+        code, stderr, started = _interrupt_start_up(
+            ["sketch", dense_store, "-l", 4, "--workers", 2, "--out", out], tmp_path)
+        assert code == 130, stderr
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        assert "Traceback" not in stderr and not out.exists(), stderr
+        assert lines[-1] == ("dasketch sketch: interrupted; no partial output was left "
+                             "behind"), stderr
+        assert not _still_running(started), started
+        if len(lines) == 1:  # no dashboard line: the signal came during start-up
+            return
+    pytest.fail(f"SIGINT never arrived before the cluster had started:\n{stderr}")
+
+
+def _sigint_disposition(queue):
+    queue.put(signal.getsignal(signal.SIGINT))
+
+
+def test_worker_processes_ignore_sigint_from_their_start():
+    """What the embedded cluster's workers are started with: SIGINT ignored
+    before the interpreter runs (Python keeps an inherited SIG_IGN), and
+    multiprocessing as it was afterwards."""
+    import multiprocessing
+
+    from dasketch.cli import _workers_ignore_sigint
+
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    before = multiprocessing.spawn.get_executable()
+    with _workers_ignore_sigint():
+        process = context.Process(target=_sigint_disposition, args=(queue,))
+        process.start()
+        process.join(TIMEOUT)
+    assert process.exitcode == 0 and queue.get(timeout=TIMEOUT) == signal.SIG_IGN
+    assert multiprocessing.spawn.get_executable() == before

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import uuid
 
 import cloudpickle
@@ -250,19 +249,17 @@ def test_scheduler_lost_gives_a_clear_error_then_a_restart_works(procs, fault_st
         job = Job(_sketch_job(client, fault_store))
         wait_until(lambda: client.run_on_scheduler(progress)[0] > 5, 60,
                    what="job under way")
-        killed = time.monotonic()
         procs.kill_scheduler()
         job.join(60)  # bounded: the client must not hang on a dead scheduler
         assert isinstance(job.error, FutureCancelledError), repr(job.error)
         assert "scheduler" in str(job.error).lower()
-        assert time.monotonic() - killed < 60
 
-    # A new client on the dead address fails in bounded time, naming the address.
-    started = time.monotonic()
-    with pytest.raises(OSError, match=procs.address.split("//")[1].replace(".", r"\.")):
+    # A new client on the dead address fails at once, naming the address: its
+    # port refuses the TCP probe, so distributed never retries it.
+    with pytest.raises(OSError, match=procs.address.split("//")[1].replace(".", r"\.")
+                       + ".*connection refused"):
         with dasketch.get_client(procs.address, timeout="3s"):
             pass
-    assert time.monotonic() - started < 30
 
     # Workers leave when their scheduler goes (the recipes restart them); a
     # scheduler restarted on the same address serves jobs again.
@@ -437,18 +434,17 @@ STORAGE_FAULTS = {"memory:// store": lambda tmp_path: _memory_store(),
                   "path missing on the workers": _moved_after_opening}
 
 
+@pytest.mark.timeout(180)  # a hang guard only
 @pytest.mark.parametrize("fault", list(STORAGE_FAULTS))
 def test_storage_the_workers_cannot_read_is_an_error_never_zeros(fault, tmp_path,
                                                                   cluster_client):
     X, needle = STORAGE_FAULTS[fault](tmp_path)
-    started = time.monotonic()
     with pytest.raises(ValueError) as excinfo:
         dasketch.sketch(X, 4, client=cluster_client)
     message = str(excinfo.value)
     assert needle in message and "\n" not in message, message
     if isinstance(X, str):
         assert X in message
-    assert time.monotonic() - started < 60
 
 
 def test_memory_store_is_fine_without_worker_processes():
