@@ -1,18 +1,26 @@
 """Local files read by block tasks (HDF5, Parquet): the job notes a file's
-signature (size, modification time, inode) when it opens it, and every task
-that reads the file checks it again after reading, so a file rewritten or
-replaced during the job is an error rather than a mix of two versions.
+signature (size, modification time, status-change time, inode) when it opens
+it, and every task that reads the file checks it again after reading, so a file
+rewritten or replaced during the job, even in place with its modification time
+restored, is an error rather than a mix of two versions.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+
+from dasketch._fingerprints import _file_signature
 
 
 def file_signature(filename):
-    """``(size, mtime_ns, inode)`` of the file ``filename``."""
-    stat = os.stat(filename)
-    return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    """``(size, mtime_ns, ctime_ns, inode)`` of the file ``filename``, as a
+    store's chunk files are signed (:mod:`dasketch._fingerprints`); a FIFO,
+    device or socket is a ``ValueError``, a missing file ``FileNotFoundError``."""
+    signature = _file_signature(filename)
+    if signature is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), filename)
+    return signature
 
 
 def check_file(filename, signature, name):
@@ -26,5 +34,5 @@ def check_file(filename, signature, name):
             "share the client's filesystem, or was the file removed?") from None
     if now != tuple(signature):
         raise ValueError(f"{name}: {filename!r} changed while the job read it (size, "
-                         "modification time or inode differ from its opening); rerun "
-                         "once it is no longer written")
+                         "modification or status-change time, or inode differ from its "
+                         "opening); rerun once it is no longer written")
