@@ -270,14 +270,6 @@ def test_float32_in_float32_out_as_scikit_learn():
     np.testing.assert_allclose(reg.predict(X32), ridge.predict(X32), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("kind", sorted(ESTIMATORS))
-def test_alpha_zero_is_a_clear_error(kind):
-    X, y, _ = small_problem(7)
-    with pytest.raises(ValueError, match=r"alpha must be a finite number > 0 \(dual random "
-                                         r"projection needs lambda > 0"):
-        ESTIMATORS[kind](alpha=0.0).fit(X, targets(kind, y))
-
-
 def _no_computing(dsk, keys, **kwargs):
     raise AssertionError("a pass over X ran before the parameters were checked")
 
@@ -323,3 +315,18 @@ def test_classifier_attributes_as_logistic_regression():
     np.testing.assert_allclose(clf.decision_function(X), scores, rtol=1e-12)
     np.testing.assert_array_equal(clf.predict(X), predicted)
     assert isinstance(clf.densify().coef_, np.ndarray)
+
+
+@pytest.mark.parametrize("shape", [(50, 200), (60, 60)])
+def test_tiny_alpha_gives_one_warning_that_the_certificate_is_useless(shape):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal(shape)
+    y = (X @ rng.standard_normal(shape[1]) > 0).astype(int)      # separable
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        DualRandomProjectionClassifier(alpha=1e-30, random_state=0).fit(X, y)
+    assert [w.category for w in caught] == [ConvergenceWarning], \
+        [f"{w.category.__name__}: {w.message}" for w in caught]
+    message = str(caught[0].message)
+    assert "certificate is useless" in message and "e+" in message   # names the bound
+    assert "increase alpha" in message and "alpha=0" in message

@@ -428,8 +428,8 @@ def test_bad_input():
         with pytest.raises(ValueError, match=rf"'n_components' {reg_} an int in the range "
                                              r"\[1, inf\)"):
             DualRandomProjectionRegressor(n_components=m).fit(X, y)
-    for alpha in (0.0, -1.0, np.inf, np.nan):
-        with pytest.raises(ValueError, match="alpha must be a finite number > 0"):
+    for alpha in (-1.0, np.inf, np.nan):
+        with pytest.raises(ValueError, match="alpha must be a finite number >= 0"):
             DualRandomProjectionRegressor(alpha=alpha).fit(X, y)
     with pytest.raises(ValueError, match=f"'loss' {clf_} a str among"):
         DualRandomProjectionClassifier(loss="hinge").fit(X, y)

@@ -180,7 +180,7 @@ class LogisticRegression(_Solving, DualRandomProjectionClassifier):
     ``loss="logistic"``, ``alpha = 1 / C`` (exact preconditioner, ``tol=1e-10``;
     ``tol``, ``max_iter``, ``solver``, ``random_state``, ``dual``,
     ``intercept_scaling``, ``warm_start``, ``verbose`` and ``n_jobs`` are
-    ignored; an l1 or elastic-net penalty, and none, are refused; more than two
+    ignored; an l1 or elastic-net penalty is refused, none is ``alpha=0``; more than two
     classes are one-vs-rest)."""
 
     _dasketch_params = _DRP
@@ -195,6 +195,8 @@ class LogisticRegression(_Solving, DualRandomProjectionClassifier):
 
     @property
     def alpha(self):
+        if self.penalty is None:        # no penalty, as C=np.inf
+            return 0.0
         return 1.0 / self.C if self.C != 0 else np.inf
 
     def _refuse(self):
@@ -206,8 +208,6 @@ class LogisticRegression(_Solving, DualRandomProjectionClassifier):
         if l1 is None or l1 > 0:
             raise ValueError("an l1 or elastic-net penalty is out of dasketch's scope "
                              f"(penalty={self.penalty!r}, l1_ratio={self.l1_ratio!r})")
-        if self.penalty is None:
-            raise ValueError("penalty=None: dual random projection needs alpha = 1/C > 0")
 
 
 class LinearRegression(_Solving, SketchLstsqRegressor):

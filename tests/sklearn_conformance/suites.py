@@ -73,8 +73,9 @@ ARRAY_API = (r"array_api|^test_array_api_", "skip",
 POSITIVE = (SOLVER + "positive=True (coefficients constrained >= 0) exists only in "
             "scikit-learn's lbfgs solver; dasketch has no constrained solver and the shim "
             "refuses it")
-ALPHA_ZERO = ("alpha=0 (unpenalised least squares): dual random projection needs alpha > 0 "
-              "and raises ValueError naming sketch_lstsq; the unpenalised problem is "
+ALPHA_ZERO = ("alpha=0 (unpenalised least squares, solved by sketch-preconditioned LSQR "
+              "and tested against LinearRegression in tests/linear_model/"
+              "test_drp_unpenalised.py): not yet enabled here; the unpenalised problem is "
               "LinearRegression's, run in test_base.py against SketchLstsqRegressor")
 
 SUITES.update({
@@ -135,8 +136,9 @@ SUITES.update({
             (r"^test_penalty_none\[|^test_c_inf_no_warning\[|"
              r"^test_warm_start_newton_solver\[inf-|"
              r"^test_logistic_regression_solvers_multiclass_unpenalized\[", "skip",
-             "no penalty (penalty=None or C=inf): dual random projection needs alpha = 1/C > 0 "
-             "and raises ValueError"),
+             "no penalty (penalty=None or C=inf, alpha=0: Newton-CG without the ridge term, "
+             "tested against LogisticRegression(C=inf) in tests/linear_model/"
+             "test_drp_unpenalised.py): not yet enabled here"),
             (r"^test_max_iter\[|^test_zero_max_iter\[|"
              r"^test_warm_start\[\d+-(True|False)-False-", "skip",
              SOLVER + "what lbfgs, newton-cg, sag and liblinear do at a given max_iter or "

@@ -21,6 +21,9 @@ from dasketch.linear_model.dual_projection.losses import LOSSES
 from dasketch.utils.params import FAN_IN, POSITIVE_INT, RANDOM_STATE, Interval
 
 SOLVERS = ("cg", "paper")
+# A fit whose relative optimality residual is below this while its coefficient
+# bound exceeds ||w|| has a certificate that alpha, not the iteration, makes useless.
+USELESS_RESIDUAL = 1e-6
 
 # The parameters of dual_random_projection that every estimator has (see
 # dasketch.utils.params); alpha's values are checked by _check_alpha, whose count
@@ -55,23 +58,26 @@ DRP_CONSTRAINTS = {
 
 
 def _check_alpha(alpha, n_targets):
-    """``lambda`` per target: a number, or one per target, all finite and > 0 (checked
+    """``lambda`` per target: a number, or one per target, all finite and >= 0 (checked
     here, not by a constraint of :func:`dual_random_projection`: the count depends on
-    ``y``, and the message says why 0 is refused)."""
-    what = ("alpha must be a finite number > 0 (dual random projection needs lambda > 0: "
-            "the dual problem and the recovery w = -X^T S l' / lambda exist only then; "
-            "for unregularised least squares use sketch_lstsq)")
+    ``y``). 0 is the unpenalised problem (:mod:`.unpenalised`), for every target or
+    none."""
+    what = "alpha must be a finite number >= 0"
     if np.ndim(alpha) == 0:
         ok = isinstance(alpha, numbers.Real) and not isinstance(alpha, (bool, np.bool_)) \
-            and np.isfinite(alpha) and alpha > 0
+            and np.isfinite(alpha) and alpha >= 0
         if not ok:
             raise ValueError(f"{what}, got {alpha!r}")
         return np.full(n_targets, float(alpha))
     values = np.asarray(alpha)
     if values.ndim != 1 or values.size != n_targets or values.dtype.kind not in "iuf" \
-            or not np.all(np.isfinite(values) & (values > 0)):
-        raise ValueError(f"alpha given per target must hold {n_targets} finite numbers > 0 "
+            or not np.all(np.isfinite(values) & (values >= 0)):
+        raise ValueError(f"alpha given per target must hold {n_targets} finite numbers >= 0 "
                          f"(one per column of y), got {alpha!r}; {what}")
+    if np.any(values == 0) and np.any(values > 0):
+        raise ValueError(f"alpha given per target is 0 for some targets only, got {alpha!r}: "
+                         "the unpenalised targets are solved by another method (sketch-"
+                         "preconditioned LSQR or unpenalised Newton-CG); fit them separately")
     return values.astype(np.float64)
 
 
@@ -100,7 +106,7 @@ def _check_targets(y, n, loss):
     return Y
 
 
-def _warn(result, tol, solver, loss, diverged):
+def _warn(result, tol, solver, loss, diverged, lam):
     relative = np.atleast_1d(result.coef_error_bound) / np.maximum(
         np.linalg.norm(np.atleast_2d(result.coef), axis=1), np.finfo(float).tiny)
     worst = float(np.max(relative))
@@ -112,6 +118,23 @@ def _warn(result, tol, solver, loss, diverged):
     elif solver == "paper" and result.n_iter == 1:
         advice = ("this is the one-shot solution (Algorithm 1); use solver='cg' (or more "
                   "rounds, max_iter) for an accurate solution")
+    elif not np.isfinite(worst):
+        warnings.warn(f"unpenalised fit (alpha=0): relative optimality residual "
+                      f"{float(np.max(result.optimality_residual)):.3g} > tol={tol:g} after "
+                      f"{result.n_iter} Newton steps; increase max_iter, or use alpha > 0",
+                      ConvergenceWarning, stacklevel=3)
+        return
+    elif worst >= 1.0 and float(np.max(result.optimality_residual)) <= USELESS_RESIDUAL:
+        # the gradient is small, the bound is not: alpha, not the iteration, is at fault
+        warnings.warn(f"dual random projection: the certificate is useless: its coefficient "
+                      f"error bound ||w - w*|| / ||w|| <= {worst:.3g} > tol={tol:g} (the "
+                      f"gradient over alpha={float(np.min(lam)):g}, the strong convexity) "
+                      f"certifies nothing; alpha is too small for this certificate: increase "
+                      f"alpha, or use alpha=0 for the unpenalised fit (certified by its "
+                      f"optimality residual, here "
+                      f"{float(np.max(result.optimality_residual)):.3g})",
+                      ConvergenceWarning, stacklevel=3)
+        return
     else:
         unit = "rounds" if solver == "paper" else (
             "conjugate-gradient iterations" if loss == "squared" else "Newton steps")

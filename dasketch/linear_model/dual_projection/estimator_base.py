@@ -16,8 +16,16 @@ from dasketch.utils.validation import validate_input
 
 _ALPHA_DOC = """
     alpha : float, default 1.0
-        ``lambda > 0``, the weight of ``||w||^2 / 2`` (0 is a ``ValueError``:
-        the dual of the problem, and the method, need ``lambda > 0``)."""
+        ``lambda >= 0``, the weight of ``||w||^2 / 2``. ``alpha=0`` fits the
+        unpenalised model (dual random projection itself needs ``lambda > 0``;
+        :mod:`dasketch.linear_model.dual_projection.unpenalised`): least squares
+        by sketch-preconditioned LSQR, minimum-norm for rank-deficient X, as
+        ``LinearRegression``; logistic regression by the same
+        projection-preconditioned Newton-CG without the ridge term, as
+        ``LogisticRegression(C=np.inf)``, certified by its optimality residual
+        (``coef_error_bound_`` is then infinite), with a ``ConvergenceWarning``
+        on linearly separable data, whose optimum is at infinity. The smoothed
+        hinge and ``solver="paper"`` refuse 0."""
 
 _PARAMS_DOC = """
     n_components : int, default 100

@@ -42,7 +42,7 @@ class DualRandomProjectionRegressor(RegressorMixin, _DualRandomProjectionBase):
     pass over X per iteration; ``solver="paper"`` runs the paper's Algorithms 1
     and 2.
 
-    Differences from ``Ridge``: ``alpha`` must be > 0; the intercept is fitted as
+    Differences from ``Ridge``: the intercept is fitted as
     an unpenalised variable (not by centring X, which would densify sparse and
     out-of-core input), with the same minimiser; ``tol`` is the certified
     relative accuracy of ``coef_`` (``coef_error_bound_``).
@@ -155,8 +155,9 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
     Each term is multiplied by its sample weight ``s_i`` (``sample_weight``
     times the weight of its class from ``class_weight``).
 
-    Differences from ``LogisticRegression``: ``alpha = 1 / C`` must be > 0;
-    more than two classes are always one-vs-rest (never multinomial), and
+    Differences from ``LogisticRegression``: ``alpha = 1 / C`` (``alpha=0``
+    for ``C=np.inf``, no penalty); more than two classes are always
+    one-vs-rest (never multinomial), and
     ``predict_proba`` normalises the one-vs-rest sigmoids; ``class_weight=
     "balanced"`` weighs the classes of the multiclass labels (by their weighted
     counts, as ``LogisticRegression``), the same weights in every one-vs-rest

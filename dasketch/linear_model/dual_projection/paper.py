@@ -15,6 +15,7 @@ problem is a tree-reduced pass over the persisted ``X_hat``, never over X.
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 
 import numpy as np
@@ -114,7 +115,11 @@ class ProjectedProblem:
                 break
             H = self.hessian(v)
             try:
-                step = scipy.linalg.solve(H, g, assume_a="pos")
+                # an ill-conditioned H (lambda near 0) still gives a usable step;
+                # the fit's certificate, not scipy's warning, says how good it is
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
+                    step = scipy.linalg.solve(H, g, assume_a="pos")
             except np.linalg.LinAlgError:
                 # Flat in the intercept (no sample with positive curvature, as can
                 # happen with the smoothed hinge): the least-squares step.

@@ -29,6 +29,11 @@ import scipy.linalg
 # Directions of [X_hat 1] whose Gram eigenvalue is below this fraction of the
 # largest are dropped from the basis Q (rank deficiency, e.g. m > rank X).
 RANK_TOLERANCE = 1e-10
+# The shift of the captured part is at least this fraction of its largest
+# eigenvalue, so that M stays positive definite for lambda = 0 (the unpenalised
+# problem) or lambda below rounding; it changes the preconditioner, not the
+# solution.
+SHIFT_FLOOR = 1e-12
 
 
 class ProjectedBasis:
@@ -76,11 +81,12 @@ class Preconditioner:
         self.middle = float(eigenvalues[(eigenvalues.size - 1) // 2])
         self.V = basis.V
         self.lam = lam
-        self.outside = lam + smallest
+        shift = max(lam, SHIFT_FLOOR * float(eigenvalues[-1]), np.finfo(float).tiny)
+        self.outside = max(lam + smallest, shift)
         self.captured = basis.captured
         # the curvature of the captured part, averaged over its mass
         self.mean_curvature = float(np.trace(core)) / max(basis.captured, np.finfo(float).tiny)
-        self.factor = scipy.linalg.cho_factor(core + lam * np.eye(core.shape[0]))
+        self.factor = scipy.linalg.cho_factor(core + shift * np.eye(core.shape[0]))
         self.fit_intercept = basis.fit_intercept
         if self.fit_intercept:
             Cq = C @ basis.ones

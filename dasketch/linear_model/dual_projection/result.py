@@ -33,7 +33,9 @@ class DualRandomProjectionResult:
     coef_error_bound : float or ndarray (n_targets,)
         ``||w - w*|| <= coef_error_bound`` for the exact minimiser ``w*``: the
         norm of the gradient of the objective with the intercept profiled out,
-        divided by ``lambda`` (see :meth:`.solvers.FullProblem.error_bound`).
+        divided by ``lambda`` (see :meth:`.solvers.FullProblem.error_bound`);
+        for ``alpha=0`` that of sketch-preconditioned LSQR (squared loss) or
+        infinite (logistic: no strong convexity, see :mod:`.unpenalised`).
     objective : float or ndarray (n_targets,)
         ``lambda/2 ||w||^2 + sum_i s_i l(x_i^T w + b, y_i)`` at the solution.
     converged : bool
@@ -108,6 +110,10 @@ class DualRandomProjectionResult:
         dask.array.Array of shape (n_samples,) or (n_samples, n_targets)
             Computing it is one pass over X.
         """
+        if self._dual is None:
+            raise ValueError("no dual variables: this least-squares fit (alpha=0) was "
+                             "solved by sketch-preconditioned LSQR, not by dual random "
+                             "projection")
         blocks, yd, sd, W, b, loss, smoothing, squeeze = self._dual
         dual = dual_variables(blocks, yd, sd, W, b, loss=loss, smoothing=smoothing)
         return dual[:, 0] if squeeze else dual

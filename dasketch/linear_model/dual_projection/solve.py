@@ -58,6 +58,12 @@ from dasketch.linear_model.dual_projection.passes import (
 )
 from dasketch.linear_model.dual_projection.result import DualRandomProjectionResult
 from dasketch.linear_model.dual_projection.solvers import FullProblem, pcg_squared, record
+from dasketch.linear_model.dual_projection.unpenalised import (
+    check_unpenalised,
+    least_squares,
+    separable,
+    warn_separable,
+)
 
 __all__ = ["DualRandomProjectionResult", "dual_random_projection"]
 
@@ -91,8 +97,11 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     loss : {"squared", "logistic", "smoothed_hinge"}, default "squared"
         The loss ``l``.
     alpha : float or array (n_targets,), default 1.0
-        ``lambda > 0`` (one per target of a 2-D ``y`` if an array). Dual random
-        projection needs ``lambda > 0``: 0 is a ``ValueError``.
+        ``lambda >= 0`` (one per target of a 2-D ``y`` if an array). Dual random
+        projection needs ``lambda > 0``; 0 (for every target) is the
+        unpenalised problem, solved by sketch-preconditioned LSQR (squared
+        loss, minimum-norm) or Newton-CG without the ridge term (logistic
+        loss), see :mod:`.unpenalised`.
     smoothing : float, default 1.0
         ``s > 0`` of the smoothed hinge loss.
     n_components : int, default 100
@@ -197,6 +206,13 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     s = weights[:, None]
     seed = resolve_seed(random_state)
     fit_intercept = bool(fit_intercept)
+    unpenalised = not lam.any()
+    if unpenalised:
+        check_unpenalised(loss, solver)
+        if loss == "squared":
+            return least_squares(X, source, Y, weights, fit_intercept=fit_intercept, tol=tol,
+                                 max_iter=max_iter, seed=seed, client=client, cache=cache,
+                                 block_rows=block_rows, squeeze=np.ndim(y) == 1)
     b0 = intercept_only(Y, loss, smoothing, weights) if fit_intercept else np.zeros(K)
     blocks, cache_choice = cache_blocks(source, cache, client=client)
     blocks = run_eagerly(blocks, client)
@@ -216,6 +232,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     g_v0 = full.stack(xt_dual0, (s * loss_derivative(b0, Y, loss, smoothing)).sum(axis=0))
     reference = np.sqrt(np.einsum("ij,ij->j", g_v0, g_v0))
     reference = np.where(reference > 0, reference, 1.0)
+    full.reference = reference
     f_v0 = (s * loss_value(b0, Y, loss, smoothing)).sum(axis=0)
     history = []
     diverged, best = False, None
@@ -231,9 +248,12 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     else:
         target_products = column_sums[:, None] * b0 - xt_dual0 if loss == "squared" \
             else None    # X^T S y = b0 X^T s - X^T S (b0 - y)
-        Z, B, W1 = algorithm_one(full, xhat, b0, products[:, :m], column_sums,
-                                 target_products)
-        V = full.stack(W1, B)
+        if unpenalised:   # no Algorithm 1 without a penalty: from the best constant
+            Z, B, V = np.zeros((m, K)), b0.copy(), V0.copy()
+        else:
+            Z, B, W1 = algorithm_one(full, xhat, b0, products[:, :m], column_sums,
+                                     target_products)
+            V = full.stack(W1, B)
         growth = Growth(full, products[:, :m + 1], gram[:, :m + 1], seed, min(n, d),
                         total_mass=row_norms[0])
         if loss == "squared":
@@ -246,6 +266,10 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
                 full, V, V0, g_v0, f_v0, growth, b0, reference, tol, max_iter, history)
         bound = full.error_bound(V, G, f)
         converged = full.done(V, G, f, tol)
+        if unpenalised:      # no strong convexity: nothing bounds ||w - w*||
+            bound = np.full(K, np.inf)
+            apart = separable(f, weights)
+            converged = converged & ~apart
     W, b = full.split(V)
     if solver == "paper":
         converged = bound <= tol * np.linalg.norm(W, axis=0)
@@ -262,8 +286,10 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         naive_intercept=pick(B), best_iteration=int(best if best else n_iter),
         n_components=full.n_components, random_state=seed, cache=cache_choice,
         _dual=(source, yd, sd, W, b, loss, smoothing, squeeze))
-    if not result.converged:
-        _warn(result, tol, solver, loss, diverged)
+    if unpenalised and apart.any():
+        warn_separable(None if squeeze else np.flatnonzero(apart).tolist(), n_iter, cert)
+    elif not result.converged:
+        _warn(result, tol, solver, loss, diverged, lam)
     return result
 
 

@@ -62,6 +62,7 @@ class FullProblem:
                             client=client)
         self.passes = 0
         self.n_components = xhat.shape[1]
+        self.reference = None     # set by the solver; needed where lambda = 0
 
     def error_bound(self, V, G, f, columns=slice(None)):
         """See :meth:`bound_parts`: their sum."""
@@ -97,10 +98,21 @@ class FullProblem:
         added: the bound then also covers the accuracy floor of about
         ``eps kappa ||w||`` of ill-conditioned problems.
 
+        Without a penalty (``lambda = 0``, :mod:`.unpenalised`) there is no
+        strong convexity: ``lambda`` is replaced by ``reference / ||w||``
+        (``reference`` the gradient norm at the best constant model), so that
+        the "bound" is ``||w||`` times the relative optimality residual and
+        :meth:`done` asks that residual to be below ``tol``; it bounds nothing.
+
         Returns the gradient's and the rounding's parts of the bound.
         """
-        lam = self.lam[columns]
         W, _ = self.split(V)
+        lam = self.lam[columns]
+        scale = 1.0 / np.where(lam > 0, lam, 1.0)
+        if not lam.all():
+            free = lam == 0
+            scale[free] = np.maximum(column_norms(W[:, free]), np.finfo(float).tiny) / \
+                self.reference[columns][free]
         gw = G[:-1] if self.fit_intercept else G
         column_sums, weight_sum, frobenius2, row_norm = self.coupling
         n, d = self.blocks.shape
@@ -114,7 +126,7 @@ class FullProblem:
         rounding = ROUNDING * (lam * w_norm + np.sqrt(d) * lipschitz * frobenius2 * w_norm
                                + np.sqrt(n) * frobenius * dual)
         if not self.fit_intercept:
-            return column_norms(gw) / lam, rounding / lam
+            return column_norms(gw) * scale, rounding * scale
         gb = G[-1]
         rounding_b = ROUNDING * np.sqrt(weight_sum) * (
             np.sqrt(d) * lipschitz * frobenius * w_norm + np.sqrt(n) * dual)
@@ -122,7 +134,7 @@ class FullProblem:
             size = column_norms(gw - np.outer(column_sums, gb / weight_sum))
         else:
             size = column_norms(gw) + row_norm * np.abs(gb)
-        return size / lam, (rounding + row_norm * rounding_b) / lam
+        return size * scale, (rounding + row_norm * rounding_b) * scale
 
     def done(self, V, G, f, tol, columns=slice(None)):
         """Targets whose coefficients are certified to relative accuracy ``tol``:
@@ -306,6 +318,12 @@ class BestIterates:
         bound = gradient + rounding
         W, _ = self.problem.split(V[:, columns])
         self.finished[columns] = bound <= self.tol * column_norms(W)
+        # without a penalty the "bound" is ||w|| times the relative optimality
+        # residual (FullProblem.bound_parts): iterates are ranked by the residual
+        free = self.problem.lam[columns] == 0
+        if free.any():
+            bound = bound.copy()
+            bound[free] /= np.maximum(column_norms(W[:, free]), np.finfo(float).tiny)
         # the factor by which the gradient's part must still shrink to certify
         self.needed[columns] = np.maximum(0.0, self.tol * column_norms(W) - rounding) / \
             np.where(gradient > 0, gradient, np.inf)
