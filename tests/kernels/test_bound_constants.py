@@ -244,3 +244,19 @@ def test_randomized_sketch_bound_uses_the_lanczos_bound_not_the_ritz_value(metho
         ritz_bound = sketch.shrinkage if method == "fd" else sketch.shrinkage / 2
         errors_over_ritz.append(error / (ritz_bound + sketch.rounding))
     assert max(errors_over_ritz) > 1.01  # the Ritz value alone would not bound it
+
+
+def test_error_estimate_of_a_centred_sketch_counts_the_rounding_of_the_mean():
+    """Rows ``1e4 + N(0, 1)`` (6 columns, sketch size 8: nothing is shrunk, the
+    true error is rounding, about ``1e-9``). ``X^T X Omega`` of the raw rows is
+    computed to ``eps n ||mu||^2``, about ``1e-4``, before the centring term is
+    removed: the lower end must allow for that part, or it reads ``1e-4`` to
+    ``1e-2`` for an error of ``1e-9``."""
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        A = 1e4 + rng.standard_normal((1000, 6))
+        sketch = merge_sketches(_block_sketches(A, "block", seed, center=True))
+        error = _reference_error(A, sketch)
+        omega = rng.standard_normal((6, 5))
+        estimate = error_from_products(sketch, omega, A.T @ (A @ omega))
+        assert estimate.lower <= error <= estimate.upper, (seed, estimate, error)
