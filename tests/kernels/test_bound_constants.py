@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+import scipy.stats
 
 from dasketch.kernels.frequent_directions import Sketch, merge_sketches, sketch_rows
 from dasketch.kernels.shrink import EPS
@@ -197,3 +198,65 @@ def test_rounding_constant_is_the_documented_one():
     from dasketch.kernels.shrink import shrink_rounding
 
     assert shrink_rounding(20, 100, 3.0) == (2 * 120 + 8 * 20) * EPS * 3.0
+
+
+def test_error_estimate_upper_end_misses_at_most_as_often_as_it_states():
+    """10,000 draws of two Gaussian vectors against a rank-one error ``u u^T`` of
+    norm 1: the upper end ``c sqrt(2/pi) max |u^T w_i|`` misses with probability
+    about ``c ** -2``. With ``c = 10`` the count of misses is what a failure
+    probability of ``10 ** -2`` allows; with ``c = 5`` it would be about 390,
+    beyond that claim at a p-value below ``1e-50``."""
+    from threadpoolctl import threadpool_limits
+
+    d, draws = 3, 10_000
+    u = np.array([1.0, 0.0, 0.0])
+    # A = [u^T] sketched by the empty sketch: the error is u u^T, of norm 1.
+    sketch = Sketch(B=np.zeros((1, d)), shrinkage=0.0, n_rows=1, sketch_size=2,
+                    method="fd", frobenius_sq=1.0)
+    rng = np.random.default_rng(0)
+    misses = 0
+    with threadpool_limits(1):  # products of 3 x 2 matrices: threads only cost
+        for _ in range(draws):
+            omega = rng.standard_normal((d, 2))
+            estimate = error_from_products(sketch, omega, np.outer(u, u @ omega))
+            assert estimate.lower <= 1.0 + 1e-12
+            misses += estimate.upper < 1.0
+    claim = estimate.failure_probability
+    assert claim == 1e-2
+    assert misses > 0  # the constant is not larger than it needs to be by far
+    # One-sided binomial test of "miss rate <= claim".
+    assert scipy.stats.binom.sf(misses - 1, draws, claim) > 1e-6, misses
+
+
+@pytest.mark.parametrize("method", ["fd", "rfd"])
+def test_randomized_sketch_bound_uses_the_lanczos_bound_not_the_ritz_value(method):
+    """With failure probability 0.5 Lanczos takes 5 steps on a 200-column Gaussian
+    block: its Ritz value ``theta`` is 5-10 % below the loss's largest eigenvalue,
+    so the FD error exceeds ``theta`` and only ``theta / (1 - tol)`` bounds it (and
+    for RFD, ``theta / (1 - tol) - theta / 2``)."""
+    errors_over_ritz = []
+    for seed in range(5):
+        A = np.random.default_rng(seed).standard_normal((400, 200))
+        sketch = sketch_rows_randomized(A, 8, method=method, failure_probability=0.5,
+                                        seed=seed)
+        error = _reference_error(A, sketch)
+        assert error <= sketch.error_bound, (seed, error, sketch.error_bound)
+        ritz_bound = sketch.shrinkage if method == "fd" else sketch.shrinkage / 2
+        errors_over_ritz.append(error / (ritz_bound + sketch.rounding))
+    assert max(errors_over_ritz) > 1.01  # the Ritz value alone would not bound it
+
+
+def test_error_estimate_of_a_centred_sketch_counts_the_rounding_of_the_mean():
+    """Rows ``1e4 + N(0, 1)`` (6 columns, sketch size 8: nothing is shrunk, the
+    true error is rounding, about ``1e-9``). ``X^T X Omega`` of the raw rows is
+    computed to ``eps n ||mu||^2``, about ``1e-4``, before the centring term is
+    removed: the lower end must allow for that part, or it reads ``1e-4`` to
+    ``1e-2`` for an error of ``1e-9``."""
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        A = 1e4 + rng.standard_normal((1000, 6))
+        sketch = merge_sketches(_block_sketches(A, "block", seed, center=True))
+        error = _reference_error(A, sketch)
+        omega = rng.standard_normal((6, 5))
+        estimate = error_from_products(sketch, omega, A.T @ (A @ omega))
+        assert estimate.lower <= error <= estimate.upper, (seed, estimate, error)

@@ -140,3 +140,34 @@ def test_a_solution_outside_the_sketch_is_not_certified(monkeypatch):
         with pytest.warns(ConvergenceWarning, match="below that of A.*sketch_size"):
             res = sketch_lstsq(X, y, fit_intercept=True, random_state=seed)
         assert res.rank == 0 and res.coef_error_bound == np.inf
+
+
+@pytest.mark.parametrize("part", [1.1e-5, 1e-3])
+def test_a_target_just_outside_the_sketch_is_not_certified(monkeypatch, part):
+    """``A`` of rank 5 whose smallest singular value ``1e-6`` the sketch loses (its
+    factorisation made to drop one direction), and ``b`` with a part ``c`` along
+    that direction: ``A^T r`` then has a part ``1e-6 c`` outside the sketch's row
+    space, ``1.1e-11`` or ``1e-9`` of ``||r||``, where rounding and the directions
+    dropped as null account for at most about ``8e-13`` (tenfold: ``8e-12``).
+    The solution misses ``c / 1e-6`` (11 or 1000) of ``x*``: the bound must not
+    be finite."""
+    from dasketch.linear_model import preconditioning
+
+    factored = preconditioning._factored
+
+    def losing_one_direction(sketch, rcond):
+        *factors, rank = factored(sketch, rcond)
+        return (*factors, rank - 1)
+
+    monkeypatch.setattr(preconditioning, "_factored", losing_one_direction)
+    n, d = 1000, 5
+    rng = np.random.default_rng(0)
+    Q = np.linalg.qr(rng.standard_normal((n, d + 1)))[0]
+    V = np.linalg.qr(rng.standard_normal((d, d)))[0]
+    A = (Q[:, :d] * [1, 1, 1, 1, 1e-6]) @ V.T
+    b = Q[:, :4] @ rng.standard_normal(4) + part * Q[:, 4] + Q[:, d]
+    with pytest.warns(ConvergenceWarning, match="below that of A"):
+        res = sketch_lstsq(A, b, random_state=0)
+    error = np.linalg.norm(res.x - np.linalg.lstsq(A, b, rcond=None)[0])
+    assert res.rank == 4 and error == pytest.approx(part / 1e-6, rel=1e-6)
+    assert res.coef_error_bound >= error
