@@ -479,3 +479,16 @@ def test_certified_eigenvalue_interval_holds_for_data_with_a_large_mean():
         true = np.linalg.eigvalsh(exact_centred_gram(X) / 239)[::-1][:3]
         gap = np.abs(true - pca.sketch_eigenvalues_)
         assert (gap <= pca.eigenvalue_bound_).all(), (seed, gap, pca.eigenvalue_bound_)
+
+
+def test_lazy_transform_and_inverse_transform_are_valid_dask_graphs():
+    """The lazy results pass dask's own checks (graph dependencies, chunks, meta)
+    and equal the in-memory results."""
+    from dask.array.utils import assert_eq
+
+    X = np.random.default_rng(0).standard_normal((400, 8))
+    Xd = da.from_array(X, chunks=100)
+    pca = SketchPCA(n_components=3).fit(Xd)
+    Z = pca.transform(Xd)
+    assert_eq(Z, pca.transform(X))
+    assert_eq(pca.inverse_transform(Z), pca.inverse_transform(pca.transform(X)))

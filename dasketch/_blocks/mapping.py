@@ -39,7 +39,8 @@ def block_tasks(blocks, func, per_block=None, *, shared=None, keeps_block=True,
     Blocks with a ``reader`` are read by the task itself; ``keeps_block=False``
     says ``func``'s result keeps no reference to its block, so the rows may be
     read into a buffer the process reuses. ``shared`` values (vectors, matrices)
-    enter the graph once, under one key each, not once per task.
+    enter the graph once, under one key each, not once per task; scalars, strings
+    and dtypes sit in each task as they are.
     """
     which = range(len(blocks.blocks)) if which is None else which
     apply, arguments = _applied(blocks, func, per_block, keeps_block)
@@ -51,8 +52,15 @@ def block_tasks(blocks, func, per_block=None, *, shared=None, keeps_block=True,
     return [mapped(*arguments(i), **shared) for i in which]
 
 
+# Shared values small enough to sit in each task as they are: Dask inlines them,
+# so a key of their own would be a layer no task depends on (an invalid graph for
+# ``HighLevelGraph.validate`` and ``dask.array.utils.assert_eq``).
+_INLINE_TYPES = (np.dtype, np.generic, str, bytes, bool, int, float, complex, type(None))
+
+
 def _shared(shared):
-    return {key: dask.delayed(value, pure=True) for key, value in (shared or {}).items()}
+    return {key: value if isinstance(value, _INLINE_TYPES) else dask.delayed(value, pure=True)
+            for key, value in (shared or {}).items()}
 
 
 def _applied(blocks, func, per_block, keeps_block):
