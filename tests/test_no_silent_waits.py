@@ -119,3 +119,23 @@ def test_embedded_cluster_listens_on_loopback_only():
         opened = [a for a in _listening(me) if a not in before]
         assert all(address.ip == "127.0.0.1" for address in opened), opened
         assert 8787 not in {address.port for address in opened}
+
+
+@pytest.mark.timeout(90)  # a hang guard only: the wait is counted in polls
+def test_zero_workers_with_the_progress_bar_end_in_the_same_error(monkeypatch, capsys):
+    """The bar is drawn while the worker count is watched, not before."""
+    polls, count = [], cluster_wait._n_workers
+
+    def counted(client):
+        polls.append(count(client))
+        return polls[-1]
+
+    monkeypatch.setattr(cluster_wait, "_n_workers", counted)
+    with dask.config.set({"dasketch.worker-timeout": "2s"}), \
+            LocalCluster(n_workers=0, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        with pytest.raises(TimeoutError, match="no worker for 2 s") as excinfo:
+            dasketch.sketch(np.ones((100, 4)), 3, client=client, progress=True)
+        assert 2 <= len(polls) <= 1 + 2 / cluster_wait.POLL_SECONDS and not any(polls), polls
+        assert "\n" not in str(excinfo.value)
+    assert capsys.readouterr().out == ""  # the bar is drawn on stderr
