@@ -1,5 +1,6 @@
 """No silent waits, no impossible sizes, listeners on loopback by default."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -139,3 +140,34 @@ def test_zero_workers_with_the_progress_bar_end_in_the_same_error(monkeypatch, c
         assert 2 <= len(polls) <= 1 + 2 / cluster_wait.POLL_SECONDS and not any(polls), polls
         assert "\n" not in str(excinfo.value)
     assert capsys.readouterr().out == ""  # the bar is drawn on stderr
+
+
+@pytest.mark.timeout(150)  # a hang guard only: distributed's own ttl is 5 minutes
+def test_a_stopped_worker_of_the_embedded_cluster_is_replaced(tmp_path):
+    """A worker that stops heart-beating (SIGSTOP) is restarted by its nanny
+    after ``dasketch.worker-timeout``; its tasks run elsewhere and the job ends
+    with the sketch of the data."""
+    path = tmp_path / "X.zarr"
+    write_synthetic(path, 20_000, 8, chunk_rows=1_000)
+    expected = dasketch.sketch(str(path), 4, block_rows=1_000, method="fd")
+    stopped = None
+    with dask.config.set({"dasketch.worker-timeout": "3s"}):
+        client = dasketch.get_client(n_workers=2, dashboard_address=None,
+                                     set_as_default=False)
+    try:
+        pids = worker_pids(client)
+        address, pid = sorted(pids.items())[0]
+        stopped = psutil.Process(pid)
+        stopped.suspend()  # SIGSTOP: no heartbeat, no task finished
+        result = dasketch.sketch(str(path), 4, block_rows=1_000, method="fd",
+                                 client=client)
+        np.testing.assert_allclose(result.covariance(), expected.covariance(),
+                                   rtol=1e-10, atol=1e-8)
+        assert result.n_rows == expected.n_rows == 20_000
+        assert address not in client.scheduler_info()["workers"]
+    finally:
+        if stopped is not None:
+            with contextlib.suppress(psutil.Error):
+                stopped.resume()
+                stopped.kill()
+        client.close()
