@@ -135,7 +135,7 @@ def load_sketch(path, *, trust_unchecked=False, name="path"):
     ----------
     path : str or os.PathLike
         A ``.npz`` file or a zarr directory (a local path or an fsspec URL).
-    trust_unchecked : bool, default=False
+    trust_unchecked : bool, default False
         Load a format-version-1 file, which carries no checksum (its other
         invariants are still checked). Without it such a file is refused:
         damage, forgery or a newer file relabelled as version 1 could not be
