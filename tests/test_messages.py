@@ -124,3 +124,26 @@ def test_a_scheduler_lost_mid_job_is_one_line(tmp_path):
     assert proc.returncode == 1 and len(errors) == 1, repr(seen + rest)
     assert "connection to the Dask scheduler was lost" in errors[0]
     assert not (tmp_path / "s.npz").exists()
+
+
+def _exit_the_worker(_):
+    os._exit(1)  # as the OOM killer or the nanny's memory limit ends a worker
+
+
+@pytest.mark.timeout(120)  # a hang guard only
+@pytest.mark.parametrize("progress", [False, True], ids=["no bar", "bar"])
+def test_a_task_that_kills_its_workers_names_memory_in_one_line(progress):
+    import dask
+    from distributed import Client, LocalCluster
+
+    from dasketch._blocks.scheduler import compute
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            LocalCluster(n_workers=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        with pytest.raises(RuntimeError) as excinfo:
+            compute(dask.delayed(_exit_the_worker)(1), client=client, progress=progress)
+    message = str(excinfo.value)
+    assert "\n" not in message and "_exit_the_worker" in message, message
+    assert "out of memory" in message and "block_rows" in message, message
+    assert "memory_limit" in message, message

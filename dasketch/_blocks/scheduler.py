@@ -101,17 +101,35 @@ def _compute(objs, client, progress):
 
         with ProgressBar(out=sys.stderr):
             return dask.compute(*objs)
+    from distributed.scheduler import KilledWorker
+
     futures = client.compute(list(objs))
-    if not progress:
-        return tuple(gather_watched(client, futures))
     # The text bar writes to stdout; progress belongs on stderr, so that the
     # results a command prints stay clean when stdout is redirected.
+    shown = (contextlib.redirect_stdout(sys.stderr), progress_bar(client, futures)) \
+        if progress else ()
     try:
-        with contextlib.redirect_stdout(sys.stderr), progress_bar(client, futures):
+        with contextlib.ExitStack() as stack:
+            for context in shown:
+                stack.enter_context(context)
             return tuple(gather_watched(client, futures))
+    except KilledWorker as exc:
+        raise killed_worker_error(exc) from None
     finally:
-        if any(future.status != "finished" for future in futures):
+        if progress and any(future.status != "finished" for future in futures):
             print(file=sys.stderr)  # the bar stopped mid-line: an error starts on its own
+
+
+def killed_worker_error(exc):
+    """A one-line ``RuntimeError`` for ``distributed``'s ``KilledWorker``: the
+    workers that ran a task all died, most often because it needed more memory
+    than a worker has (the nanny's memory limit, or the system's OOM killer).
+    It names the task, the last worker and what to change."""
+    worker = getattr(exc.last_worker, "address", exc.last_worker)
+    return RuntimeError(
+        f"task {exc.task!r} ended its worker process ({worker}) {exc.allowed_failures + 1} "
+        "time(s): most likely the worker ran out of memory; lower block_rows "
+        "(--block-rows) or raise the workers' memory_limit (--memory-limit)")
 
 
 # Seconds the text bar is given to draw its last state once the futures are done.
