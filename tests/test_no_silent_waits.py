@@ -23,10 +23,12 @@ COMMAND = [sys.executable, "-m", "dasketch.cli"]
 
 
 @pytest.mark.timeout(90)  # a hang guard only: the wait is counted in polls
-def test_zero_workers_end_in_a_clear_error_within_the_wait(monkeypatch):
+@pytest.mark.parametrize("progress", [False, True], ids=["no bar", "bar"])
+def test_zero_workers_end_in_a_clear_error_within_the_wait(monkeypatch, capsys, progress):
     """Each poll of the worker count follows a wait of POLL_SECONDS for the
     futures, so an error within the 2 s configured is at most 2 / POLL_SECONDS
-    polls after the first one."""
+    polls after the first one. The progress bar is drawn while the worker count
+    is watched, not before (on stderr)."""
     polls, count = [], cluster_wait._n_workers
 
     def counted(client):
@@ -38,11 +40,12 @@ def test_zero_workers_end_in_a_clear_error_within_the_wait(monkeypatch):
             LocalCluster(n_workers=0, processes=True, dashboard_address=None) as cluster, \
             Client(cluster, set_as_default=False) as client:
         with pytest.raises(TimeoutError, match="no worker for 2 s") as excinfo:
-            dasketch.sketch(np.ones((100, 4)), 3, client=client)
+            dasketch.sketch(np.ones((100, 4)), 3, client=client, progress=progress)
         assert 2 <= len(polls) <= 1 + 2 / cluster_wait.POLL_SECONDS and not any(polls), polls
         assert cluster.scheduler_address in str(excinfo.value)
         assert "\n" not in str(excinfo.value)
         assert not client.processing() or not any(client.processing().values())
+    assert capsys.readouterr().out == ""
 
 
 @pytest.mark.timeout(120)
@@ -120,26 +123,6 @@ def test_embedded_cluster_listens_on_loopback_only():
         opened = [a for a in _listening(me) if a not in before]
         assert all(address.ip == "127.0.0.1" for address in opened), opened
         assert 8787 not in {address.port for address in opened}
-
-
-@pytest.mark.timeout(90)  # a hang guard only: the wait is counted in polls
-def test_zero_workers_with_the_progress_bar_end_in_the_same_error(monkeypatch, capsys):
-    """The bar is drawn while the worker count is watched, not before."""
-    polls, count = [], cluster_wait._n_workers
-
-    def counted(client):
-        polls.append(count(client))
-        return polls[-1]
-
-    monkeypatch.setattr(cluster_wait, "_n_workers", counted)
-    with dask.config.set({"dasketch.worker-timeout": "2s"}), \
-            LocalCluster(n_workers=0, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster, set_as_default=False) as client:
-        with pytest.raises(TimeoutError, match="no worker for 2 s") as excinfo:
-            dasketch.sketch(np.ones((100, 4)), 3, client=client, progress=True)
-        assert 2 <= len(polls) <= 1 + 2 / cluster_wait.POLL_SECONDS and not any(polls), polls
-        assert "\n" not in str(excinfo.value)
-    assert capsys.readouterr().out == ""  # the bar is drawn on stderr
 
 
 @pytest.mark.timeout(150)  # a hang guard only: distributed's own ttl is 5 minutes
