@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 
 import numpy as np
@@ -47,12 +48,22 @@ class _NotASketch(ValueError):
     """What was read is not a sketch; the message says why."""
 
 
+# Integers in metadata are int64, as NumPy and the format's writers hold them.
+_INT64_LIMIT = 2 ** 63
+
+
 def _is_kind(value, kind):
-    """JSON metadata type check: bools are not numbers, floats are finite."""
+    """JSON metadata type check: bools are not numbers, integers fit int64, floats
+    are finite (an integer beyond float64's range is not one). JSON numbers have
+    no size limit: every conversion that could raise is refused here."""
     if kind is bool or isinstance(value, bool):
         return kind is bool and isinstance(value, bool)
     if kind is float:
-        return isinstance(value, (int, float)) and bool(np.isfinite(value))
+        if isinstance(value, int):
+            return abs(value) < _INT64_LIMIT
+        return isinstance(value, float) and math.isfinite(value)
+    if kind is int:
+        return isinstance(value, int) and abs(value) < _INT64_LIMIT
     return isinstance(value, kind)
 
 

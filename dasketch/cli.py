@@ -38,12 +38,10 @@ _USER_ERRORS = (ValueError, TypeError, OSError, KeyError)
 
 
 # ------------------------------------------------------------------ helpers
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, raised like Ctrl-C so that every clean-up runs."""
-
-
 def _terminate(signum, frame):
-    raise _Terminated(f"signal {signum}")
+    from dasketch.outputs import signal_interrupt
+
+    raise signal_interrupt(signum)
 
 
 def _close_interrupted_clusters():
@@ -431,7 +429,9 @@ def main(argv=None):
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout
         return EXIT_FAILURE
     except KeyboardInterrupt as exc:
-        terminated = isinstance(exc, _Terminated)
+        from dasketch.outputs import Terminated
+
+        terminated = isinstance(exc, Terminated)
         _close_interrupted_clusters()
         print(f"dasketch {args.command}: {'terminated' if terminated else 'interrupted'}; "
               "no partial output was left behind", file=sys.stderr)

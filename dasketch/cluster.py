@@ -15,6 +15,7 @@ import time
 
 from sklearn.utils._param_validation import validate_parameter_constraints
 
+from dasketch._blocks.cluster_wait import worker_timeout
 from dasketch.utils.params import POSITIVE_INT, Interval
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -295,7 +296,11 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
         scheduler; default: Dask's configuration (``distributed.comm.tls``).
         Without an address, passed to the embedded ``LocalCluster``.
     **cluster_kwargs : dict
-        Passed to ``LocalCluster``.
+        Passed to ``LocalCluster``. The embedded scheduler's ``worker_ttl``
+        is the Dask config ``dasketch.worker-timeout`` (default 60 s) unless
+        ``scheduler_kwargs`` sets it: a worker silent for that long (stopped,
+        swapping, cut off) is restarted by its nanny and its tasks run on the
+        others, instead of after distributed's 5 minutes.
 
     Returns
     -------
@@ -307,7 +312,8 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
     ValueError
         Before anything starts: a malformed address, sizes that are not
         integers >= 1, more workers than this machine's memory can start, an
-        unreadable memory limit or timeout, or sizes given with an address.
+        unreadable memory limit, timeout or ``dasketch.worker-timeout``, or
+        sizes given with an address.
     OSError
         Within ``timeout``, naming the address, when no Dask scheduler answers
         there.
@@ -349,5 +355,9 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
         cluster_kwargs["scheduler_kwargs"] = {
             **cluster_kwargs.get("scheduler_kwargs", {}),
             "dashboard": False, "dashboard_address": LOOPBACK_DASHBOARD}
+    # A worker that stops heart-beating (stopped, swapping, cut off) is restarted
+    # by its nanny after the worker timeout, not distributed's 5 minutes.
+    cluster_kwargs["scheduler_kwargs"] = {"worker_ttl": worker_timeout(),
+                                          **cluster_kwargs.get("scheduler_kwargs", {})}
     return Client(processes=True, dashboard_address=dashboard_address,
                   set_as_default=set_as_default, **sizing, **cluster_kwargs)

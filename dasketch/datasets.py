@@ -258,9 +258,13 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
     rank = min(_default_rank(n_features, decay, power) if rank is None else rank, n_features)
     basis_bytes = 8 * rank * n_features
     if basis_bytes > MAX_BASIS_BYTES:
+        most_rank = MAX_BASIS_BYTES // (8 * n_features)
+        fix = (f"pass rank <= {most_rank}" if most_rank >= 1 else
+               f"write at most {MAX_BASIS_BYTES // 8:,} features (n_features, "
+               "make-data --features)")
         raise ValueError(f"rank ({rank}) x n_features ({n_features}): the random basis of the "
-                         f"spectrum would take {basis_bytes / 2 ** 30:.1f} GiB in memory; pass "
-                         f"rank <= {MAX_BASIS_BYTES // (8 * n_features)}")
+                         f"spectrum would take {basis_bytes / 2 ** 30:.1f} GiB in memory; "
+                         f"{fix}")
     check_output(path, overwrite)
     check_disk_space(path, n_rows * n_features * np.dtype(dtype).itemsize)
     seed = resolve_seed(random_state)

@@ -68,9 +68,11 @@ def open_store_array(path, *, component=None, storage_options=None, name="X"):
 
 
 def undecodable_chunk_error(array, start, stop, exc, name):
-    """A ``ValueError`` naming the store, the first chunk of rows ``[start, stop)``
+    """The error naming the store, the first chunk of rows ``[start, stop)``
     that does not decode (each is read again on its own) and its rows, for a
-    read of ``array`` that failed with ``exc``."""
+    read of ``array`` that failed with ``exc``: a ``ValueError``, or a
+    ``PermissionError`` for a chunk file that may not be read
+    (:func:`chunk_read_error`)."""
     rows = (array.shards or array.chunks)[0]
     where, cause = f"rows {start}-{stop}", exc
     for first in range(start - start % rows, stop, rows):
@@ -81,9 +83,25 @@ def undecodable_chunk_error(array, start, stop, exc, name):
             key = array.metadata.encode_chunk_key((first // rows,) + (0,) * (array.ndim - 1))
             where, cause = f"chunk {key!r} (rows {first}-{last})", chunk_exc
             break
-    return ValueError(f"{name}: the zarr store {str(array.store_path)!r} cannot decode "
-                      f"{where}: {first_line(cause)}; the chunk is damaged, rewrite the "
-                      "store")
+    return chunk_read_error(array, where, cause, name)
+
+
+def chunk_read_error(array, where, cause, name):
+    """The one-line error for a read of ``where`` (a chunk and its rows, or a
+    range of rows) of ``array`` that failed with ``cause``.
+
+    A chunk file this process may not read (``PermissionError``) is a
+    ``PermissionError`` naming the file: "cannot be read: permission denied".
+    Anything else is a ``ValueError`` saying that the chunk is damaged.
+    """
+    store = str(array.store_path)
+    if isinstance(cause, PermissionError):
+        file = cause.filename if cause.filename is not None else where
+        return PermissionError(f"{name}: {where} of the zarr store {store!r} cannot be "
+                               f"read: permission denied ({str(file)!r}); give this user "
+                               "read access to the store's files")
+    return ValueError(f"{name}: the zarr store {store!r} cannot decode {where}: "
+                      f"{first_line(cause)}; the chunk is damaged, rewrite the store")
 
 
 def read_rows(array, start, stop, check_files, name, *, out=None):

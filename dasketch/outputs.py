@@ -249,9 +249,22 @@ def check_disk_space(path, n_bytes, *, name="path"):
                       "write fewer rows or features, or elsewhere")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that every clean-up runs; the CLI exits
+    with 143 for it (130 for a plain :class:`KeyboardInterrupt`)."""
+
+
+def signal_interrupt(signum):
+    """The exception that delivers signal ``signum``: :class:`Terminated` for
+    SIGTERM, :class:`KeyboardInterrupt` for any other (SIGINT)."""
+    kind = Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+    return kind(f"signal {signum}")
+
+
 class _HeldSignals:
     """SIGINT and SIGTERM held while a ``with`` block runs in the main thread,
-    then delivered as :class:`KeyboardInterrupt` once it has ended."""
+    then delivered as :class:`KeyboardInterrupt` (:class:`Terminated` for
+    SIGTERM) once it has ended."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -268,7 +281,7 @@ class _HeldSignals:
         for number, handler in self.previous.items():
             signal.signal(number, handler)
         if self.received and exc[0] is None:
-            raise KeyboardInterrupt(f"signal {self.received[0]}")
+            raise signal_interrupt(self.received[0])
         return False
 
 
@@ -316,7 +329,7 @@ def write_atomically(write, path, overwrite, *, inputs=(), name="path",
             write(tmp)
             with held_signals():
                 if holding is not None and holding.received:
-                    raise KeyboardInterrupt(f"signal {holding.received[0]}")
+                    raise signal_interrupt(holding.received[0])
                 check_output(path, overwrite, name=name, flag=flag)
                 if os.path.lexists(target):
                     old = tmp + ".old"

@@ -474,3 +474,29 @@ def test_worker_processes_ignore_sigint_from_their_start():
         process.join(TIMEOUT)
     assert process.exitcode == 0 and queue.get(timeout=TIMEOUT) == signal.SIG_IGN
     assert multiprocessing.spawn.get_executable() == before
+
+
+def test_sigterm_during_a_save_exits_143(tmp_path):
+    """SIGTERM held while a sketch is saved is delivered once the write ended,
+    as a termination (143), not an interrupt (130)."""
+    path = tmp_path / "X.zarr"
+    write_synthetic(path, 400, 4, chunk_rows=100)
+    out = tmp_path / "s.npz"
+    code = ("import os, signal, sys\n"
+            "import dasketch.sketch_io as io\n"
+            "from dasketch.cli import main\n"
+            "real = io.write_atomically\n"
+            "def terminated_in_write(write, *args, **kwargs):\n"
+            "    def write_after_sigterm(tmp):\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "        write(tmp)\n"
+            "    real(write_after_sigterm, *args, **kwargs)\n"
+            "io.write_atomically = terminated_in_write\n"
+            f"sys.exit(main(['sketch', {str(path)!r}, '-l', '3', '--workers', '1', "
+            f"'--quiet', '--out', {str(out)!r}]))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=TIMEOUT)
+    assert result.returncode == 143, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "dasketch sketch: terminated; no partial output was left behind"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["X.zarr"]

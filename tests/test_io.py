@@ -82,6 +82,26 @@ def test_write_synthetic_wide_rows_and_an_impossible_basis(tmp_path):
     assert not (tmp_path / "big.zarr").exists()
 
 
+def test_features_beyond_a_rank_1_basis_name_what_the_cli_offers(tmp_path):
+    """make-data has no rank option: the way out is fewer features."""
+    import subprocess
+    import sys
+
+    from dasketch.datasets import MAX_BASIS_BYTES
+
+    too_wide = MAX_BASIS_BYTES // 8 + 1
+    with pytest.raises(ValueError, match=r"write at most 134,217,728 features") as excinfo:
+        dasketch.write_synthetic(tmp_path / "big.zarr", 1, too_wide)
+    assert "rank <=" not in str(excinfo.value)
+    result = subprocess.run([sys.executable, "-m", "dasketch.cli", "make-data",
+                             str(tmp_path / "big.zarr"), "--rows", "1", "--features",
+                             str(too_wide)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "--features" in result.stderr, result.stderr
+    assert "rank" not in result.stderr.split("GiB in memory")[1]
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "big.zarr").exists()
+
+
 def test_write_synthetic_independent_of_chunks(tmp_path):
     a = dasketch.write_synthetic(tmp_path / "a.zarr", 1000, 8, chunk_rows=100, random_state=3)
     b = dasketch.write_synthetic(tmp_path / "b.zarr", 1000, 8, chunk_rows=333, random_state=3)

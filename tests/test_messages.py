@@ -45,6 +45,44 @@ def test_a_damaged_sparse_chunk_is_named(tmp_path):
         dasketch.sketch(str(path), 4)
 
 
+def _unreadable(monkeypatch, chunk):
+    """Reading ``chunk`` (a path) fails as a file without read permission does
+    (chmod cannot show it to root)."""
+    import zarr.storage._local as local
+
+    real = local._get
+
+    def get(path, *args, **kwargs):
+        if os.fspath(path) == os.fspath(chunk):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(local, "_get", get)
+
+
+def test_an_unreadable_chunk_is_a_permission_error_naming_its_file(tmp_path, monkeypatch):
+    path = tmp_path / "X.zarr"
+    write_synthetic(path, 4000, 8, chunk_rows=1000)
+    _unreadable(monkeypatch, path / "c" / "2" / "0")
+    with pytest.raises(PermissionError) as excinfo:
+        dasketch.sketch(str(path), 4, block_rows=1500)
+    message = str(excinfo.value)
+    assert "cannot be read: permission denied" in message, message
+    assert os.fspath(path / "c" / "2" / "0") in message and "damaged" not in message
+    assert "\n" not in message
+
+
+def test_an_unreadable_column_chunk_is_a_permission_error(tmp_path, monkeypatch):
+    import zarr
+
+    path = tmp_path / "x.zarr"
+    zarr.create_array(str(path), data=np.ones((300, 64)), chunks=(300, 16))
+    _unreadable(monkeypatch, path / "c" / "0" / "2")
+    with pytest.raises(PermissionError, match=r"'c/0/2' \(rows 0-300, columns 32-48\).*"
+                                              r"cannot be read: permission denied"):
+        dasketch.sketch(str(path), 4, block_rows=100)
+
+
 def test_in_memory_outputs_are_refused_before_any_work(tmp_path):
     write_synthetic(tmp_path / "X.zarr", 100, 4)
     result = subprocess.run([*COMMAND, "sketch", str(tmp_path / "X.zarr"), "--out",
@@ -86,3 +124,26 @@ def test_a_scheduler_lost_mid_job_is_one_line(tmp_path):
     assert proc.returncode == 1 and len(errors) == 1, repr(seen + rest)
     assert "connection to the Dask scheduler was lost" in errors[0]
     assert not (tmp_path / "s.npz").exists()
+
+
+def _exit_the_worker(_):
+    os._exit(1)  # as the OOM killer or the nanny's memory limit ends a worker
+
+
+@pytest.mark.timeout(120)  # a hang guard only
+@pytest.mark.parametrize("progress", [False, True], ids=["no bar", "bar"])
+def test_a_task_that_kills_its_workers_names_memory_in_one_line(progress):
+    import dask
+    from distributed import Client, LocalCluster
+
+    from dasketch._blocks.scheduler import compute
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            LocalCluster(n_workers=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        with pytest.raises(RuntimeError) as excinfo:
+            compute(dask.delayed(_exit_the_worker)(1), client=client, progress=progress)
+    message = str(excinfo.value)
+    assert "\n" not in message and "_exit_the_worker" in message, message
+    assert "out of memory" in message and "block_rows" in message, message
+    assert "memory_limit" in message, message

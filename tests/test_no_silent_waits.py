@@ -1,5 +1,6 @@
 """No silent waits, no impossible sizes, listeners on loopback by default."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -22,10 +23,12 @@ COMMAND = [sys.executable, "-m", "dasketch.cli"]
 
 
 @pytest.mark.timeout(90)  # a hang guard only: the wait is counted in polls
-def test_zero_workers_end_in_a_clear_error_within_the_wait(monkeypatch):
+@pytest.mark.parametrize("progress", [False, True], ids=["no bar", "bar"])
+def test_zero_workers_end_in_a_clear_error_within_the_wait(monkeypatch, capsys, progress):
     """Each poll of the worker count follows a wait of POLL_SECONDS for the
     futures, so an error within the 2 s configured is at most 2 / POLL_SECONDS
-    polls after the first one."""
+    polls after the first one. The progress bar is drawn while the worker count
+    is watched, not before (on stderr)."""
     polls, count = [], cluster_wait._n_workers
 
     def counted(client):
@@ -37,11 +40,12 @@ def test_zero_workers_end_in_a_clear_error_within_the_wait(monkeypatch):
             LocalCluster(n_workers=0, processes=True, dashboard_address=None) as cluster, \
             Client(cluster, set_as_default=False) as client:
         with pytest.raises(TimeoutError, match="no worker for 2 s") as excinfo:
-            dasketch.sketch(np.ones((100, 4)), 3, client=client)
+            dasketch.sketch(np.ones((100, 4)), 3, client=client, progress=progress)
         assert 2 <= len(polls) <= 1 + 2 / cluster_wait.POLL_SECONDS and not any(polls), polls
         assert cluster.scheduler_address in str(excinfo.value)
         assert "\n" not in str(excinfo.value)
         assert not client.processing() or not any(client.processing().values())
+    assert capsys.readouterr().out == ""
 
 
 @pytest.mark.timeout(120)
@@ -119,3 +123,34 @@ def test_embedded_cluster_listens_on_loopback_only():
         opened = [a for a in _listening(me) if a not in before]
         assert all(address.ip == "127.0.0.1" for address in opened), opened
         assert 8787 not in {address.port for address in opened}
+
+
+@pytest.mark.timeout(150)  # a hang guard only: distributed's own ttl is 5 minutes
+def test_a_stopped_worker_of_the_embedded_cluster_is_replaced(tmp_path):
+    """A worker that stops heart-beating (SIGSTOP) is restarted by its nanny
+    after ``dasketch.worker-timeout``; its tasks run elsewhere and the job ends
+    with the sketch of the data."""
+    path = tmp_path / "X.zarr"
+    write_synthetic(path, 20_000, 8, chunk_rows=1_000)
+    expected = dasketch.sketch(str(path), 4, block_rows=1_000, method="fd")
+    stopped = None
+    with dask.config.set({"dasketch.worker-timeout": "3s"}):
+        client = dasketch.get_client(n_workers=2, dashboard_address=None,
+                                     set_as_default=False)
+    try:
+        pids = worker_pids(client)
+        address, pid = sorted(pids.items())[0]
+        stopped = psutil.Process(pid)
+        stopped.suspend()  # SIGSTOP: no heartbeat, no task finished
+        result = dasketch.sketch(str(path), 4, block_rows=1_000, method="fd",
+                                 client=client)
+        np.testing.assert_allclose(result.covariance(), expected.covariance(),
+                                   rtol=1e-10, atol=1e-8)
+        assert result.n_rows == expected.n_rows == 20_000
+        assert address not in client.scheduler_info()["workers"]
+    finally:
+        if stopped is not None:
+            with contextlib.suppress(psutil.Error):
+                stopped.resume()
+                stopped.kill()
+        client.close()

@@ -346,3 +346,33 @@ def test_save_refuses_what_cannot_be_read_back(tmp_path):
     with pytest.raises(ValueError, match="cannot be saved and read back.*frobenius_sq"):
         dasketch.save_sketch(forged, tmp_path / "f.npz")
     assert not (tmp_path / "f.npz").exists()
+
+
+HUGE = {"10**400": 10 ** 400, "-10**400": -(10 ** 400)}
+# Integers beyond int64; for the float fields, beyond float64's range too.
+HUGE_CASES = [(key, name) for key in ("sketch_size", "n_rows", "n_features", "scale_exponent")
+              for name in [*HUGE, "2**63"]] + [
+    (key, name) for key in ("shrinkage", "frobenius_sq", "alpha0", "rounding",
+                            "failure_probability", "shrinkage_bound") for name in HUGE]
+
+
+@pytest.mark.parametrize(("key", "value"), HUGE_CASES,
+                         ids=[f"{key}={name}" for key, name in HUGE_CASES])
+def test_integers_beyond_int64_in_metadata_are_a_value_error_naming_the_field(
+        tmp_path, key, value):
+    """JSON integers have no size limit; Python's do not either, but float and
+    NumPy conversions of them raise OverflowError or TypeError."""
+    value = {**HUGE, "2**63": 2 ** 63}[value]
+    original = _sketch(False)
+    meta = _sketch_metadata(original)
+    arrays = {"B": original.B}
+    for mode in ("stale", "recomputed", "version 1"):
+        bad = dict(meta, **{key: value})
+        if mode == "recomputed":
+            bad["checksum"] = payload_checksum(bad, arrays)
+        elif mode == "version 1":
+            bad = {k: v for k, v in dict(bad, format_version=1).items()
+                   if k != "checksum" and (k not in ADDED_AFTER_VERSION_1 or k == key)}
+        _write_npz(tmp_path / "big.npz", bad, arrays)
+        with pytest.raises(ValueError, match=f"'{key}'"):
+            dasketch.load_sketch(tmp_path / "big.npz", trust_unchecked=mode == "version 1")

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dasketch._blocks.stores import open_zarr_rows
-from dasketch.io import open_store_array
-from dasketch.store_checks import check_chunk_files, first_line
+from dasketch.io import chunk_read_error, open_store_array
+from dasketch.store_checks import check_chunk_files
 
 logger = logging.getLogger("dasketch")
 
@@ -61,9 +61,11 @@ def column_groups(width, chunk, decoded_per_chunk, budget):
 
 
 def undecodable_chunk(array, rows, columns, exc, name):
-    """A ``ValueError`` naming the store and the first chunk within ``rows`` x
+    """The error naming the store and the first chunk within ``rows`` x
     ``columns`` (``(start, stop)`` each) that does not decode, read again one
-    chunk at a time, for a read that failed with ``exc``."""
+    chunk at a time, for a read that failed with ``exc``: a ``ValueError``, or a
+    ``PermissionError`` for a chunk file that may not be read
+    (:func:`dasketch.io.chunk_read_error`)."""
     (row_chunk, column_chunk), (n, d) = (array.shards or array.chunks)[:2], array.shape[:2]
     where, cause = f"rows {rows[0]}-{rows[1]}", exc
     cells = [(r, c) for r in range(rows[0] - rows[0] % row_chunk, rows[1], row_chunk)
@@ -77,8 +79,7 @@ def undecodable_chunk(array, rows, columns, exc, name):
             where, cause = (f"chunk {key!r} (rows {r}-{min(r + row_chunk, n)}, columns "
                             f"{c}-{min(c + column_chunk, d)})", chunk_exc)
             break
-    return ValueError(f"{name}: the zarr store {str(array.store_path)!r} cannot decode "
-                      f"{where}: {first_line(cause)}; the chunk is damaged, rewrite the store")
+    return chunk_read_error(array, where, cause, name)
 
 
 class ColumnChunkedRows:

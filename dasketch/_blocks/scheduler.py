@@ -46,7 +46,8 @@ def compute(*objs, client=None, progress=False, check_stores=True):
     ``distributed`` cluster are computed by the client that holds them. On a
     cluster, a scheduler left without workers for longer than the worker
     timeout ends the computation with ``TimeoutError``
-    (:mod:`dasketch._blocks.cluster_wait`).
+    (:mod:`dasketch._blocks.cluster_wait`), with the progress bar shown or not
+    (:func:`progress_bar` draws while that wait runs).
 
     Once the results are in, every remote (fsspec) store the computation read
     is listed again and compared with its fingerprint taken when it was opened
@@ -100,26 +101,91 @@ def _compute(objs, client, progress):
 
         with ProgressBar(out=sys.stderr):
             return dask.compute(*objs)
+    from distributed.scheduler import KilledWorker
+
     futures = client.compute(list(objs))
-    if not progress:
-        return tuple(gather_watched(client, futures))
-    from distributed import progress as show_progress
-
-    try:
-        import ipywidgets  # noqa: F401
-
-        notebook = None  # a widget in a notebook, a text bar in a terminal
-    except ImportError:
-        notebook = False
     # The text bar writes to stdout; progress belongs on stderr, so that the
     # results a command prints stay clean when stdout is redirected.
+    shown = (contextlib.redirect_stdout(sys.stderr), progress_bar(client, futures)) \
+        if progress else ()
     try:
-        with client.as_current(), contextlib.redirect_stdout(sys.stderr):
-            show_progress(futures, notebook=notebook)
+        with contextlib.ExitStack() as stack:
+            for context in shown:
+                stack.enter_context(context)
+            return tuple(gather_watched(client, futures))
+    except KilledWorker as exc:
+        raise killed_worker_error(exc) from None
     finally:
-        if any(future.status != "finished" for future in futures):
+        if progress and any(future.status != "finished" for future in futures):
             print(file=sys.stderr)  # the bar stopped mid-line: an error starts on its own
-    return tuple(gather_watched(client, futures))
+
+
+def killed_worker_error(exc):
+    """A one-line ``RuntimeError`` for ``distributed``'s ``KilledWorker``: the
+    workers that ran a task all died, most often because it needed more memory
+    than a worker has (the nanny's memory limit, or the system's OOM killer).
+    It names the task, the last worker and what to change."""
+    worker = getattr(exc.last_worker, "address", exc.last_worker)
+    return RuntimeError(
+        f"task {exc.task!r} ended its worker process ({worker}) {exc.allowed_failures + 1} "
+        "time(s): most likely the worker ran out of memory; lower block_rows "
+        "(--block-rows) or raise the workers' memory_limit (--memory-limit)")
+
+
+# Seconds the text bar is given to draw its last state once the futures are done.
+BAR_STOP_SECONDS = 5.0
+
+
+@contextlib.contextmanager
+def progress_bar(client, futures):
+    """Show the progress of ``futures`` while the body waits for them.
+
+    The bar never waits itself: a widget in a notebook, else distributed's text
+    bar listening on the client's event loop, so the caller's wait (with its
+    worker watchdog, :func:`~dasketch._blocks.cluster_wait.gather_watched`)
+    runs at the same time. On leaving, the text bar is stopped (after it drew
+    its last state, or at once on an error) before the body's outcome goes on.
+    """
+    from distributed.utils import is_kernel
+
+    if is_kernel() and _has_widgets():
+        from distributed import progress as show_progress
+
+        with client.as_current():
+            show_progress(futures, notebook=True)  # displayed, drawn by the kernel's loop
+        yield
+        return
+    import asyncio
+    import threading
+
+    from distributed.diagnostics.progressbar import TextProgressBar
+
+    bar = TextProgressBar(futures, scheduler=client.scheduler.address, start=False)
+    stopped = threading.Event()
+
+    async def listen():
+        try:
+            await bar.listen()
+        finally:
+            stopped.set()
+
+    running = asyncio.run_coroutine_threadsafe(listen(), client.loop.asyncio_loop)
+    finished = False
+    try:
+        yield
+        finished = True
+    finally:
+        if not (finished and stopped.wait(BAR_STOP_SECONDS)):
+            running.cancel()
+            stopped.wait(BAR_STOP_SECONDS)
+
+
+def _has_widgets():
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def persist(*arrays, client=None):
