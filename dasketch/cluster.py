@@ -300,7 +300,8 @@ def get_client(address=None, *, n_workers=None, memory_limit=None, threads_per_w
         is the Dask config ``dasketch.worker-timeout`` (default 60 s) unless
         ``scheduler_kwargs`` sets it: a worker silent for that long (stopped,
         swapping, cut off) is restarted by its nanny and its tasks run on the
-        others, instead of after distributed's 5 minutes.
+        others, instead of after distributed's own default
+        (``distributed.scheduler.worker-ttl``).
 
     Returns
     -------
