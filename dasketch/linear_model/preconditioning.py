@@ -29,6 +29,10 @@ from dasketch.linear_model.preconditioner import (  # noqa: F401 - re-exported
 from dasketch.utils.validation import as_target_vector
 
 
+# The targets' name beside each name of the data, in errors.
+TARGET_NAMES = {"X": "y", "A": "b"}
+
+
 def check_regression_data(A, b, *, block_rows=None):
     """Normalise ``A`` to row blocks and ``b`` to a finite float64 vector; raise
     clear errors for mismatched lengths, non-finite targets and ``n <= d``."""
@@ -166,8 +170,12 @@ def precondition_blocks(blocks, b=None, *, sketch_size=None, embedding="osnap",
     weights = np.ones(n) if sample_weight is None else sample_weight
     stacked, sums, frobenius_sq = weighted_sketch_pass(blocks, extra, weights, specs, seed,
                                                        power=power, client=client)
-    if not (np.all(np.isfinite(stacked)) and np.all(np.isfinite(sums))):
-        raise ValueError(f"{name} contains NaN or Inf (found in its sketch); entries must "
+    finite = np.isfinite(stacked).all(axis=0) & np.isfinite(sums)
+    if not finite.all():
+        # A non-finite entry reaches only its own column of S [A extra]: the
+        # columns tell the data from the targets (a None in y is a NaN there).
+        what = name if not finite[:d].all() else TARGET_NAMES.get(name, "the targets")
+        raise ValueError(f"{what} contains NaN or Inf (found in its sketch); entries must "
                          "be finite")
     weight_sum = float(np.sum(weights))
     mean = target_mean = None

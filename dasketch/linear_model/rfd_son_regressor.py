@@ -131,7 +131,10 @@ class RFDSONRegressor(RegressorMixin, _BaseRFDSON):
 
     @staticmethod
     def _prepare_targets(y, first, classes):
-        return np.asarray(y, dtype=np.float64)[:, None]
+        targets = np.asarray(y, dtype=np.float64)[:, None]
+        if not np.isfinite(targets).all():  # a None in y is a NaN here
+            raise ValueError("y contains NaN or Inf; only finite values are accepted")
+        return targets
 
     @staticmethod
     def _count_mistakes(z, targets, weights):
