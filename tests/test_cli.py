@@ -500,3 +500,10 @@ def test_sigterm_during_a_save_exits_143(tmp_path):
     assert result.stderr.strip().splitlines() == [
         "dasketch sketch: terminated; no partial output was left behind"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["X.zarr"]
+
+
+def test_block_rows_of_a_few_rows_each_are_refused_before_any_cluster(dense_store, tmp_path):
+    result = run("sketch", dense_store, "-l", 4, "--block-rows", 1, "--out",
+                 tmp_path / "s.npz", "--quiet")
+    assert_user_error(result, "--block-rows", "30,000 blocks", "pass at least")
+    assert not (tmp_path / "s.npz").exists()

@@ -149,3 +149,17 @@ def test_in_memory_types_dispatch_to_their_function(tagged_dispatch, values):
 def test_an_unregistered_in_memory_type_is_refused(values):
     with pytest.raises(TypeError, match="got Tagged"):
         as_row_blocks(Tagged(values))
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_block_rows_that_make_a_task_of_a_few_rows_are_refused(sparse):
+    """30,000 blocks of one row: refused before any graph is built, naming the
+    smallest block size accepted, which is accepted."""
+    X = np.ones((30_000, 8))
+    X = scipy.sparse.csr_matrix(X) if sparse else X
+    with pytest.raises(ValueError, match=r"block_rows \(--block-rows\) = 1 cuts 30,000 rows "
+                                         r"into 30,000 blocks.*pass at least (\d+)") as info:
+        as_row_blocks(X, block_rows=1)
+    least = int(info.value.args[0].split("pass at least ")[1].split(",")[0])
+    assert as_row_blocks(X, block_rows=least).shape == (30_000, 8)
+    assert len(as_row_blocks(np.ones((5_000, 8)), block_rows=1).blocks) == 5_000

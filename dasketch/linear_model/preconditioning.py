@@ -28,7 +28,6 @@ from dasketch.linear_model.preconditioner import (  # noqa: F401 - re-exported
 )
 from dasketch.utils.validation import as_target_vector
 
-
 # The targets' name beside each name of the data, in errors.
 TARGET_NAMES = {"X": "y", "A": "b"}
 

@@ -40,12 +40,31 @@ def check_block_rows(block_rows):
     return int(check_number(block_rows, "block_rows", integral=True, low=1))
 
 
+# Asked-for blocks this small, this many, cost a task each for a few rows of
+# arithmetic: the graph alone outlasts any useful run, so they are refused.
+MAX_SMALL_BLOCKS = 10_000
+MIN_BLOCK_BYTES = 2 ** 16
+
+
+def check_block_count(rows, n_rows, row_bytes):
+    """Refuse ``block_rows = rows`` when it cuts ``n_rows`` rows of about
+    ``row_bytes`` bytes each into more than :data:`MAX_SMALL_BLOCKS` blocks of
+    under :data:`MIN_BLOCK_BYTES`, naming the smallest block size accepted."""
+    n_blocks = -(-n_rows // rows)
+    if n_blocks > MAX_SMALL_BLOCKS and rows * row_bytes < MIN_BLOCK_BYTES:
+        least = min(-(-MIN_BLOCK_BYTES // max(int(row_bytes), 1)), -(-n_rows // MAX_SMALL_BLOCKS))
+        raise ValueError(f"block_rows (--block-rows) = {rows} cuts {n_rows:,} rows into "
+                         f"{n_blocks:,} blocks of about {rows * row_bytes:,.0f} bytes, a task "
+                         f"each: pass at least {least:,}, or leave it unset for the default")
+    return rows
+
+
 def dense_block_rows(block_rows, shape, default_rows=None):
-    """Rows per block of a dense matrix of ``shape``: ``block_rows`` when given,
-    else ``default_rows(d, d, False)`` or :func:`default_block_rows` of its
-    ``d`` columns; at most its number of rows."""
+    """Rows per block of a dense matrix of ``shape``: ``block_rows`` when given
+    (:func:`check_block_count`), else ``default_rows(d, d, False)`` or
+    :func:`default_block_rows` of its ``d`` columns; at most its number of rows."""
     if block_rows is not None:
-        rows = check_block_rows(block_rows)
+        rows = check_block_count(check_block_rows(block_rows), shape[0], 8 * shape[1])
     elif default_rows is None:
         rows = default_block_rows(shape[1])
     else:
@@ -61,6 +80,9 @@ def sparse_block_rows(block_rows, nnz, n_rows, n_features, default_rows):
         nnz_per_row = max(nnz / max(n_rows, 1), 1.0)
         block_rows = (default_block_rows(nnz_per_row) if default_rows is None
                       else default_rows(nnz_per_row, n_features, True))
+    else:
+        block_rows = check_block_count(check_block_rows(block_rows), n_rows,
+                                       16 * max(nnz / max(n_rows, 1), 1.0))
     return min(check_block_rows(block_rows), n_rows)
 
 
