@@ -326,6 +326,7 @@ def run_demo(args):
 
     import dasketch
     from dasketch.datasets import MAX_BASIS_BYTES, write_synthetic
+    from dasketch.outputs import remove_path
 
     os.makedirs(out, exist_ok=True)
     data_path = os.path.join(out, "data.zarr")
@@ -338,15 +339,23 @@ def run_demo(args):
                         progress=_ChunkProgress(args, f"writing {data_path}"))
     _say(args, f"wrote {data_path}: {X.shape[0]:,} x {X.shape[1]} float64, "
                f"{X.nbytes / 1e9:.2f} GB in {time.perf_counter() - start:.1f} s")
-    with _client(args) as client:
-        _say(args, f"cluster: {len(client.scheduler_info()['workers'])} workers, "
-                   f"dashboard {client.dashboard_link}")
-        start = time.perf_counter()
-        sketch = dasketch.sketch(data_path, args.sketch_size, method=args.method,
-                                 split_every=args.split_every, client=client,
-                                 progress=not args.quiet)
-        elapsed = time.perf_counter() - start
-        gram = client.compute(X.T @ X).result()
+    try:
+        with _client(args) as client:
+            _say(args, f"cluster: {len(client.scheduler_info()['workers'])} workers, "
+                       f"dashboard {client.dashboard_link}")
+            start = time.perf_counter()
+            sketch = dasketch.sketch(data_path, args.sketch_size, method=args.method,
+                                     split_every=args.split_every, client=client,
+                                     progress=not args.quiet)
+            elapsed = time.perf_counter() - start
+            gram = client.compute(X.T @ X).result()
+    except BaseException:  # an interrupted or failed demo leaves no data store behind
+        remove_path(data_path)
+        raise
+    if args.out is None:  # a temporary directory: the data store is not kept
+        remove_path(data_path)
+        _say(args, f"removed {data_path} ({X.nbytes / 1e9:.2f} GB); pass --out DIR to "
+                   "keep the data")
     eig = np.linalg.eigvalsh(gram)[::-1]
     error = float(np.abs(np.linalg.eigvalsh(gram - sketch.covariance())).max())
     sketch_path = os.path.join(out, "sketch.npz")

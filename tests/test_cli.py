@@ -507,3 +507,18 @@ def test_block_rows_of_a_few_rows_each_are_refused_before_any_cluster(dense_stor
                  tmp_path / "s.npz", "--quiet")
     assert_user_error(result, "--block-rows", "30,000 blocks", "pass at least")
     assert not (tmp_path / "s.npz").exists()
+
+
+def test_demo_keeps_no_data_store_it_was_not_asked_to_keep(tmp_path):
+    """A demo that fails after writing its data (here: a scheduler that refuses)
+    removes the store; a demo without --out removes it after the run."""
+    out = tmp_path / "demo"
+    failed = run("demo", "--rows", 2000, "--features", 8, "--out", out,
+                 "--scheduler", "tcp://127.0.0.1:1", "--quiet")
+    assert failed.returncode == 2 and not (out / "data.zarr").exists(), failed.stderr
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    result = run("demo", "--rows", 2000, "--features", 8, "--workers", 1, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "removed" in result.stderr and "--out DIR" in result.stderr
+    (folder,) = tmp_path.glob("dasketch-demo-*")
+    assert sorted(p.name for p in folder.iterdir()) == ["sketch.npz", "spectrum.png"]
