@@ -103,6 +103,20 @@ def wait_until(predicate, timeout, interval=0.05, what="condition"):
     raise TimeoutError(f"{what} not reached within {timeout} s")
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent():
+    """In the child, before it runs: be killed when the test process ends, however
+    it ends (a hard timeout's os._exit, SIGKILL), where no finaliser runs. A
+    nanny's worker processes follow it (distributed ends them when their
+    nanny's pipe closes), so nothing outlives the suite."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def _kill_group(proc, timeout=10.0):
     """SIGTERM the process group of ``proc``, then SIGKILL what is left."""
     if proc.poll() is None:
@@ -175,7 +189,8 @@ class ProcessCluster:
         try:
             proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=environ,
-                                    start_new_session=True, cwd=self.logdir)
+                                    start_new_session=True, cwd=self.logdir,
+                                    preexec_fn=_die_with_parent)
         finally:
             log.close()
         self.procs[name] = proc

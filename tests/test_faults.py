@@ -11,9 +11,11 @@ data must name its rows and leave no output behind.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import cloudpickle
 import numpy as np
@@ -454,3 +456,37 @@ def test_memory_store_is_fine_without_worker_processes():
     reference = dasketch.sketch(values, 4)
     np.testing.assert_allclose(result.B.T @ result.B, reference.B.T @ reference.B,
                                rtol=1e-12, atol=1e-12)
+
+
+ORPHANING_RUN = """
+import os, pathlib, sys, tempfile
+sys.path.insert(0, sys.argv[1])
+from cluster_procs import ProcessCluster
+cluster = ProcessCluster(pathlib.Path(tempfile.mkdtemp()), n_workers=1)
+cluster.client(n_workers=1)
+print(" ".join(str(proc.pid) for proc in cluster.procs.values()), flush=True)
+os._exit(1)  # as a hard timeout ends a test process: no finaliser runs
+"""
+
+
+@pytest.mark.timeout(120)
+def test_cluster_processes_end_with_a_test_process_that_dies_hard():
+    """The scheduler and worker processes a test starts end with the test's
+    process even when it ends without running any finaliser."""
+    import psutil
+
+    run = subprocess.run([sys.executable, "-c", ORPHANING_RUN, str(Path(__file__).parent)],
+                         capture_output=True, text=True, timeout=90)
+    pids = [int(pid) for pid in run.stdout.split()]
+    assert len(pids) == 2, run.stderr
+
+    def ended():
+        return not [pid for pid in pids if psutil.pid_exists(pid)
+                    and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+    try:
+        wait_until(ended, 30, what="the cluster processes' end")
+    finally:
+        for pid in pids:
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(pid).kill()
