@@ -36,6 +36,24 @@ def _local_directory(node):
     return None if root is None else os.path.join(str(root), node.store_path.path)
 
 
+# Every URL form that names a file of this machine: fsspec's two names of the
+# local filesystem.
+LOCAL_URL_PROTOCOLS = ("file://", "local://")
+
+
+def local_file_path(path):
+    """The plain path on this machine that ``path`` names (a plain path, or a
+    ``file://`` or ``local://`` URL), or None for any other URL (remote or
+    chained ``a::b`` URLs)."""
+    path = os.fspath(path)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    for protocol in LOCAL_URL_PROTOCOLS:
+        if path.startswith(protocol):
+            return path[len(protocol):]
+    return None if "://" in path or "::" in path else path
+
+
 def refuse_special_file(path, stat=None):
     """``ValueError`` when ``path`` exists and is not a regular file once links
     are followed (a FIFO, a device such as ``/dev/zero``, a socket): reading it
@@ -55,10 +73,9 @@ def refuse_special_metadata(url, component=None):
     """:func:`refuse_special_file` for the ``zarr.json`` of a local store at
     ``url`` and of every group on the way to ``component``: what zarr reads to
     open the store. Nothing to check for other URLs."""
-    url = str(url)
-    if "://" in url and not url.startswith("file://"):
+    directory = local_file_path(url)
+    if directory is None:
         return
-    directory = url[len("file://"):] if url.startswith("file://") else url
     parts = [part for part in str(component or "").split("/") if part]
     for depth in range(len(parts) + 1):
         refuse_special_file(os.path.join(directory, *parts[:depth], "zarr.json"))
@@ -79,7 +96,7 @@ def _file_signature(path):
     return (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
 
 
-def _local_signatures(directory):
+def local_signatures(directory):
     """Stored key -> file signature of every file under a local store's
     ``directory``, from one walk. Unlike zarr's own listing, which leaves out
     what is not a regular file (and then reads it as an absent chunk, blocking
@@ -207,7 +224,7 @@ def store_fingerprint(node):
     if found is not None:
         signatures = dict(sorted(found.items()))
     elif directory is not None:
-        signatures = dict(sorted(_local_signatures(directory).items()))
+        signatures = dict(sorted(local_signatures(directory).items()))
     else:
         signatures = dict.fromkeys(sorted(stored_keys(node)))
     metadata = json.dumps(node.metadata.to_dict(), sort_keys=True, default=str)

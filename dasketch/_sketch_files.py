@@ -156,6 +156,8 @@ def read_npz_sketch(path):
 
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+# The longest frame header: magic, descriptor, window, dictionary id, size field.
+ZSTD_HEADER_BYTES = 4 + 1 + 1 + 4 + 8
 
 
 def zstd_content_size(frame):
@@ -182,6 +184,7 @@ def _check_stored(name, array):
     bytes its store holds (:data:`MAX_EXPANSION`), and each compressed chunk's
     declared size against the chunk shape. save_sketch writes chunks
     uncompressed or with Zstandard; other codecs are not a sketch's."""
+    from zarr.abc.store import RangeByteRequest
     from zarr.codecs import ZstdCodec
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
@@ -201,10 +204,11 @@ def _check_stored(name, array):
                           "save_sketch never writes")
     chunk_bytes = int(np.prod(array.chunks, dtype=np.float64)) * array.dtype.itemsize
     store, prefix = array.store_path.store, array.store_path.path
-    for key in chunk_keys(array):
+    for key in chunk_keys(array):  # each frame's header alone, not the chunk
         raw = sync(store.get(f"{prefix}/{key}" if prefix else key,
-                             prototype=default_buffer_prototype()))
-        size = None if raw is None else zstd_content_size(raw.to_bytes()[:18])
+                             prototype=default_buffer_prototype(),
+                             byte_range=RangeByteRequest(0, ZSTD_HEADER_BYTES)))
+        size = None if raw is None else zstd_content_size(raw.to_bytes())
         if raw is not None and (size is None or size > chunk_bytes):
             raise _NotASketch(f"chunk {key!r} of array {name!r} declares "
                               f"{'no' if size is None else format(size, ',')} decoded "
@@ -213,15 +217,13 @@ def _check_stored(name, array):
 
 def _refuse_special_files(path):
     """Refuse a local zarr sketch holding anything but regular files (a FIFO or
-    a link to a device), before zarr opens any of them."""
-    from dasketch._fingerprints import refuse_special_file
+    a link to a device), before zarr opens any of them: one walk, as a store's
+    fingerprint lists a local store."""
+    from dasketch._fingerprints import local_file_path, local_signatures
 
-    if "://" in path and not path.startswith("file://"):
-        return
-    directory = path[len("file://"):] if path.startswith("file://") else path
-    for root, _, files in os.walk(directory):
-        for file in files:
-            refuse_special_file(os.path.join(root, file))
+    directory = local_file_path(path)
+    if directory is not None and os.path.isdir(directory):
+        local_signatures(directory)
 
 
 def read_zarr_sketch(path):

@@ -27,23 +27,10 @@ import signal
 import threading
 import uuid
 
-# Every URL form that names a file of this machine: fsspec's two names of the
-# local filesystem. An output in any of these forms is checked and replaced as
-# the plain path it names.
-LOCAL_URL_PROTOCOLS = ("file://", "local://")
+from dasketch._fingerprints import local_file_path
 
-
-def local_file_path(path):
-    """The plain path on this machine that ``path`` names (a plain path, or a
-    ``file://`` or ``local://`` URL), or None for any other URL (remote or
-    chained ``a::b`` URLs)."""
-    path = os.fspath(path)
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
-    for protocol in LOCAL_URL_PROTOCOLS:
-        if path.startswith(protocol):
-            return path[len(protocol):]
-    return None if "://" in path or "::" in path else path
+# An output in any form of local_file_path (plain, file://, local://) is checked
+# and replaced as the plain path it names.
 
 # The ``format`` attribute of each kind of output dasketch writes.
 SKETCH_FORMAT = "dasketch.Sketch"

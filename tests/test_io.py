@@ -181,13 +181,13 @@ def test_store_checks_list_the_store_once(store, monkeypatch):
 
     path, values = store
     calls = []
-    original = _fingerprints._local_signatures
+    original = _fingerprints.local_signatures
 
     def counting(directory):
         calls.append(directory)
         return original(directory)
 
-    monkeypatch.setattr(_fingerprints, "_local_signatures", counting)
+    monkeypatch.setattr(_fingerprints, "local_signatures", counting)
     X = open_zarr_array(path)
     np.testing.assert_array_equal(X.compute(), values)
     X.sum().compute()  # a second pass over the same opening is not checked again
