@@ -3,7 +3,7 @@
 dasketch fingerprints a store when it opens it (metadata, key listing, a ``stat``
 of every local chunk file), compares the fingerprint once per worker, and has
 every read task ``stat`` its chunk files before and after reading
-(:mod:`dasketch.store_checks`). This script times ``X.sum()`` over the same
+(:mod:`dasketch.storage.store_checks`). This script times ``X.sum()`` over the same
 local store read by ``dasketch._blocks.stores.open_zarr_array`` (checks included, opening
 included in every repeat) and by ``dask.array.from_zarr`` (no checks), side by
 side in one process on the threaded scheduler, for stores of several chunk

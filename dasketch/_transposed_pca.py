@@ -43,8 +43,8 @@ from dasketch._blocks.column_reads import plan_column_reads
 from dasketch._blocks.readers.options import dense_block_rows
 from dasketch._blocks.row_blocks import _transformed
 from dasketch._blocks.transposed_store import stored_array
-from dasketch.io import open_store_array
 from dasketch.sketching import sketch
+from dasketch.storage.reading import open_store_array
 
 logger = logging.getLogger("dasketch")
 

@@ -10,7 +10,7 @@ cluster starts where it can be known then; Ctrl-C exits with status 130 and
 SIGTERM with 143, and neither leaves a partial output or a temporary behind.
 Nothing is overwritten without ``--overwrite``, and ``--overwrite`` replaces
 only a sketch or data store that dasketch wrote, never an input of the same
-job (:mod:`dasketch.outputs`).
+job (:mod:`dasketch.storage.outputs`).
 
 Only the standard library is imported at start (``--help`` answers at once);
 NumPy, Dask and the sketching code are imported by the subcommand that runs.
@@ -39,7 +39,7 @@ _USER_ERRORS = (ValueError, TypeError, OSError, KeyError)
 
 # ------------------------------------------------------------------ helpers
 def _terminate(signum, frame):
-    from dasketch.outputs import signal_interrupt
+    from dasketch.storage.outputs import signal_interrupt
 
     raise signal_interrupt(signum)
 
@@ -90,7 +90,7 @@ class _ChunkProgress:
 
 
 def _check_writable_output(path, overwrite, *, option="--out", inputs=()):
-    """The output may be written (:func:`dasketch.outputs.check_output`: an
+    """The output may be written (:func:`dasketch.storage.outputs.check_output`: an
     existing one needs --overwrite and must be something dasketch wrote, and no
     input of the job is its own output); the nearest existing directory above it
     must accept a new file (tried, so that it also holds for root and read-only
@@ -98,7 +98,7 @@ def _check_writable_output(path, overwrite, *, option="--out", inputs=()):
     if str(path).startswith("memory://"):
         raise ValueError(f"{option}: {path!r} is an in-memory filesystem, which is gone "
                          "when this command exits; write to a path or a remote store")
-    from dasketch.outputs import check_output, local_file_path
+    from dasketch.storage.outputs import check_output, local_file_path
 
     if local_file_path(path) is None:
         return
@@ -326,7 +326,7 @@ def run_demo(args):
 
     import dasketch
     from dasketch.datasets import MAX_BASIS_BYTES, write_synthetic
-    from dasketch.outputs import remove_path
+    from dasketch.storage.outputs import remove_path
 
     os.makedirs(out, exist_ok=True)
     data_path = os.path.join(out, "data.zarr")
@@ -400,7 +400,7 @@ def _plot_spectrum(eig, sketch, path):
     ax.set_ylabel("eigenvalue")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    from dasketch.outputs import PLOT_FORMAT, write_atomically
+    from dasketch.storage.outputs import PLOT_FORMAT, write_atomically
 
     try:  # replaced only when dasketch wrote it (its PNG text says so), never through a link
         write_atomically(lambda tmp: fig.savefig(tmp, dpi=110, format="png",
@@ -438,7 +438,7 @@ def main(argv=None):
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout
         return EXIT_FAILURE
     except KeyboardInterrupt as exc:
-        from dasketch.outputs import Terminated
+        from dasketch.storage.outputs import Terminated
 
         terminated = isinstance(exc, Terminated)
         _close_interrupted_clusters()

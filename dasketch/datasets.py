@@ -8,9 +8,13 @@ import os
 
 import numpy as np
 
-from dasketch.io import sparse_store_info
 from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
-from dasketch.outputs import (
+from dasketch.problems import (  # noqa: F401 - re-exported
+    ill_conditioned_regression,
+    imbalanced_sparse_classification,
+    l1_regression_linprog,
+)
+from dasketch.storage.outputs import (
     CSR_FORMAT,
     DENSE_FORMAT,
     check_disk_space,
@@ -18,11 +22,7 @@ from dasketch.outputs import (
     held_signals,
     write_atomically,
 )
-from dasketch.problems import (  # noqa: F401 - re-exported
-    ill_conditioned_regression,
-    imbalanced_sparse_classification,
-    l1_regression_linprog,
-)
+from dasketch.storage.reading import sparse_store_info
 
 
 def write_in_chunks(write_chunk, starts, *, threads=None, progress=None):

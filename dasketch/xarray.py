@@ -39,7 +39,7 @@ from dasketch._blocks.stacked_store import (
 from dasketch._optional import import_optional
 from dasketch._transposed_pca import TRANSPOSED_AMPLIFICATION
 from dasketch.decomposition import SketchPCA
-from dasketch.io import open_store_array
+from dasketch.storage.reading import open_store_array
 
 
 def _data_array(data, variable):

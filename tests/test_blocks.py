@@ -109,7 +109,7 @@ def test_zarr_blocks_read_into_reused_buffers_by_overlapping_tasks(tmp_path, dat
 
 
 def test_row_buffers_reused_distinct_while_borrowed_and_one_kept(tmp_path, monkeypatch):
-    from dasketch import io
+    from dasketch.storage import reading as io
 
     buffers = io._RowBuffers()
     with buffers.borrow((100, 8), np.float64) as first:

@@ -18,7 +18,7 @@ import zarr
 
 import dasketch
 from dasketch.datasets import write_synthetic
-from dasketch.io import read_csr_rows
+from dasketch.storage.reading import read_csr_rows
 from tests.helpers import spectral_norm
 
 TIMEOUT = 300
@@ -483,7 +483,7 @@ def test_sigterm_during_a_save_exits_143(tmp_path):
     write_synthetic(path, 400, 4, chunk_rows=100)
     out = tmp_path / "s.npz"
     code = ("import os, signal, sys\n"
-            "import dasketch.sketch_io as io\n"
+            "import dasketch.storage.sketch_io as io\n"
             "from dasketch.cli import main\n"
             "real = io.write_atomically\n"
             "def terminated_in_write(write, *args, **kwargs):\n"

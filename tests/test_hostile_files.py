@@ -14,7 +14,7 @@ import zarr
 
 import dasketch
 from dasketch._blocks import as_row_blocks
-from dasketch._sketch_files import zstd_content_size
+from dasketch.storage.sketch_files import zstd_content_size
 from tests.test_sketch_files import _sketch, _sketch_metadata
 
 # A blocked read (a FIFO opened) fails the test, not the suite: the thread method

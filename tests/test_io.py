@@ -177,17 +177,17 @@ def test_missing_chunks_are_an_error_or_the_fill_value(store):
 def test_store_checks_list_the_store_once(store, monkeypatch):
     """O(number of chunks) metadata: one listing (a walk of the local directory,
     which sees what zarr's listing leaves out), no per-chunk requests beyond it."""
-    from dasketch import _fingerprints
+    from dasketch.storage import fingerprints
 
     path, values = store
     calls = []
-    original = _fingerprints.local_signatures
+    original = fingerprints.local_signatures
 
     def counting(directory):
         calls.append(directory)
         return original(directory)
 
-    monkeypatch.setattr(_fingerprints, "local_signatures", counting)
+    monkeypatch.setattr(fingerprints, "local_signatures", counting)
     X = open_zarr_array(path)
     np.testing.assert_array_equal(X.compute(), values)
     X.sum().compute()  # a second pass over the same opening is not checked again
@@ -206,7 +206,7 @@ def test_group_without_component_names_its_arrays(tmp_path):
 def test_sparse_store_with_a_missing_chunk(tmp_path):
     from dasketch._blocks import as_row_blocks, compute
     from dasketch.datasets import write_sparse_synthetic
-    from dasketch.io import read_csr_rows
+    from dasketch.storage.reading import read_csr_rows
 
     path = tmp_path / "S.zarr"
     write_sparse_synthetic(path, 400, 50, density=0.1, chunk_rows=100)

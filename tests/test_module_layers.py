@@ -1,6 +1,7 @@
 """The layers of the package: only the bridge (``dasketch/_blocks/``) builds Dask
-graphs, and the kernels never import Dask (read from the source, so a lazy
-import inside a function counts as much as one at the top)."""
+graphs, the kernels never import Dask, and each layer imports only from itself
+and the layers below it (read from the source, so a lazy import inside a
+function counts as much as one at the top)."""
 
 import ast
 import subprocess
@@ -12,6 +13,11 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "dasketch"
 BRIDGE = PACKAGE / "_blocks"
 # cluster.py starts and configures clusters (dask.utils, dask.config), building no graph.
+# The layers, lowest first: kernels, storage, the bridge. Every other module of the
+# package (estimators, entry points, utils) stands above them.
+LAYERS = ("kernels", "storage", "_blocks")
+# The sketch file format, which importing the bridge does not load.
+SKETCH_FORMAT_MODULES = ("dasketch.storage.sketch_files", "dasketch.storage.sketch_io")
 GRAPH_MODULES = ("dask.array", "dask.delayed", "dask.highlevelgraph", "dask.base",
                  "dask.blockwise", "dask.graph_manipulation", "dask.bag", "dask.dataframe")
 
@@ -30,6 +36,23 @@ def _dask_uses(path):
             yield node.lineno, f"dask.{node.attr}"
 
 
+def _dasketch_imports(path):
+    """``(line, module)`` of every import of a dasketch module in a file."""
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names
+                        if alias.name.split(".")[0] == "dasketch")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "dasketch":
+            yield node.lineno, node.module
+
+
+def _rank(module):
+    """The layer of a dasketch module: its index in :data:`LAYERS`, or above them
+    all (``dasketch`` itself included)."""
+    parts = module.split(".")
+    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else len(LAYERS)
+
+
 def _builds_graphs(what):
     return any(what == module or what.startswith(module + ".") for module in GRAPH_MODULES)
 
@@ -41,7 +64,7 @@ def _sources(folder):
 def test_only_the_bridge_builds_dask_graphs():
     outside = [path for path in _sources(PACKAGE)
                if BRIDGE not in path.parents and path.name != "cluster.py"]
-    assert PACKAGE / "io.py" in outside and len(outside) > 20
+    assert PACKAGE / "storage" / "reading.py" in outside and len(outside) > 20
     found = [f"{path.relative_to(PACKAGE.parent)}:{line}: {what}"
              for path in outside for line, what in _dask_uses(path) if _builds_graphs(what)]
     assert not found, "Dask graphs built outside dasketch/_blocks/:\n" + "\n".join(found)
@@ -53,9 +76,28 @@ def test_kernels_never_import_dask():
     assert not found, "the kernels import Dask:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("module", ["dasketch.io", "dasketch.store_checks"])
+@pytest.mark.parametrize("module", ["dasketch.storage.reading", "dasketch.storage.store_checks"])
 def test_reading_stores_loads_no_dask(module):
     code = f"import sys, {module}; print('dask' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=PACKAGE.parent)
     assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_layers_import_only_themselves_and_the_layers_below(layer):
+    rank = LAYERS.index(layer)
+    sources = _sources(PACKAGE / layer)
+    found = [f"{path.relative_to(PACKAGE.parent)}:{line}: {module}"
+             for path in sources for line, module in _dasketch_imports(path)
+             if _rank(module) > rank]
+    assert len(sources) > 5
+    assert not found, f"dasketch/{layer}/ imports from layers above it:\n" + "\n".join(found)
+
+
+def test_importing_the_bridge_loads_no_sketch_file_format():
+    code = ("import sys, dasketch._blocks; "
+            f"print([m for m in {SKETCH_FORMAT_MODULES!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=PACKAGE.parent)
+    assert out.stdout.strip() == "[]", out.stderr

@@ -15,7 +15,7 @@ import zarr
 import dasketch
 from dasketch._blocks.stores import open_zarr_array
 from dasketch.datasets import write_sparse_synthetic, write_synthetic
-from dasketch.outputs import check_output, dasketch_output_kind, write_atomically
+from dasketch.storage.outputs import check_output, dasketch_output_kind, write_atomically
 
 COMMAND = [sys.executable, "-m", "dasketch.cli"]
 TIMEOUT = 180
@@ -177,7 +177,7 @@ def _signal_moments(out, sketch_store, moments, seed):
             code, stderr = _signal_at(args, rng.uniform(0.5, span), signum, out.parent)
             _check_signalled_run(out, code, stderr, signum)
             for leftover in out.iterdir():
-                dasketch.outputs.remove_path(str(leftover))
+                dasketch.storage.outputs.remove_path(str(leftover))
 
 
 @pytest.fixture(scope="module")

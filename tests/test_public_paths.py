@@ -1,5 +1,6 @@
-"""Names moved into smaller modules stay importable from the modules that held
-them, and estimators pickled under those paths load."""
+"""Names moved into smaller modules, and modules moved into packages, stay
+importable from the paths that held them, and objects pickled under those paths
+load."""
 
 import importlib
 import pickle
@@ -22,13 +23,15 @@ MOVED = [
      "dasketch.linear_model.lstsq_bounds"),
     ("dasketch.linear_model.lstsq_solver", "_ROUNDING", "dasketch.linear_model.lstsq_bounds"),
     ("dasketch.linear_model.lstsq", "solve_lstsq", "dasketch.linear_model.lstsq_solver"),
-    ("dasketch.io", "save_sketch", "dasketch.sketch_io"),
-    ("dasketch.io", "load_sketch", "dasketch.sketch_io"),
-    ("dasketch.store_checks", "store_fingerprint", "dasketch._fingerprints"),
-    ("dasketch.store_checks", "stored_keys", "dasketch._fingerprints"),
-    ("dasketch.store_checks", "chunk_keys", "dasketch._fingerprints"),
-    ("dasketch.store_checks", "missing_chunk_keys", "dasketch._fingerprints"),
-    ("dasketch.store_checks", "SHOWN_KEYS", "dasketch._fingerprints"),
+    ("dasketch.io", "save_sketch", "dasketch.storage.sketch_io"),
+    ("dasketch.io", "load_sketch", "dasketch.storage.sketch_io"),
+    ("dasketch.store_checks", "store_fingerprint", "dasketch.storage.fingerprints"),
+    ("dasketch.store_checks", "stored_keys", "dasketch.storage.fingerprints"),
+    ("dasketch.store_checks", "chunk_keys", "dasketch.storage.fingerprints"),
+    ("dasketch.store_checks", "missing_chunk_keys", "dasketch.storage.fingerprints"),
+    ("dasketch.store_checks", "SHOWN_KEYS", "dasketch.storage.fingerprints"),
+    ("dasketch.storage.store_checks", "store_fingerprint", "dasketch.storage.fingerprints"),
+    ("dasketch.storage.store_checks", "SHOWN_KEYS", "dasketch.storage.fingerprints"),
     ("dasketch.sketching", "estimate_error", "dasketch.error_estimate"),
     ("dasketch", "estimate_error", "dasketch.error_estimate"),
     ("dasketch.sketching", "sparse_embed", "dasketch.sparse_embedding"),
@@ -67,6 +70,16 @@ MOVED += [("dasketch.kernels.frequent_directions", name, f"dasketch.kernels.{mod
               ("shrink", ("_squared_norm",)),
           ] for name in names]
 
+# (module path users import from, the modules that define its names now)
+MOVED_MODULES = [
+    ("dasketch.io", ("dasketch.storage.reading", "dasketch.storage.sketch_io")),
+    ("dasketch.store_checks", ("dasketch.storage.store_checks",)),
+    ("dasketch._fingerprints", ("dasketch.storage.fingerprints",)),
+    ("dasketch.outputs", ("dasketch.storage.outputs",)),
+    ("dasketch.sketch_io", ("dasketch.storage.sketch_io",)),
+    ("dasketch._sketch_files", ("dasketch.storage.sketch_files",)),
+]
+
 # (path imported from, name there, module that defines it now, its name there)
 RENAMED = [("dasketch._blocks.inputs", old, f"dasketch._blocks.readers.{module}", new)
            for old, module, new in [
@@ -87,6 +100,29 @@ RENAMED = [("dasketch._blocks.inputs", old, f"dasketch._blocks.readers.{module}"
 def test_moved_names_are_importable_from_their_old_module(old, name, new):
     assert getattr(importlib.import_module(old), name) is \
         getattr(importlib.import_module(new), name)
+
+
+@pytest.mark.parametrize("old,homes", MOVED_MODULES, ids=[o for o, _ in MOVED_MODULES])
+def test_moved_modules_serve_every_name_under_their_old_path(old, homes):
+    """Every name of the modules a path's contents moved to is served under the
+    path (the first module holding a name wins), and a pickle naming a class by
+    the old path loads as the class."""
+    module, seen = importlib.import_module(old), set()
+    for home in homes:
+        names = {n: v for n, v in vars(importlib.import_module(home)).items()
+                 if not n.startswith("__") and n not in seen}
+        seen.update(names)
+        for name, value in names.items():
+            assert getattr(module, name) is value, name
+        classes = [v for v in names.values() if isinstance(v, type) and v.__module__ == home]
+        for cls in classes:
+            data = pickle.dumps(cls, protocol=2)
+            here = f"c{home}\n{cls.__qualname__}\n".encode()
+            assert here in data
+            assert pickle.loads(data.replace(here, f"c{old}\n{cls.__qualname__}\n".encode())) \
+                is cls
+    assert len(seen) > 5
+    assert not hasattr(module, "no_such_name")
 
 
 @pytest.mark.parametrize("old,old_name,new,new_name", RENAMED,

@@ -16,9 +16,9 @@ import scipy.sparse
 import zarr
 
 import dasketch
-from dasketch._sketch_files import payload_checksum
 from dasketch.kernels.frequent_directions import SAFE_EXPONENT, Sketch, merge_sketches
-from dasketch.sketch_io import _sketch_metadata
+from dasketch.storage.sketch_files import payload_checksum
+from dasketch.storage.sketch_io import _sketch_metadata
 
 BAD_VALUES = {  # field -> values that break an invariant of the sketch
     "sketch_size": [0, -3, 1, 10 ** 12, 2.5, "4", None, True, float("nan")],

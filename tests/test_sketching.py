@@ -9,7 +9,6 @@ import scipy.sparse
 import dasketch
 from dasketch._blocks import as_row_blocks, default_block_rows
 from dasketch.datasets import write_sparse_synthetic
-from dasketch.io import read_csr_rows
 from dasketch.sketching import (
     choose_update,
     default_split_every,
@@ -17,6 +16,7 @@ from dasketch.sketching import (
     dense_block_rows,
     randomized_block_rows,
 )
+from dasketch.storage.reading import read_csr_rows
 from tests.helpers import sparse_decaying, spectral_norm
 
 

@@ -26,7 +26,7 @@ from dasketch._blocks import (
 )
 from dasketch._blocks.stores import open_zarr_array
 from dasketch.datasets import write_synthetic
-from dasketch.store_checks import is_local_path
+from dasketch.storage.store_checks import is_local_path
 
 ROWS, FEATURES, CHUNK = 120_000, 16, 2_000
 
@@ -44,7 +44,7 @@ while time.monotonic() < end:
 
 SWAPPING_WRITER = """
 import sys, time, zarr
-from dasketch.outputs import DENSE_FORMAT, write_atomically
+from dasketch.storage.outputs import DENSE_FORMAT, write_atomically
 path, seconds = sys.argv[1], float(sys.argv[2])
 base = zarr.open_array(path, mode="r")[...]
 print("writing", flush=True)

@@ -11,10 +11,10 @@ import zarr
 from zarr.storage import MemoryStore, ZipStore
 
 import dasketch
-from dasketch import store_checks
 from dasketch._blocks import as_row_blocks
-from dasketch.io import read_rows
-from dasketch.store_checks import checked_array, store_fingerprint
+from dasketch.storage import store_checks
+from dasketch.storage.reading import read_rows
+from dasketch.storage.store_checks import checked_array, store_fingerprint
 from tests.test_cli import assert_user_error, run
 
 ROWS, FEATURES, CHUNK = 4_000, 6, 1_000
@@ -179,7 +179,7 @@ def test_no_path_form_of_the_output_overwrites_the_input(tmp_path, form):
     ("memory://data/in.zarr", "memory://data"),
 ])
 def test_a_remote_output_that_reaches_its_input_is_refused(out, source):
-    from dasketch.outputs import check_output
+    from dasketch.storage.outputs import check_output
 
     with pytest.raises(ValueError, match="input"):
         check_output(out, True, inputs=[source], name="--out")
@@ -244,7 +244,7 @@ def test_demo_never_replaces_a_plot_it_did_not_write(tmp_path, kind):
 
 def test_the_demo_plot_is_recognised_and_replaced(tmp_path):
     from dasketch.cli import _plot_spectrum
-    from dasketch.outputs import dasketch_output_kind
+    from dasketch.storage.outputs import dasketch_output_kind
 
     A = _base()
     sketch, path = dasketch.sketch(A, 4), tmp_path / "spectrum.png"

@@ -10,8 +10,8 @@ own nonzeros. A CSC matrix has no such row slices and is refused. A dense
 matrix (``encoding-type`` ``"array"``) is an ordinary zarr array, or an HDF5
 dataset read here by rows.
 
-Zarr groups are read by :func:`dasketch.io.csr_rows`, with the store checks of
-:mod:`dasketch.store_checks` (fingerprint on opening, chunk files checked by
+Zarr groups are read by :func:`dasketch.storage.reading.csr_rows`, with the store checks of
+:mod:`dasketch.storage.store_checks` (fingerprint on opening, chunk files checked by
 every read). An HDF5 file is fingerprinted by its size, modification time and
 inode when the job opens it; every read task opens it by name and checks it
 again after reading (:mod:`dasketch._blocks.file_checks`), so a file rewritten
@@ -29,9 +29,9 @@ import scipy.sparse
 
 from dasketch._blocks.file_checks import check_file, file_signature
 from dasketch._blocks.stores import checked_sparse_store
-from dasketch._fingerprints import refuse_special_metadata
-from dasketch.io import CsrRows, sparse_store_info
-from dasketch.store_checks import is_local_path, local_path
+from dasketch.storage.fingerprints import refuse_special_metadata
+from dasketch.storage.reading import CsrRows, sparse_store_info
+from dasketch.storage.store_checks import is_local_path, local_path
 
 CSR, CSC = "csr_matrix", "csc_matrix"
 

@@ -103,7 +103,7 @@ def _holdable(dask_worker=None):
     import psutil
 
     import dasketch._blocks.block_functions  # noqa: F401 - what block tasks load
-    import dasketch.io  # noqa: F401
+    import dasketch.storage.reading  # noqa: F401
 
     memory = dask_worker.memory_manager
     limit = memory.memory_limit

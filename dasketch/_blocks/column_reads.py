@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dasketch._blocks.stores import open_zarr_rows
-from dasketch.io import chunk_read_error, open_store_array
-from dasketch.store_checks import check_chunk_files
+from dasketch.storage.reading import chunk_read_error, open_store_array
+from dasketch.storage.store_checks import check_chunk_files
 
 logger = logging.getLogger("dasketch")
 
@@ -65,7 +65,7 @@ def undecodable_chunk(array, rows, columns, exc, name):
     ``columns`` (``(start, stop)`` each) that does not decode, read again one
     chunk at a time, for a read that failed with ``exc``: a ``ValueError``, or a
     ``PermissionError`` for a chunk file that may not be read
-    (:func:`dasketch.io.chunk_read_error`)."""
+    (:func:`dasketch.storage.reading.chunk_read_error`)."""
     (row_chunk, column_chunk), (n, d) = (array.shards or array.chunks)[:2], array.shape[:2]
     where, cause = f"rows {rows[0]}-{rows[1]}", exc
     cells = [(r, c) for r in range(rows[0] - rows[0] % row_chunk, rows[1], row_chunk)
@@ -86,7 +86,7 @@ class ColumnChunkedRows:
     """How a task reads rows ``[start, stop)`` of a checked zarr array chunked
     along columns: one group of column chunks (``groups``) at a time, each
     decoded straight into its columns of the block (a context manager giving
-    the block, as :class:`dasketch.io.ZarrRows`). With ``transposed`` the rows
+    the block, as :class:`dasketch.storage.reading.ZarrRows`). With ``transposed`` the rows
     read are columns ``[start, stop)`` of the store, as the rows of its
     transpose (``groups`` then range over the store's rows), decoded in the
     store's layout: the block is a Fortran-ordered view, never transposed in
@@ -95,7 +95,7 @@ class ColumnChunkedRows:
     (C order: a row of a ``(time, lat, lon)`` store is its ``lat x lon`` grid),
     and ``groups`` range over its second axis. The chunk files
     are checked against the store's fingerprint after the read
-    (:func:`dasketch.store_checks.check_chunk_files`)."""
+    (:func:`dasketch.storage.store_checks.check_chunk_files`)."""
 
     def __init__(self, check_files, name, groups, transposed=False):
         self.check_files, self.name = check_files, name

@@ -10,12 +10,12 @@ from __future__ import annotations
 import errno
 import os
 
-from dasketch._fingerprints import _file_signature
+from dasketch.storage.fingerprints import _file_signature
 
 
 def file_signature(filename):
     """``(size, mtime_ns, ctime_ns, inode)`` of the file ``filename``, as a
-    store's chunk files are signed (:mod:`dasketch._fingerprints`); a FIFO,
+    store's chunk files are signed (:mod:`dasketch.storage.fingerprints`); a FIFO,
     device or socket is a ``ValueError``, a missing file ``FileNotFoundError``."""
     signature = _file_signature(filename)
     if signature is None:

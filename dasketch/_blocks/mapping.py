@@ -8,7 +8,7 @@ Dask array), or whose results are combined by a deterministic tree
 function, and for a store (dense or sparse zarr, HDF5) that task reads the
 block's rows itself (``RowBlocks.reader``): no read task, no rows held between
 tasks, and with ``keeps_block=False`` dense rows go into buffers each worker
-process reuses (:func:`dasketch.io.borrowed_rows`): a pass costs little more
+process reuses (:func:`dasketch.storage.reading.borrowed_rows`): a pass costs little more
 than a plain read of the store (measured by benchmarks/bench_sketch.py; figures
 in benchmarks/README.md).
 """

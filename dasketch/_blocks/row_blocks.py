@@ -68,11 +68,11 @@ class RowBlocks:
     reader : tuple or None
         For stores (dense and sparse zarr, HDF5), ``(source, read)``: a task
         reads its block's rows itself, ``read(source, start, stop, reuse)``
-        (:class:`dasketch.io.ZarrRows`, :class:`dasketch.io.CsrRows`,
+        (:class:`dasketch.storage.reading.ZarrRows`, :class:`dasketch.storage.reading.CsrRows`,
         :class:`~dasketch._blocks.anndata_blocks.H5Rows`), instead of
         depending on a read task; ``source`` is the Delayed store check (or
         the file name). None for inputs in memory, Dask arrays, and dense
-        blocks of more than :data:`~dasketch.io.REUSED_READ_BYTES`.
+        blocks of more than :data:`~dasketch.storage.reading.REUSED_READ_BYTES`.
     transform : tuple of callables
         Applied in order to the rows a task reads through ``reader`` (the
         intercept column of :func:`append_ones_column`, the columns of

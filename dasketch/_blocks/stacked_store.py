@@ -32,7 +32,7 @@ from dasketch._blocks.column_reads import (
 from dasketch._blocks.readers.options import check_dtype, dense_block_rows
 from dasketch._blocks.row_blocks import RowBlocks, _transformed, reader_blocks
 from dasketch._blocks.stores import open_checked_store
-from dasketch.store_checks import check_chunk_files
+from dasketch.storage.store_checks import check_chunk_files
 
 
 def stacked_store_blocks(source, *, component=None, block_rows=None, storage_options=None,

@@ -1,10 +1,10 @@
 """Remote stores listed again when the computations that read them end.
 
 A worker checks a remote (fsspec) store's fingerprint once, before its first
-read (:func:`dasketch.store_checks.checked_array`); the reads that follow in a
+read (:func:`dasketch.storage.store_checks.checked_array`); the reads that follow in a
 long job are not checked one by one, as the chunk files of a local store are.
 So the graph task that opens and checks a remote store is registered here with
-its :class:`~dasketch.store_checks.EndOfJobCheck` (:func:`watch`), and
+its :class:`~dasketch.storage.store_checks.EndOfJobCheck` (:func:`watch`), and
 :func:`dasketch._blocks.compute`, through which every pass of the package is
 computed, lists each store its graphs read again once the results are in
 (:func:`stores_read_by`, :func:`check_unchanged`): a store rewritten while the
@@ -49,7 +49,7 @@ def _register(names, checks):
 
 def watch(checked, check):
     """Register the Delayed ``checked`` (the task that opens and checks a store)
-    with ``check`` (an :class:`~dasketch.store_checks.EndOfJobCheck`, or None for
+    with ``check`` (an :class:`~dasketch.storage.store_checks.EndOfJobCheck`, or None for
     a store that needs none); returns ``checked``."""
     if check is not None:
         with _LOCK:  # one check per store version: reopening it adds no listing to keep

@@ -1,7 +1,7 @@
 """Zarr stores as lazy Dask objects whose reads are checked where they run.
 
-:mod:`dasketch.io` opens a store and reads its rows, and
-:mod:`dasketch.store_checks` fingerprints and checks it, without Dask; this
+:mod:`dasketch.storage.reading` opens a store and reads its rows, and
+:mod:`dasketch.storage.store_checks` fingerprints and checks it, without Dask; this
 module builds the graph pieces over them: the task that opens and checks a
 store on a worker before any block is read (:func:`checked_array`,
 :func:`checked_group`), registered for the end-of-job listing of remote stores
@@ -18,8 +18,8 @@ import dask.array as da
 import numpy as np
 
 from dasketch._blocks.store_watch import watch
-from dasketch.io import ZarrRows, open_store_array, read_rows
-from dasketch.store_checks import (
+from dasketch.storage.reading import ZarrRows, open_store_array, read_rows
+from dasketch.storage.store_checks import (
     EndOfJobCheck,
     check_missing_chunks,
     checked_array,
@@ -38,8 +38,8 @@ def _checked(check, node, source, component, storage_options, kind, fingerprint,
              *args):
     """The Delayed ``check(source, component, storage_options, *args, (digest,
     number of keys), name)`` of a store opened here as ``node``
-    (:func:`~dasketch.store_checks.checked_array` or
-    :func:`~dasketch.store_checks.checked_group`), watched for the end-of-job
+    (:func:`~dasketch.storage.store_checks.checked_array` or
+    :func:`~dasketch.storage.store_checks.checked_group`), watched for the end-of-job
     listing of remote stores."""
     digest, signatures = fingerprint
     checked = dask.delayed(check, pure=True)(source, component, storage_options, *args,
@@ -77,7 +77,7 @@ def open_zarr_array(path, *, component=None, storage_options=None, chunks=None,
         (``"raise"``, for stores known to be complete). Either way, a chunk
         that disappears or is rewritten while the job runs, and a worker that
         sees another store than the client, are errors
-        (:mod:`dasketch.store_checks`).
+        (:mod:`dasketch.storage.store_checks`).
     name : str
         Name of the argument, used in error messages.
 
@@ -112,7 +112,7 @@ def open_checked_store(path, *, component=None, storage_options=None, missing_ch
     ``component``, or a ``zarr.Array``) of any number of dimensions: the array
     opened here for its metadata, a Delayed that opens the store on a worker and
     checks it against what the client saw
-    (:func:`~dasketch.store_checks.checked_array`, watched for the end-of-job
+    (:func:`~dasketch.storage.store_checks.checked_array`, watched for the end-of-job
     listing of a remote store), and the digest of the store's fingerprint, against
     which read tasks check their chunk files."""
     check_missing_chunks(missing_chunks)
@@ -139,8 +139,8 @@ def open_zarr_rows(path, *, component=None, storage_options=None, chunks=None,
         As :func:`open_zarr_array` returns it.
     reader : tuple
         ``(checked, read)``: ``checked`` a Delayed that opens and checks the
-        store on a worker (:func:`~dasketch.store_checks.checked_array`), ``read`` a
-        :class:`~dasketch.io.ZarrRows`.
+        store on a worker (:func:`~dasketch.storage.store_checks.checked_array`), ``read`` a
+        :class:`~dasketch.storage.reading.ZarrRows`.
         A task given these reads any range of rows itself (one task instead of
         a read and a compute, and no rows held between them).
     """
@@ -162,8 +162,8 @@ def checked_sparse_store(path, *, component=None, storage_options=None,
                          missing_chunks="fill", name="X"):
     """A Delayed that opens the sparse-by-rows group on a worker and checks it
     (see :func:`open_zarr_array`); its value is the opened group, for
-    :func:`~dasketch.io.csr_rows`. Returns ``(delayed, digest)``: the digest of
-    the store's fingerprint, for :func:`~dasketch.io.csr_rows`' ``check_files``."""
+    :func:`~dasketch.storage.reading.csr_rows`. Returns ``(delayed, digest)``: the digest of
+    the store's fingerprint, for :func:`~dasketch.storage.reading.csr_rows`' ``check_files``."""
     import zarr
 
     check_missing_chunks(missing_chunks)

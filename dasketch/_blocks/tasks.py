@@ -109,7 +109,7 @@ def one_blas_thread_while_computing():
 class ReadThenApply:
     """``func(rows, start, stop, *args, **kwargs)`` of the rows ``[start, stop)``
     that the task reads itself, ``read(source, start, stop, reuse)`` (a context
-    manager, e.g. :class:`dasketch.io.ZarrRows`), after the steps of
+    manager, e.g. :class:`dasketch.storage.reading.ZarrRows`), after the steps of
     ``transform`` in order. ``reuse`` says the rows may go into a buffer the
     process reuses (``func``'s result keeps no reference to them)."""
 

@@ -15,7 +15,7 @@ import os
 from dasketch._blocks.column_reads import column_read_reader, state_plan, zarr_behind
 from dasketch._blocks.readers.options import check_dtype, check_shape, dense_block_rows
 from dasketch._blocks.row_blocks import RowBlocks, reader_blocks
-from dasketch.io import open_store_array
+from dasketch.storage.reading import open_store_array
 
 
 def stored_array(X):

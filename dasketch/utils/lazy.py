@@ -30,3 +30,31 @@ def lazy_attributes(package, public):
         return sorted(set(namespace) | set(public))
 
     return __getattr__, __dir__
+
+
+def moved_names(module, *homes):
+    """``__getattr__`` and ``__dir__`` for a module path whose names live in
+    ``homes`` (module names, searched in order): every name of theirs is served
+    under ``module`` too, imported on first use, so imports and pickles that name
+    ``module`` keep working.
+
+    Examples
+    --------
+    >>> getattr_, dir_ = moved_names("json", "json.decoder")
+    >>> getattr_("JSONDecodeError").__module__
+    'json.decoder'
+    """
+    def __getattr__(name):
+        for home in homes:
+            value = getattr(importlib.import_module(home), name, _MISSING)
+            if value is not _MISSING:
+                return value
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    def __dir__():
+        return sorted({name for home in homes for name in dir(importlib.import_module(home))})
+
+    return __getattr__, __dir__
+
+
+_MISSING = object()

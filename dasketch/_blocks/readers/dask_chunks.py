@@ -12,7 +12,7 @@ import numpy as np
 
 from dasketch._blocks.row_blocks import RowBlocks, delayed_row_chunks, reader_blocks
 from dasketch._blocks.scheduler import client_holding
-from dasketch.io import REUSED_READ_BYTES
+from dasketch.storage.reading import REUSED_READ_BYTES
 
 
 def chunk_row_blocks(X, rows, dtype, *, reader=None, plan="rows"):
@@ -27,7 +27,7 @@ def chunk_row_blocks(X, rows, dtype, *, reader=None, plan="rows"):
     reader : tuple, optional
         ``(source, read)`` of a store the tasks read their rows from
         (:func:`~dasketch._blocks.stores.open_zarr_rows`); dropped for blocks of
-        more than :data:`~dasketch.io.REUSED_READ_BYTES`, whose tasks read the
+        more than :data:`~dasketch.storage.reading.REUSED_READ_BYTES`, whose tasks read the
         store's chunks instead (no faster, and a worker's peak memory is
         higher, with a task reading its own wide block: ``bench_scale.py
         --wide``, ``benchmarks/README.md``).

@@ -20,7 +20,7 @@ import numpy as np
 from dasketch._blocks.file_checks import check_file, file_signature
 from dasketch._blocks.readers.options import check_dtype, check_shape
 from dasketch._blocks.row_blocks import RowBlocks, reader_blocks
-from dasketch.store_checks import is_local_path, local_path
+from dasketch.storage.store_checks import is_local_path, local_path
 
 PARQUET_MAGIC = b"PAR1"
 

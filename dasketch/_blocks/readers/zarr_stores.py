@@ -1,5 +1,5 @@
 """Zarr stores: paths and fsspec URLs of dense arrays, local ``.zip`` stores,
-sparse-by-rows (CSR) groups written by :mod:`dasketch.io`, and ``zarr.Array``
+sparse-by-rows (CSR) groups written by :mod:`dasketch.storage.reading`, and ``zarr.Array``
 objects.
 
 A store is checked on a worker before any block is read, and by every read
@@ -19,7 +19,8 @@ from dasketch._blocks.readers.dask_chunks import chunk_row_blocks
 from dasketch._blocks.readers.options import check_dtype, check_shape, csr_block_bytes
 from dasketch._blocks.row_blocks import RowBlocks, reader_blocks
 from dasketch._blocks.stores import checked_sparse_store, open_zarr_rows
-from dasketch.io import CsrRows, is_local_path, is_sparse_store, local_path, sparse_store_info
+from dasketch.storage.reading import CsrRows, is_sparse_store, sparse_store_info
+from dasketch.storage.store_checks import is_local_path, local_path
 
 
 def is_zarr_array(X):
