@@ -5,7 +5,7 @@ by time (row chunks of 365 days, whole rows) and by space (every time step of
 256 grid points per chunk, the time-series layout). ``SketchPCA(10)`` is fitted
 on a LocalCluster of two single-threaded worker processes to the time-chunked
 store, to the space-chunked store by the plan SketchPCA chooses (the sketch of
-its transpose, :mod:`dasketch._transposed_pca`), by column reads (each block
+its transpose, :mod:`dasketch.decomposition._transposed`), by column reads (each block
 task reads its rows across all the column chunks,
 :mod:`dasketch._blocks.column_reads`; the store passed as row blocks), and as
 an opaque Dask array (the rechunk plan both replace). Wall time (interleaved

@@ -4,7 +4,7 @@ For each spectrum and each ``k``, ``SketchPCA(k, sketch_size=l)`` is fitted for
 several ``l`` and the variance its ``k`` components capture (their measured
 ``explained_variance_``) is divided by the optimum's, the sum of the ``k`` largest
 eigenvalues of the exact covariance. The default sketch size
-(:func:`dasketch._pca_variance.default_sketch_size`) is chosen from these
+(:func:`dasketch.decomposition._variance.default_sketch_size`) is chosen from these
 fractions; the FD bound ``k Delta <= k ||A_c - [A_c]_k||_F^2 / (l - k)`` on the
 loss (DESIGN section 2) is reported beside them, relative to the optimum.
 

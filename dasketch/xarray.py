@@ -20,7 +20,7 @@ weights, so a store chunked along space is neither reshaped nor rechunked
 (:mod:`dasketch._blocks.stacked_store`). Where those reads would decode every
 chunk 1.5 times a pass or more, the EOFs come from the sketch of the
 transpose instead, read by blocks of grid points, every chunk decoded once a
-pass (:mod:`dasketch._transposed_pca`), with the same statement; its last
+pass (:mod:`dasketch.decomposition._transposed`), with the same statement; its last
 pass gives the scores too (in memory, ``n_samples x n_modes``).
 ``attrs["plan"]`` of the result says which plan ran.
 """
@@ -37,8 +37,8 @@ from dasketch._blocks.stacked_store import (
     stacked_transposed_blocks,
 )
 from dasketch._optional import import_optional
-from dasketch._transposed_pca import TRANSPOSED_AMPLIFICATION
 from dasketch.decomposition import SketchPCA
+from dasketch.decomposition._transposed import TRANSPOSED_AMPLIFICATION
 from dasketch.storage.reading import open_store_array
 
 
@@ -98,7 +98,7 @@ def _backing_store(data, source, sample_dim):
 def _transposed(store, valid, weights, block_rows, sketch_size):
     """Row blocks of the transpose of the masked, weighted matrix of ``store``
     when reading its rows across the chunks of its second axis would decode
-    every chunk at least :data:`~dasketch._transposed_pca.TRANSPOSED_AMPLIFICATION`
+    every chunk at least :data:`~dasketch.decomposition._transposed.TRANSPOSED_AMPLIFICATION`
     times a pass (and the sketch is not ``"exact"``), else None."""
     plan = stacked_plan(store, block_rows, "data")[2]
     if plan is None or plan.amplification < TRANSPOSED_AMPLIFICATION or sketch_size == "exact":

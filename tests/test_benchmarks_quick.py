@@ -115,7 +115,7 @@ def _sketch(report):
 def _sketch_size(report):
     """No subspace captures more than the optimum, and the default sketch size
     (l = 4 k) meets its target on both spectra."""
-    from dasketch._pca_variance import CAPTURED_VARIANCE_TARGET
+    from dasketch.decomposition._variance import CAPTURED_VARIANCE_TARGET
 
     for case in ("flat", "steep"):
         runs = report[case]["runs"]

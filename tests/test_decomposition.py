@@ -220,7 +220,7 @@ def test_constant_data_get_orthonormal_components_without_variance():
 def test_mle_from_a_partial_spectrum_pads_the_unmeasured_tail_with_its_mean():
     from sklearn.decomposition._pca import _infer_dimension
 
-    from dasketch._pca_variance import mle_components
+    from dasketch.decomposition._variance import mle_components
 
     # three strong directions in isotropic noise: six measured eigenvalues and
     # the tail's mean give the full spectrum's answer
@@ -394,7 +394,7 @@ def test_default_sketch_size_captures_the_stated_fraction(spectrum):
     least 0.98 of the variance of the best k-dimensional subspace, on a flat
     spectrum (the top 20 of 3,000 directions explain a few per cent) and a steep
     one (a geometrically decaying signal under noise)."""
-    from dasketch._pca_variance import CAPTURED_VARIANCE_TARGET
+    from dasketch.decomposition._variance import CAPTURED_VARIANCE_TARGET
 
     if spectrum == "flat":
         X, k = _lognormalised_counts(2000, 3000), 20

@@ -32,6 +32,9 @@ MOVED = [
     ("dasketch.store_checks", "SHOWN_KEYS", "dasketch.storage.fingerprints"),
     ("dasketch.storage.store_checks", "store_fingerprint", "dasketch.storage.fingerprints"),
     ("dasketch.storage.store_checks", "SHOWN_KEYS", "dasketch.storage.fingerprints"),
+    ("dasketch.utils.blockwise", "squared_norms_along", "dasketch.decomposition._variance"),
+    ("dasketch.utils.blockwise", "gaussian_log_likelihood",
+     "dasketch.decomposition._probabilistic"),
     ("dasketch.sketching", "estimate_error", "dasketch.error_estimate"),
     ("dasketch", "estimate_error", "dasketch.error_estimate"),
     ("dasketch.sketching", "sparse_embed", "dasketch.sparse_embedding"),
@@ -78,6 +81,9 @@ MOVED_MODULES = [
     ("dasketch.outputs", ("dasketch.storage.outputs",)),
     ("dasketch.sketch_io", ("dasketch.storage.sketch_io",)),
     ("dasketch._sketch_files", ("dasketch.storage.sketch_files",)),
+    ("dasketch._transposed_pca", ("dasketch.decomposition._transposed",)),
+    ("dasketch._pca_variance", ("dasketch.decomposition._variance",)),
+    ("dasketch._pca_scaling", ("dasketch.decomposition._scaling",)),
 ]
 
 # (path imported from, name there, module that defines it now, its name there)

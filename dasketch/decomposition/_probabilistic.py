@@ -7,9 +7,27 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from dasketch._blocks import compute
-from dasketch.utils.blockwise import gaussian_log_likelihood
+from dasketch._blocks import RowBlocks, compute, map_rows
+from dasketch._blocks.block_functions import gaussian_log_likelihood_block
 from dasketch.utils.validation import validate_input
+
+
+def gaussian_log_likelihood(X, mean, precision):
+    """Log-density of each row of ``X`` under ``N(mean, precision^{-1})``: an
+    ndarray for in-memory ``X``, a lazy Dask array for RowBlocks (whose blocks
+    raise on NaN or Inf when computed). ``precision=None`` stands for a singular
+    covariance: every row gets ``-inf``, as a degenerate Gaussian puts no density
+    off a set of measure zero."""
+    d = mean.shape[0]
+    constant = 0.0
+    if precision is not None:
+        sign, logdet = np.linalg.slogdet(precision)
+        constant = -0.5 * (d * np.log(2.0 * np.pi) - (logdet if sign > 0 else -np.inf))
+    shared = {"mean": mean, "precision": precision, "constant": constant}
+    if isinstance(X, RowBlocks):
+        return map_rows(X, gaussian_log_likelihood_block, n_columns=1, shared=shared,
+                        keeps_block=False)[:, 0]
+    return gaussian_log_likelihood_block(X, 0, X.shape[0], **shared).ravel()
 
 
 class ProbabilisticPCA:

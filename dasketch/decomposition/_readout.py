@@ -11,7 +11,8 @@ from functools import partial
 import numpy as np
 
 from dasketch._blocks.row_blocks import _transformed
-from dasketch._pca_variance import (
+from dasketch.decomposition._transposed import fit_transposed
+from dasketch.decomposition._variance import (
     candidate_axes,
     fit_sizes,
     fraction_components,
@@ -20,7 +21,6 @@ from dasketch._pca_variance import (
     noise_variance,
     sketch_variances,
 )
-from dasketch._transposed_pca import fit_transposed
 from dasketch.kernels.sketch_scaling import divide_by_power_of_two
 from dasketch.sketching import sketch
 
@@ -52,7 +52,7 @@ class SketchReadOut:
 
     def _fit_transposed(self, blocks):
         """Fit from the sketch of ``X^T``, whose row blocks are ``blocks``
-        (:mod:`dasketch._transposed_pca`)."""
+        (:mod:`dasketch.decomposition._transposed`)."""
         self._validate_params()
         n, d = blocks.n_features, blocks.n_rows
         k, sketch_size = fit_sizes(self.n_components, self.sketch_size, n, d)

@@ -13,11 +13,11 @@ from sklearn.utils.validation import check_is_fitted
 from dasketch._blocks import RowBlocks, as_row_blocks, run_eagerly
 from dasketch._blocks.scaling import scaled_blocks
 from dasketch._blocks.transposed_store import transposed_store_blocks
-from dasketch._pca_scaling import ColumnScaling
-from dasketch._pca_variance import fit_sizes
-from dasketch._transposed_pca import TRANSPOSED_BASIS_VALUES, transposed_store
 from dasketch.decomposition._probabilistic import ProbabilisticPCA
 from dasketch.decomposition._readout import SketchReadOut
+from dasketch.decomposition._scaling import ColumnScaling
+from dasketch.decomposition._transposed import TRANSPOSED_BASIS_VALUES, transposed_store
+from dasketch.decomposition._variance import fit_sizes
 from dasketch.kernels.frequent_directions import METHODS
 from dasketch.utils.blockwise import affine_rows
 from dasketch.utils.params import Interval
@@ -48,7 +48,7 @@ class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, _BasePCA):
         number whose measured explained variance ratio exceeds it (all sketch
         directions, with a warning, when they never do); "mle" picks it by
         Minka's rule from the measured variances (see
-        :func:`dasketch._pca_variance.mle_components`; needs ``n_samples >=
+        :func:`dasketch.decomposition._variance.mle_components`; needs ``n_samples >=
         n_features``).
     sketch_size : int or "exact", optional
         ``l``, more than ``n_components``; default ``k + max(3 k, 10)`` for
@@ -56,7 +56,7 @@ class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, _BasePCA):
         chosen so that the ``k`` components capture at least 0.98 of the
         variance of the best ``k``-dimensional subspace on flat as well as steep
         spectra (measured; see
-        :func:`dasketch._pca_variance.default_sketch_size`), capped at
+        :func:`dasketch.decomposition._variance.default_sketch_size`), capped at
         ``min(n_samples, n_features) + 1`` (``n_features + 1`` in
         :meth:`partial_fit`): a sketch of that size is exact for the
         deterministic updates (the centred data have rank below it), so the
@@ -148,7 +148,7 @@ class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, _BasePCA):
         columns whose column reads would decode every chunk at least 1.5 times
         a pass, the sketch of its transpose, whose rows are whole in those
         chunks, followed by two passes that measure the components
-        (:mod:`dasketch._transposed_pca`; ``block_rows`` then counts the
+        (:mod:`dasketch.decomposition._transposed`; ``block_rows`` then counts the
         store's columns per block). The statements above hold for every plan.
 
     See Also

@@ -1,21 +1,18 @@
 """What the estimators compute block by block for out-of-core ``X``:
-``X @ matrix + offset`` (transform, predict), squared norms along axes and
-Gaussian log-likelihoods, each one pass of the bridge's primitives
-(:func:`~dasketch._blocks.map_rows`, :func:`~dasketch._blocks.map_reduce`) over
-functions of :mod:`dasketch._blocks.block_functions` (so that workers never
-import scikit-learn).
+``X @ matrix + offset`` (transform, predict), one pass of the bridge's
+:func:`~dasketch._blocks.map_rows` over a function of
+:mod:`dasketch._blocks.block_functions` (so that workers never import
+scikit-learn). SketchPCA's own passes (squared norms along axes, Gaussian
+log-likelihoods) are :mod:`dasketch.decomposition`'s, served here too.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from dasketch._blocks import RowBlocks, add, map_reduce, map_rows
-from dasketch._blocks.block_functions import (
-    affine_block,
-    gaussian_log_likelihood_block,
-    squared_norms_block,
-)
+from dasketch._blocks import map_rows
+from dasketch._blocks.block_functions import affine_block
+from dasketch.utils.lazy import lazy_attributes
 
 
 def affine_rows(blocks, matrix, offset, dtype):
@@ -37,40 +34,7 @@ def affine_rows(blocks, matrix, offset, dtype):
                     keeps_block=False)
 
 
-def squared_norms_along(blocks, axes, shift, *, split_every=None):
-    """Delayed ``||X v_j - shift_j||^2`` for the rows ``v_j`` of ``axes`` over
-    :class:`~dasketch._blocks.RowBlocks`: with ``shift = axes @ mean`` the squared
-    norms of the centred data along the axes, ``||X_c v||^2``, without centring
-    (or densifying) a block.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from dasketch._blocks import as_row_blocks, compute
-    >>> X = np.array([[1.0, 0.0], [3.0, 2.0], [5.0, 4.0]])
-    >>> axes = np.eye(2)
-    >>> compute(squared_norms_along(as_row_blocks(X, block_rows=2), axes, X.mean(0)))[0]
-    array([8., 8.])
-    """
-    axes_t = np.ascontiguousarray(np.asarray(axes, dtype=np.float64).T)
-    shift = np.asarray(shift, dtype=np.float64)
-    return map_reduce(blocks, squared_norms_block, add, split_every=split_every,
-                      shared={"axes_t": axes_t, "shift": shift}, keeps_block=False)
-
-
-def gaussian_log_likelihood(X, mean, precision):
-    """Log-density of each row of ``X`` under ``N(mean, precision^{-1})``: an
-    ndarray for in-memory ``X``, a lazy Dask array for RowBlocks (whose blocks
-    raise on NaN or Inf when computed). ``precision=None`` stands for a singular
-    covariance: every row gets ``-inf``, as a degenerate Gaussian puts no density
-    off a set of measure zero."""
-    d = mean.shape[0]
-    constant = 0.0
-    if precision is not None:
-        sign, logdet = np.linalg.slogdet(precision)
-        constant = -0.5 * (d * np.log(2.0 * np.pi) - (logdet if sign > 0 else -np.inf))
-    shared = {"mean": mean, "precision": precision, "constant": constant}
-    if isinstance(X, RowBlocks):
-        return map_rows(X, gaussian_log_likelihood_block, n_columns=1, shared=shared,
-                        keeps_block=False)[:, 0]
-    return gaussian_log_likelihood_block(X, 0, X.shape[0], **shared).ravel()
+__getattr__, __dir__ = lazy_attributes(__name__, {
+    "squared_norms_along": "dasketch.decomposition._variance",
+    "gaussian_log_likelihood": "dasketch.decomposition._probabilistic",
+})
