@@ -8,10 +8,10 @@ import numbers
 import warnings
 
 import numpy as np
-from sklearn.decomposition._pca import _assess_dimension
 from sklearn.utils.extmath import svd_flip
 
 from dasketch._blocks import compute
+from dasketch.utils._sklearn_compat import assess_dimension
 from dasketch.utils.blockwise import squared_norms_along
 
 # Rows of the default sketch beyond the k kept: DEFAULT_OVERSAMPLING k, at least
@@ -155,5 +155,5 @@ def mle_components(variances, total, n_samples, n_features):
     if r < n_features:
         spectrum[r:] = max(total - float(np.sum(variances[:r])), 0.0) / (n_features - r)
     ranks = range(1, min(r, n_features - 1) + 1)
-    likelihood = [_assess_dimension(spectrum, rank, n_samples) for rank in ranks]
+    likelihood = [assess_dimension(spectrum, rank, n_samples) for rank in ranks]
     return int(np.argmax(likelihood)) + 1 if likelihood else 1

@@ -25,7 +25,6 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.utils._param_validation import StrOptions
 
 from dasketch._blocks import compute, is_dask_collection
 from dasketch._blocks.scaling import scaled_blocks
@@ -37,6 +36,7 @@ from dasketch.kernels.column_scaling import (
     LOW,
     check_missing,
 )
+from dasketch.utils._sklearn_compat import StrOptions
 from dasketch.utils.params import Interval
 from dasketch.utils.validation import validate_input
 

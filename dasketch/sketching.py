@@ -9,7 +9,6 @@ import numbers
 from functools import partial
 
 import numpy as np
-from sklearn.utils._param_validation import StrOptions, validate_parameter_constraints
 
 from dasketch._blocks import (
     as_row_blocks,
@@ -36,6 +35,7 @@ from dasketch.kernels.shrink import UPDATES
 from dasketch.kernels.sketch_checks import METHODS
 from dasketch.sketch_memory import check_task_memory
 from dasketch.sparse_embedding import sparse_embed  # noqa: F401 - re-exported
+from dasketch.utils._sklearn_compat import StrOptions, validate_parameter_constraints
 from dasketch.utils.params import PASS_CONSTRAINTS, RANDOM_STATE, Interval
 
 SKETCH_UPDATES = UPDATES + ("randomized",)

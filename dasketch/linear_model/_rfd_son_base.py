@@ -13,7 +13,6 @@ import numpy as np
 import scipy.sparse
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import StrOptions, validate_parameter_constraints
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
@@ -21,6 +20,7 @@ from dasketch._blocks import RowBlocks, iter_row_blocks
 from dasketch.kernels.online_newton import METHODS, UPDATES, OnlineNewton
 from dasketch.kernels.shrink import check_finite_rows
 from dasketch.linear_model._sketched_regression import check_sample_weight
+from dasketch.utils._sklearn_compat import StrOptions, validate_parameter_constraints
 from dasketch.utils.blockwise import affine_rows
 from dasketch.utils.params import POSITIVE_INT, Interval
 from dasketch.utils.validation import validate_input

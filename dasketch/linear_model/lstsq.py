@@ -8,7 +8,6 @@ import numbers
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils._param_validation import StrOptions
 
 from dasketch.kernels.embeddings import EMBEDDINGS
 from dasketch.linear_model._sketched_regression import SketchedRegressorMixin
@@ -19,6 +18,7 @@ from dasketch.linear_model.lstsq_solver import (  # noqa: F401 - the solver is r
     sketch_lstsq,
     solve_lstsq,
 )
+from dasketch.utils._sklearn_compat import StrOptions
 from dasketch.utils.params import Interval
 
 

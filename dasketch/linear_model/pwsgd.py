@@ -14,7 +14,6 @@ import numpy as np
 import scipy.linalg
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Options, StrOptions
 
 from dasketch._blocks import as_row_blocks, gather_rows, run_eagerly
 from dasketch.kernels.embeddings import EMBEDDINGS
@@ -27,6 +26,7 @@ from dasketch.linear_model.preconditioner import (
     metric_singular_values,
 )
 from dasketch.linear_model.preconditioning import precondition_blocks
+from dasketch.utils._sklearn_compat import Options, StrOptions
 from dasketch.utils.params import Interval
 
 PRECONDITIONERS = ("full", "diag", "none")

@@ -14,13 +14,13 @@ from scipy.special import expit
 from sklearn.datasets import make_regression
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
-from sklearn.utils._param_validation import InvalidParameterError
 
 from dasketch.linear_model import (
     DualRandomProjectionClassifier,
     DualRandomProjectionRegressor,
     dual_random_projection,
 )
+from dasketch.utils._sklearn_compat import InvalidParameterError
 
 ESTIMATORS = {"regressor": DualRandomProjectionRegressor,
               "classifier": DualRandomProjectionClassifier}

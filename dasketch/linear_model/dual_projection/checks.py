@@ -13,11 +13,10 @@ import warnings
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import StrOptions
-from sklearn.utils.validation import _check_sample_weight
 
 from dasketch._blocks import compute, is_dask_collection
 from dasketch.linear_model.dual_projection.losses import LOSSES
+from dasketch.utils._sklearn_compat import StrOptions, check_sample_weight
 from dasketch.utils.params import FAN_IN, POSITIVE_INT, RANDOM_STATE, Interval
 
 SOLVERS = ("cg", "paper")
@@ -86,8 +85,8 @@ def check_weights(sample_weight, n):
     Dask input is computed (``n`` values, small next to X)."""
     if is_dask_collection(sample_weight):
         (sample_weight,) = compute(sample_weight)
-    weights = _check_sample_weight(sample_weight, np.empty((n, 0)), dtype=np.float64,
-                                   ensure_non_negative=True)
+    weights = check_sample_weight(sample_weight, np.empty((n, 0)), dtype=np.float64,
+                                  ensure_non_negative=True)
     if not np.all(np.isfinite(weights)):
         raise ValueError("sample_weight contains NaN or Inf; finite weights >= 0 expected")
     return weights

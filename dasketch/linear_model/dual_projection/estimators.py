@@ -10,12 +10,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 from sklearn.base import ClassifierMixin, RegressorMixin
-from sklearn.linear_model._base import SparseCoefMixin
-from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_y, check_consistent_length
+from sklearn.utils.validation import check_consistent_length
 
 from dasketch._blocks import compute, is_dask_collection
 from dasketch._blocks.block_functions import class_labels
@@ -27,6 +25,7 @@ from dasketch.linear_model.dual_projection.estimator_base import (
     _REFERENCES_DOC,
     _DualRandomProjectionBase,
 )
+from dasketch.utils._sklearn_compat import SparseCoefMixin, StrOptions, check_y
 from dasketch.utils.validation import validate_input
 
 
@@ -111,7 +110,7 @@ class DualRandomProjectionRegressor(RegressorMixin, _DualRandomProjectionBase):
                              "target y is None")
         if is_dask_collection(y):
             (y,) = compute(y)
-        y = _check_y(y, multi_output=True, y_numeric=True, estimator=self)
+        y = check_y(y, multi_output=True, y_numeric=True, estimator=self)
         check_consistent_length(np.empty((X.shape[0], 0)), y)
         self._solve(X, y, "squared", sample_weight=sample_weight)
         if y.ndim == 2 and y.shape[1] == 1:      # as Ridge

@@ -31,7 +31,6 @@ coefficients, ``||w - w*|| <= coef_error_bound`` (strong convexity, see
 from __future__ import annotations
 
 import numpy as np
-from sklearn.utils._param_validation import validate_parameter_constraints
 
 from dasketch._blocks import as_row_blocks, cache_blocks, run_eagerly
 from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
@@ -64,6 +63,7 @@ from dasketch.linear_model.dual_projection.unpenalised import (
     separable,
     warn_separable,
 )
+from dasketch.utils._sklearn_compat import validate_parameter_constraints
 
 __all__ = ["DualRandomProjectionResult", "dual_random_projection"]
 
