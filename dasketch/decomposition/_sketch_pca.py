@@ -16,7 +16,7 @@ from dasketch._pca_variance import fit_sizes
 from dasketch._transposed_pca import TRANSPOSED_BASIS_VALUES, transposed_store
 from dasketch.decomposition._probabilistic import ProbabilisticPCA
 from dasketch.decomposition._readout import SketchReadOut
-from dasketch.kernels.frequent_directions import METHODS
+from dasketch.kernels.frequent_directions import SKETCH_METHODS
 from dasketch.utils._sklearn_compat import BasePCA, RealNotInt, StrOptions
 from dasketch.utils.blockwise import affine_rows
 from dasketch.utils.params import Interval
@@ -198,7 +198,7 @@ class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, BasePCA):
                          StrOptions({"mle"}), None],
         "sketch_size": [Interval(numbers.Integral, 2, None, closed="left"),
                         StrOptions({"exact"}), None],
-        "method": [StrOptions(set(METHODS))],
+        "method": [StrOptions(set(SKETCH_METHODS))],
         "whiten": ["boolean"],
         "split_every": [Interval(numbers.Integral, 2, None, closed="left"), None],
         "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
