@@ -2,8 +2,13 @@
 new one (scikit-learn's deprecation cycle), and give the same objects."""
 
 import importlib
+import pickle
 
+import numpy as np
 import pytest
+
+from dasketch.genotype import GenotypePCA
+from dasketch.genotype import pca as genotype_pca
 
 RENAMED_CONSTANTS = [
     ("dasketch.kernels.sketch_checks", "METHODS", "SKETCH_METHODS"),
@@ -28,3 +33,33 @@ def test_each_new_constant_name_names_its_own_list():
     lists = {new: getattr(importlib.import_module(module), new)
              for module, _, new in RENAMED_CONSTANTS}
     assert len(set(lists.values())) == len(lists) == 5
+
+
+def _genotypes():
+    rng = np.random.default_rng(0)
+    return rng.binomial(2, rng.uniform(0.1, 0.9, 30), size=(80, 30)).astype(np.int8)
+
+
+def test_genotype_scaler_is_the_former_name_of_scaling():
+    G = _genotypes()
+    expected = GenotypePCA(3, 12, scaling="standard", random_state=0).fit(G)
+    with pytest.warns(FutureWarning, match="scaler was renamed scaling"):
+        old = GenotypePCA(3, 12, scaler="standard", random_state=0).fit(G)
+    np.testing.assert_allclose(old.scaler_scale_, expected.scaler_scale_)
+    np.testing.assert_allclose(old.components_, expected.components_)
+    with pytest.warns(FutureWarning, match="scaler was renamed scaling"):
+        coords, _ = genotype_pca(G.T, 3, scaler="standard", sketch_size=12, random_state=0)
+    np.testing.assert_allclose(coords, expected.transform(G))
+    with pytest.raises(ValueError, match="both scaler='standard' and scaling=None"):
+        GenotypePCA(3, scaler="standard", scaling=None).fit(G)
+
+
+def test_a_genotype_pca_pickled_with_scaler_loads_with_scaling_and_transforms():
+    G = _genotypes()
+    model = GenotypePCA(3, 12, scaling="standard", random_state=0).fit(G)
+    # the state a GenotypePCA had before the rename: scaler set, scaling None
+    old = GenotypePCA.__new__(GenotypePCA)
+    old.__dict__.update({**model.__dict__, "scaler": "standard", "scaling": None})
+    old = pickle.loads(pickle.dumps(old))
+    assert old.get_params()["scaling"] == "standard" and old.scaler == "deprecated"
+    np.testing.assert_allclose(old.transform(G), model.transform(G))

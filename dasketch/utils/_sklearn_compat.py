@@ -10,7 +10,7 @@ module is the one place that follows it.
 The names are re-exported without their leading underscore:
 
 - parameter validation (``sklearn.utils._param_validation``): ``Interval``,
-  ``Options``, ``StrOptions``, ``RealNotInt``, ``InvalidParameterError`` and
+  ``Options``, ``StrOptions``, ``RealNotInt``, ``Hidden``, ``InvalidParameterError`` and
   ``validate_parameter_constraints``, the rules behind ``_parameter_constraints``;
 - ``check_sample_weight``, ``check_y`` and ``deprecate_positional_args``
   (``sklearn.utils.validation``);
@@ -25,6 +25,7 @@ from sklearn.decomposition._pca import _assess_dimension as assess_dimension
 from sklearn.decomposition._pca import _infer_dimension as infer_dimension
 from sklearn.linear_model._base import SparseCoefMixin
 from sklearn.utils._param_validation import (
+    Hidden,
     Interval,
     InvalidParameterError,
     Options,
@@ -36,7 +37,7 @@ from sklearn.utils.validation import _check_sample_weight as check_sample_weight
 from sklearn.utils.validation import _check_y as check_y
 from sklearn.utils.validation import _deprecate_positional_args as deprecate_positional_args
 
-__all__ = ["BasePCA", "Interval", "InvalidParameterError", "Options", "RealNotInt",
+__all__ = ["BasePCA", "Hidden", "Interval", "InvalidParameterError", "Options", "RealNotInt",
            "SparseCoefMixin", "StrOptions", "assess_dimension", "check_sample_weight",
            "check_y", "deprecate_positional_args", "infer_dimension",
            "validate_parameter_constraints"]
