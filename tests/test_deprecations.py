@@ -2,6 +2,7 @@
 new one (scikit-learn's deprecation cycle), and give the same objects."""
 
 import importlib
+import inspect
 import pickle
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 from dasketch.genotype import GenotypePCA
 from dasketch.genotype import pca as genotype_pca
+from dasketch.linear_model import PWSGDRegressor, SketchLstsqRegressor
 
 RENAMED_CONSTANTS = [
     ("dasketch.kernels.sketch_checks", "METHODS", "SKETCH_METHODS"),
@@ -63,3 +65,16 @@ def test_a_genotype_pca_pickled_with_scaler_loads_with_scaling_and_transforms():
     old = pickle.loads(pickle.dumps(old))
     assert old.get_params()["scaling"] == "standard" and old.scaler == "deprecated"
     np.testing.assert_allclose(old.transform(G), model.transform(G))
+
+
+@pytest.mark.parametrize(("cls", "args", "kwargs"), [
+    (SketchLstsqRegressor, (False, 1e-8), {"fit_intercept": False, "tol": 1e-8}),
+    (PWSGDRegressor, (1, False), {"p": 1, "fit_intercept": False}),
+])
+def test_positional_parameters_are_served_with_a_warning(cls, args, kwargs):
+    with pytest.warns(FutureWarning, match="as keyword args"):
+        positional = cls(*args)
+    assert positional.get_params() == cls(**kwargs).get_params()
+    assert "fit_intercept" in [name for name, parameter in
+                               inspect.signature(cls).parameters.items()
+                               if parameter.kind is parameter.KEYWORD_ONLY]
