@@ -10,7 +10,13 @@ import pytest
 
 from dasketch.genotype import GenotypePCA
 from dasketch.genotype import pca as genotype_pca
-from dasketch.linear_model import PWSGDRegressor, SketchLstsqRegressor
+from dasketch.linear_model import (
+    DualRandomProjectionClassifier,
+    DualRandomProjectionRegressor,
+    PWSGDRegressor,
+    SketchLstsqRegressor,
+    dual_random_projection,
+)
 
 RENAMED_CONSTANTS = [
     ("dasketch.kernels.sketch_checks", "METHODS", "SKETCH_METHODS"),
@@ -78,3 +84,43 @@ def test_positional_parameters_are_served_with_a_warning(cls, args, kwargs):
     assert "fit_intercept" in [name for name, parameter in
                                inspect.signature(cls).parameters.items()
                                if parameter.kind is parameter.KEYWORD_ONLY]
+
+
+def _ridge_problem():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 30))
+    return X, X @ rng.standard_normal(30) + 0.1 * rng.standard_normal(60)
+
+
+def test_drp_n_components_is_the_former_name_of_sketch_size():
+    X, y = _ridge_problem()
+    expected = DualRandomProjectionRegressor(sketch_size=12, random_state=0).fit(X, y)
+    with pytest.warns(FutureWarning, match="n_components was renamed sketch_size"):
+        old = DualRandomProjectionRegressor(n_components=12, random_state=0).fit(X, y)
+    assert old.sketch_size_ == expected.sketch_size_
+    np.testing.assert_array_equal(old.coef_, expected.coef_)
+    with pytest.warns(FutureWarning, match="n_components_ was renamed sketch_size_"):
+        assert old.n_components_ == old.sketch_size_
+    with pytest.warns(FutureWarning, match="n_components was renamed sketch_size"):
+        res = dual_random_projection(X, y, n_components=12, random_state=0)
+    np.testing.assert_array_equal(res.coef, expected.coef_)
+    with pytest.raises(ValueError, match="both n_components=12 and sketch_size=20"):
+        DualRandomProjectionClassifier(n_components=12, sketch_size=20).fit(X, y > 0)
+    with pytest.raises(ValueError, match="both n_components=12 and sketch_size=20"):
+        dual_random_projection(X, y, n_components=12, sketch_size=20)
+
+
+@pytest.mark.parametrize("cls", [DualRandomProjectionRegressor, DualRandomProjectionClassifier])
+def test_a_drp_estimator_pickled_with_n_components_loads_and_predicts(cls):
+    X, y = _ridge_problem()
+    y = y > 0 if cls is DualRandomProjectionClassifier else y
+    model = cls(sketch_size=12, random_state=0).fit(X, y)
+    # the state of an estimator fitted before the rename: n_components, n_components_
+    state = {key: value for key, value in model.__dict__.items()
+             if key not in ("sketch_size", "sketch_size_")}
+    old = cls.__new__(cls)
+    old.__dict__.update({**state, "n_components": 12, "n_components_": 12})
+    restored = pickle.loads(pickle.dumps(old))
+    np.testing.assert_array_equal(restored.predict(X), model.predict(X))
+    assert restored.get_params() == model.get_params()
+    assert restored.sketch_size_ == 12 and "n_components_" not in vars(restored)
