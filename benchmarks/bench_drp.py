@@ -153,7 +153,7 @@ def dasketch_rows(regime, task, path, X, target, reference, m, **params):
                                  (path, False, "zarr, cache=False"),
                                  (X, "auto", "in memory")):
         res, seconds = timed(lambda source=source, cache=cache: dual_random_projection(
-            source, target, n_components=m, tol=ACCURACY, block_rows=BLOCK_ROWS,
+            source, target, sketch_size=m, tol=ACCURACY, block_rows=BLOCK_ROWS,
             random_state=0, cache=cache, **params))
         rows.append(row(regime, task, f"dasketch DRP m={m} ({where})", seconds,
                         relative_error(res.coef, reference), res.n_passes,
@@ -187,7 +187,7 @@ def logistic_rows(regime, path, X, labels, alpha, m):
     from dask_ml.linear_model import LogisticRegression as DaskLogisticRegression
 
     reference = dual_random_projection(X, labels, loss="logistic", alpha=alpha,
-                                       n_components=m, tol=1e-12, fit_intercept=False,
+                                       sketch_size=m, tol=1e-12, fit_intercept=False,
                                        block_rows=BLOCK_ROWS, random_state=1).coef
     error = lambda model: relative_error(model.coef_, reference)  # noqa: E731
     rows = []
@@ -287,7 +287,7 @@ def error_against_passes(n, d, rank, path, rounds=8):
         for t in range(1, rounds + 1):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                res = dual_random_projection(X, y, alpha=alpha, n_components=20 * rank,
+                res = dual_random_projection(X, y, alpha=alpha, sketch_size=20 * rank,
                                              solver=solver, max_iter=t, tol=0.0,
                                              random_state=0)
             points.append((res.n_passes, relative_error(res.coef, exact)))
@@ -370,7 +370,7 @@ def main(argv=None):
     options.add_argument("--n", type=int, default=None)
     options.add_argument("--d", type=int, default=None)
     options.add_argument("--rank", type=int, default=None)
-    options.add_argument("--m", type=int, default=None, help="n_components (default 4 r)")
+    options.add_argument("--m", type=int, default=None, help="sketch_size (default 4 r)")
     args = options.parse_args(argv)
     n = args.n or (400 if args.quick else 3000)
     d = args.d or (1600 if args.quick else 12000)

@@ -75,14 +75,14 @@ def case(n, repeat):
     alpha = 0.5 * n
     exact_ridge = Ridge(alpha=alpha, solver="cholesky", fit_intercept=False).fit(X, y).coef_
     exact_logistic = _quiet(lambda: dual_random_projection(
-        X, labels, loss="logistic", alpha=alpha, n_components=M, tol=1e-12, random_state=0,
+        X, labels, loss="logistic", alpha=alpha, sketch_size=M, tol=1e-12, random_state=0,
         fit_intercept=False))().coef
 
     def drp(target, loss, eager):
         def fit():
             with dask.config.set({"dasketch.eager": eager, "scheduler": "synchronous"}):
                 return dual_random_projection(X, target, loss=loss, alpha=alpha,
-                                              n_components=M, tol=ACCURACY, random_state=0,
+                                              sketch_size=M, tol=ACCURACY, random_state=0,
                                               fit_intercept=False)
         return fit
 

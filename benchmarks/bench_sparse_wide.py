@@ -231,7 +231,7 @@ def main(argv=None):
     write_results("sparse_wide", report, plot, quick=args.quick)
 
 
-METHODS = [("dasketch", "dasketch.sketch", "o", "C0"), ("projection", "X @ G", "s", "C1"),
+SERIES = [("dasketch", "dasketch.sketch", "o", "C0"), ("projection", "X @ G", "s", "C1"),
            ("svd_compressed", "svd_compressed(k=l, 2 power iters)", "^", "C2")]
 
 
@@ -247,7 +247,7 @@ def plot(report, path):
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.5))
     for dense in (True, False):
         group = [c for c in order if ("seconds_svd_compressed" in cases[c]) == dense]
-        for key, label, marker, color in METHODS:
+        for key, label, marker, color in SERIES:
             style = dict(marker=marker, color=color, ls="-" if dense else "",
                          mfc=color if dense else "none",
                          label=f"{label}, {'dense' if dense else 'sparse'}")

@@ -13,9 +13,8 @@ import os
 import socket
 import time
 
-from sklearn.utils._param_validation import validate_parameter_constraints
-
 from dasketch._blocks.cluster_wait import worker_timeout
+from dasketch.utils._sklearn_compat import validate_parameter_constraints
 from dasketch.utils.params import POSITIVE_INT, Interval
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"

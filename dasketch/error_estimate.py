@@ -6,8 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import partial
 
-from sklearn.utils._param_validation import validate_parameter_constraints
-
 from dasketch._blocks import add, as_row_blocks, compute, map_reduce
 from dasketch._blocks.block_functions import gram_block
 from dasketch._blocks.row_blocks import _transformed
@@ -18,6 +16,7 @@ from dasketch.kernels.embeddings import gaussian_rows, resolve_seed
 from dasketch.kernels.frequent_directions import Sketch
 from dasketch.kernels.sketch_scaling import _unscaled_bound, divide_by_power_of_two
 from dasketch.sketch_memory import check_estimate_memory
+from dasketch.utils._sklearn_compat import validate_parameter_constraints
 from dasketch.utils.params import PASS_CONSTRAINTS, POSITIVE_INT, RANDOM_STATE
 
 _ESTIMATE_CONSTRAINTS = {

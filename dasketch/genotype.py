@@ -25,7 +25,6 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.utils._param_validation import StrOptions
 
 from dasketch._blocks import compute, is_dask_collection
 from dasketch._blocks.scaling import scaled_blocks
@@ -37,6 +36,8 @@ from dasketch.kernels.column_scaling import (
     LOW,
     check_missing,
 )
+from dasketch.kernels.deprecation import DEPRECATED, renamed_parameter
+from dasketch.utils._sklearn_compat import Hidden, StrOptions
 from dasketch.utils.params import Interval
 from dasketch.utils.validation import validate_input
 
@@ -60,14 +61,17 @@ class GenotypePCA(SketchPCA):
         As :class:`~dasketch.SketchPCA`.
     sketch_size : int, "exact" or None, default=None
         As :class:`~dasketch.SketchPCA`.
-    scaler : {"patterson", "standard"} or None, default="patterson"
-        ``"patterson"`` (as as scikit-allel's and sgkit's ``pca``): divide
+    scaling : {"patterson", "standard"} or None, default="patterson"
+        ``"patterson"`` (as scikit-allel's and sgkit's ``pca``): divide
         each variant by ``sqrt(p (1 - p))``, ``p = mean / ploidy``, which needs
         every called dosage in ``[0, ploidy]``; ``"standard"``: by the standard
         deviation of the variant with its missing calls imputed (as
         scikit-learn's ``SimpleImputer(strategy="mean")`` then
         ``StandardScaler``); None: centre only. A variant with the
         same dosage at every called sample (scale 0) becomes zero.
+    scaler : {"patterson", "standard"} or None, default="deprecated"
+        The former name of ``scaling``, served with a ``FutureWarning`` until
+        its removal in 0.3.
     ploidy : int, default=2
         Copies of each chromosome; the dosages lie in ``[0, ploidy]``.
     missing : int, float, NaN or None, default=-1
@@ -117,17 +121,19 @@ class GenotypePCA(SketchPCA):
 
     _parameter_constraints = {
         **SketchPCA._parameter_constraints,
-        "scaler": [StrOptions({"patterson", "standard"}), None],
+        "scaling": [StrOptions({"patterson", "standard"}), None],
+        "scaler": [StrOptions({"patterson", "standard"}), Hidden(StrOptions({DEPRECATED})),
+                   None],
         "ploidy": [Interval(numbers.Integral, 1, None, closed="left")],
         "missing": [numbers.Real, None],
     }
 
-    def __init__(self, n_components=10, sketch_size=None, *, scaler="patterson", ploidy=2,
+    def __init__(self, n_components=10, sketch_size=None, *, scaling="patterson", ploidy=2,
                  missing=-1, method="rfd", whiten=False, split_every=None, block_rows=None,
-                 random_state=None):
+                 random_state=None, scaler=DEPRECATED):
         super().__init__(n_components, sketch_size, method=method, whiten=whiten,
                          split_every=split_every, block_rows=block_rows,
-                         random_state=random_state)
+                         random_state=random_state, scaling=scaling)
         self.scaler = scaler
         self.ploidy = ploidy
         self.missing = missing
@@ -135,10 +141,18 @@ class GenotypePCA(SketchPCA):
     def _missing_value(self, dtype):
         return check_missing(self.missing, dtype)
 
+    def __setstate__(self, state):
+        # a GenotypePCA pickled before scaler= was renamed scaling= (scaling None)
+        if state.get("scaler", DEPRECATED) != DEPRECATED:
+            state = {**state, "scaling": state["scaler"], "scaler": DEPRECATED}
+        super().__setstate__(state)
+
     def _learn_scaling(self, blocks):
-        scaler, moments, row_missing = self._fit_scaler(blocks, self.scaler, self.ploidy)
+        scaling = renamed_parameter(type(self).__name__, "scaler", "scaling", self.scaler,
+                                    self.scaling, new_default="patterson")
+        scaler, moments, row_missing = self._fit_scaler(blocks, scaling, self.ploidy)
         called = moments[COUNT] > 0
-        if self.scaler == "patterson":
+        if scaling == "patterson":
             outside = called & ((moments[LOW] < 0) | (moments[HIGH] > self.ploidy))
             if outside.any():
                 j = int(np.flatnonzero(outside)[0])
@@ -147,7 +161,7 @@ class GenotypePCA(SketchPCA):
                     f"variants (first: column {j}, from {moments[LOW, j]:g} to "
                     f"{moments[HIGH, j]:g}); Patterson scaling needs allele counts: set "
                     f"missing= to the missing-call value (now {self.missing!r}) or ploidy=, "
-                    "or use scaler='standard'")
+                    "or use scaling='standard'")
         self.missing_per_variant_ = (blocks.n_rows - moments[COUNT]).astype(np.int64)
         self.missing_per_sample_ = row_missing
         self.n_missing_ = int(row_missing.sum())
@@ -214,8 +228,9 @@ def _samples_by_variants(dosages, block_rows):
     return dosages.T
 
 
-def pca(dosages, n_components=10, *, scaler="patterson", ploidy=2, missing=-1,
-        sketch_size=None, method="rfd", block_rows=None, split_every=None, random_state=None):
+def pca(dosages, n_components=10, *, scaling="patterson", ploidy=2, missing=-1,
+        sketch_size=None, method="rfd", block_rows=None, split_every=None, random_state=None,
+        scaler=DEPRECATED):
     """Principal components of the samples of a genotype matrix.
 
     As ``allel.pca(gn, n_components, scaler=, ploidy=)`` computes them, from a
@@ -229,7 +244,7 @@ def pca(dosages, n_components=10, *, scaler="patterson", ploidy=2, missing=-1,
         (``int8``) or float. A zarr path or array is read lazily.
     n_components : int, default=10
         Components to keep.
-    scaler : {"patterson", "standard"} or None, default="patterson"
+    scaling : {"patterson", "standard"} or None, default="patterson"
         Of :class:`GenotypePCA`.
     ploidy : int, default=2
         Of :class:`GenotypePCA`.
@@ -245,6 +260,9 @@ def pca(dosages, n_components=10, *, scaler="patterson", ploidy=2, missing=-1,
         Of :class:`GenotypePCA`.
     random_state : int, numpy.random.Generator or None, default=None
         Of :class:`GenotypePCA`.
+    scaler : {"patterson", "standard"} or None, default="deprecated"
+        The former name of ``scaling``, served with a ``FutureWarning`` until
+        its removal in 0.3.
 
     Returns
     -------
@@ -268,7 +286,9 @@ def pca(dosages, n_components=10, *, scaler="patterson", ploidy=2, missing=-1,
     >>> coords.shape, model.components_.shape
     ((30, 3), (3, 200))
     """
-    model = GenotypePCA(n_components, sketch_size, scaler=scaler, ploidy=ploidy,
+    scaling = renamed_parameter("pca", "scaler", "scaling", scaler, scaling,
+                                new_default="patterson")
+    model = GenotypePCA(n_components, sketch_size, scaling=scaling, ploidy=ploidy,
                         missing=missing, method=method, block_rows=block_rows,
                         split_every=split_every, random_state=random_state)
     blocks = model._blocks(_samples_by_variants(dosages, block_rows))

@@ -9,7 +9,6 @@ import numbers
 from functools import partial
 
 import numpy as np
-from sklearn.utils._param_validation import StrOptions, validate_parameter_constraints
 
 from dasketch._blocks import (
     as_row_blocks,
@@ -32,13 +31,14 @@ from dasketch.kernels.certificates import (
 )
 from dasketch.kernels.embeddings import resolve_seed
 from dasketch.kernels.frequent_directions import check_sketch_parameters
-from dasketch.kernels.shrink import UPDATES
-from dasketch.kernels.sketch_checks import METHODS
+from dasketch.kernels.shrink import SHRINK_UPDATES
+from dasketch.kernels.sketch_checks import SKETCH_METHODS
 from dasketch.sketch_memory import check_task_memory
 from dasketch.sparse_embedding import sparse_embed  # noqa: F401 - re-exported
+from dasketch.utils._sklearn_compat import StrOptions, validate_parameter_constraints
 from dasketch.utils.params import PASS_CONSTRAINTS, RANDOM_STATE, Interval
 
-SKETCH_UPDATES = UPDATES + ("randomized",)
+SKETCH_UPDATES = SHRINK_UPDATES + ("randomized",)
 # Inner merges hold split_every working sketches at once; the working size is capped
 # so that they stay within this many float64 values (256 MiB).
 MERGE_VALUES = 2 ** 25
@@ -148,7 +148,7 @@ def default_split_every(working_size, n_features):
 _SKETCH_CONSTRAINTS = {
     **PASS_CONSTRAINTS,
     "sketch_size": [Interval(numbers.Integral, 2, None, closed="left")],
-    "method": [StrOptions(set(METHODS))],
+    "method": [StrOptions(set(SKETCH_METHODS))],
     "alpha0": [Interval(numbers.Real, 0, np.inf, closed="left")],
     "center": ["boolean"],
     "update": [StrOptions(set(SKETCH_UPDATES))],

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numbers
 
-from sklearn.utils._param_validation import StrOptions, validate_parameter_constraints
-
 from dasketch._blocks import as_row_blocks, compute, sparse_embed_streams
 from dasketch.kernels.embeddings import EMBEDDINGS, check_embedding, resolve_seed
+from dasketch.utils._sklearn_compat import StrOptions, validate_parameter_constraints
 from dasketch.utils.params import PASS_CONSTRAINTS, POSITIVE_INT, RANDOM_STATE, Interval
 
 _EMBED_CONSTRAINTS = {

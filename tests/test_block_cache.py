@@ -44,10 +44,10 @@ def store(tmp_path_factory):
 
 
 def _fits(source, y, labels, cache, client=None):
-    ridge = dual_random_projection(source, y, alpha=10.0, n_components=30, tol=1e-8,
+    ridge = dual_random_projection(source, y, alpha=10.0, sketch_size=30, tol=1e-8,
                                    block_rows=200, random_state=0, cache=cache, client=client)
     logistic = dual_random_projection(source, labels, loss="logistic", alpha=1.0,
-                                      n_components=30, tol=1e-6, block_rows=200,
+                                      sketch_size=30, tol=1e-6, block_rows=200,
                                       random_state=0, cache=cache, client=client)
     lstsq = sketch_lstsq(source, y, tol=1e-8, block_rows=200, random_state=0, cache=cache,
                          client=client)
@@ -75,7 +75,7 @@ def test_cache_settings_give_the_same_results_and_are_recorded(store, cluster_cl
             assert (fit.cache.budget is None) == (cache != "auto")
             assert getattr(fit, "n_passes", 0) == getattr(ref, "n_passes", 0)
     # On worker processes: the blocks are kept there, and the fit is the same.
-    on_cluster = dual_random_projection(path, y, alpha=10.0, n_components=30, tol=1e-8,
+    on_cluster = dual_random_projection(path, y, alpha=10.0, sketch_size=30, tol=1e-8,
                                         block_rows=200, random_state=0, client=cluster_client)
     assert on_cluster.cache.cached and "workers' free memory" in on_cluster.cache.reason
     _assert_same([on_cluster], reference, "on a cluster")
@@ -98,9 +98,9 @@ def test_cached_passes_do_not_read_the_store(store, tmp_path):
 
 def test_estimators_record_the_choice_in_cache_(store):
     path, X, y, labels = store
-    estimators = (DualRandomProjectionRegressor(alpha=10.0, n_components=30, tol=1e-8,
+    estimators = (DualRandomProjectionRegressor(alpha=10.0, sketch_size=30, tol=1e-8,
                                                 block_rows=200, random_state=0),
-                  DualRandomProjectionClassifier(alpha=1.0, n_components=30, block_rows=200,
+                  DualRandomProjectionClassifier(alpha=1.0, sketch_size=30, block_rows=200,
                                                  random_state=0),
                   SketchLstsqRegressor(tol=1e-8, block_rows=200, random_state=0))
     targets = (y, labels, y)
@@ -128,7 +128,7 @@ def test_estimators_record_the_choice_in_cache_(store):
 def test_auto_streams_beyond_its_share_of_memory(store):
     path, _, y, _ = store
     with dask.config.set({"dasketch.cache-fraction": 1e-6}):
-        res = dual_random_projection(path, y, alpha=1.0, n_components=30, random_state=0)
+        res = dual_random_projection(path, y, alpha=1.0, sketch_size=30, random_state=0)
     assert not res.cache.cached and res.cache.budget < res.cache.nbytes
     assert "streams from its source on every pass" in res.cache.reason
 
@@ -192,9 +192,9 @@ def test_two_240_mib_workers_stream_a_store_larger_than_the_cluster(tmp_path):
 
     def job(client):
         options = dict(block_rows=1024, random_state=0, client=client)
-        return (dual_random_projection(big, y_big, alpha=1e3, n_components=20, tol=1e-4,
+        return (dual_random_projection(big, y_big, alpha=1e3, sketch_size=20, tol=1e-4,
                                        **options),
-                dual_random_projection(small, y_small, alpha=1.0, n_components=20,
+                dual_random_projection(small, y_small, alpha=1.0, sketch_size=20,
                                        **options),
                 sketch_lstsq(small, y_small, **options))
 
@@ -203,7 +203,7 @@ def test_two_240_mib_workers_stream_a_store_larger_than_the_cluster(tmp_path):
     assert not drp_big.cache.cached and "streams from its source" in drp_big.cache.reason
     assert drp_big.optimality_residual < 1e-3
     assert drp_small.cache.cached and lstsq_small.cache.cached, drp_small.cache
-    exact = dual_random_projection(X_small, y_small, alpha=1.0, n_components=20,
+    exact = dual_random_projection(X_small, y_small, alpha=1.0, sketch_size=20,
                                    block_rows=1024, random_state=0)
     np.testing.assert_allclose(drp_small.coef, exact.coef, rtol=0,
                                atol=1e-9 * np.abs(exact.coef).max())

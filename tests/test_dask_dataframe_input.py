@@ -98,7 +98,7 @@ def test_functions_accept_unknown_chunk_sizes(frame, form):
                               fit_intercept=True) for M, b in ((X_lazy, y_lazy), (X, y)))
     np.testing.assert_allclose(got.x, want.x, rtol=1e-12)
     got, want = (dual_random_projection(M, b, alpha=1.0, tol=1e-10, random_state=0,
-                                        block_rows=40, n_components=6,
+                                        block_rows=40, sketch_size=6,
                                         sample_weight=da.from_array(weights, chunks=50))
                  for M, b in ((X_lazy, y_lazy), (X, y)))
     np.testing.assert_allclose(got.coef, want.coef, rtol=1e-12)

@@ -218,9 +218,8 @@ def test_constant_data_get_orthonormal_components_without_variance():
 
 
 def test_mle_from_a_partial_spectrum_pads_the_unmeasured_tail_with_its_mean():
-    from sklearn.decomposition._pca import _infer_dimension
-
     from dasketch.decomposition._variance import mle_components
+    from dasketch.utils._sklearn_compat import infer_dimension
 
     # three strong directions in isotropic noise: six measured eigenvalues and
     # the tail's mean give the full spectrum's answer
@@ -228,7 +227,7 @@ def test_mle_from_a_partial_spectrum_pads_the_unmeasured_tail_with_its_mean():
     X = rng.standard_normal((400, 3)) @ rng.standard_normal((3, 20)) * 2
     X += rng.standard_normal((400, 20))
     spectrum = np.linalg.svd(X - X.mean(0), compute_uv=False) ** 2 / 399
-    expected = _infer_dimension(spectrum, 400)
+    expected = infer_dimension(spectrum, 400)
     assert mle_components(spectrum[:6], spectrum.sum(), 400, 20) == expected == 3
 
 

@@ -575,9 +575,9 @@ def test_compose_cluster_runs_regressions(compose_cluster, compose_store):
         with client.as_current():
             pw = PWSGDRegressor(p=2, fit_intercept=False, random_state=0,
                                 block_rows=2048).fit(compose_store, b)
-            drp = DualRandomProjectionRegressor(alpha=10.0, n_components=20, block_rows=2048,
+            drp = DualRandomProjectionRegressor(alpha=10.0, sketch_size=20, block_rows=2048,
                                                 random_state=0).fit(compose_store, b)
-    local = DualRandomProjectionRegressor(alpha=10.0, n_components=20, block_rows=2048,
+    local = DualRandomProjectionRegressor(alpha=10.0, sketch_size=20, block_rows=2048,
                                           random_state=0).fit(compose_store, b)
     np.testing.assert_allclose(drp.coef_, local.coef_, rtol=1e-8,
                                atol=1e-10 * np.abs(local.coef_).max())

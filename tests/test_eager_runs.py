@@ -76,7 +76,7 @@ def test_an_eager_fit_equals_the_dask_fit_bit_for_bit_without_graphs(loss, fit_i
                                                                      layout):
     X, y, weights = _problem()
     target = y if loss == "squared" else np.sign(y)
-    params = dict(loss=loss, alpha=0.1, n_components=8, fit_intercept=fit_intercept,
+    params = dict(loss=loss, alpha=0.1, sketch_size=8, fit_intercept=fit_intercept,
                   sample_weight=weights, random_state=0)
     with _Graphs() as eager_graphs, _scheduled(layout, True) as blocks:
         eager = dual_random_projection(X, target, **params, **blocks)
@@ -94,10 +94,10 @@ def test_an_eager_fit_equals_the_dask_fit_bit_for_bit_without_graphs(loss, fit_i
 def test_an_eager_one_vs_rest_classifier_equals_the_dask_one():
     X, y, _ = _problem(1)
     labels = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))
-    eager = DualRandomProjectionClassifier(alpha=0.5, n_components=8, random_state=0).fit(
+    eager = DualRandomProjectionClassifier(alpha=0.5, sketch_size=8, random_state=0).fit(
         X, labels)
     with dask.config.set({"dasketch.eager": False}):
-        lazy = DualRandomProjectionClassifier(alpha=0.5, n_components=8,
+        lazy = DualRandomProjectionClassifier(alpha=0.5, sketch_size=8,
                                               random_state=0).fit(X, labels)
     np.testing.assert_array_equal(eager.coef_, lazy.coef_)
     np.testing.assert_array_equal(eager.predict(X), lazy.predict(X))
@@ -198,7 +198,7 @@ def test_a_cluster_runs_every_pass_on_its_workers(cluster_client):
     """With a client given or active the passes are tasks on the workers, and
     give the eager run's result to rounding."""
     X, y, _ = _problem()
-    params = dict(alpha=0.1, n_components=8, random_state=0)
+    params = dict(alpha=0.1, sketch_size=8, random_state=0)
     assert not run_eagerly(as_row_blocks(X), cluster_client).eager
     from distributed import get_task_stream
 

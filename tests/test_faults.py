@@ -174,7 +174,7 @@ def test_worker_killed_mid_dual_random_projection(procs, tmp_path):
         def job():
             with client.as_current():
                 return linear_model.DualRandomProjectionRegressor(
-                    alpha=1.0, n_components=24, solver="paper", max_iter=1, block_rows=512,
+                    alpha=1.0, sketch_size=24, solver="paper", max_iter=1, block_rows=512,
                     random_state=0).fit(tmp_path / "D.zarr", y)
 
         reference, n_transitions = measure(client, job)
@@ -319,7 +319,7 @@ def test_same_result_for_1_2_4_workers_and_3_chunkings(tmp_path, chunkings):
                 if path is not chunkings[1]:
                     with client.as_current():
                         drp[n_workers, path.name] = DualRandomProjectionRegressor(
-                            alpha=10.0, n_components=16, block_rows=2048,
+                            alpha=10.0, sketch_size=16, block_rows=2048,
                             random_state=3).fit(path, targets).coef_
     reference = results[1, chunkings[0].name]
     assert reference.n_rows == 24_000

@@ -60,7 +60,7 @@ def genotypes():
 @pytest.mark.parametrize("scaler", ["patterson", "standard", None])
 def test_int8_with_missing_calls_gives_the_explicit_float_components(genotypes, scaler):
     G = genotypes
-    model = GenotypePCA(5, 24, scaler=scaler, block_rows=BLOCK).fit(G)
+    model = GenotypePCA(5, 24, scaling=scaler, block_rows=BLOCK).fit(G)
     Z = _explicit(G, scaler)
     reference = SketchPCA(5, 24, block_rows=BLOCK).fit(Z)
     np.testing.assert_allclose(model.components_, reference.components_, atol=1e-10)
@@ -187,15 +187,15 @@ def test_bad_genotypes_and_parameters_are_named(genotypes):
     G[5, 7] = -9  # another sentinel than missing=-1
     with pytest.raises(ValueError, match=r"outside \[0, ploidy=2\].*column 7.*missing="):
         GenotypePCA(2, block_rows=BLOCK).fit(G)
-    GenotypePCA(2, scaler="standard", block_rows=BLOCK).fit(G)  # any values standardise
+    GenotypePCA(2, scaling="standard", block_rows=BLOCK).fit(G)  # any values standardise
     F = genotypes.astype(np.float64)
     F[3, 4] = np.nan
     with pytest.raises(ValueError, match=r"NaN or Inf in 1 columns \(first: column 4\).*np\.nan"):
         GenotypePCA(2, block_rows=BLOCK).fit(F)
     with pytest.raises(ValueError, match="missing must be None, NaN or a value of .* uint8"):
         GenotypePCA(2).fit(np.abs(genotypes).astype(np.uint8))
-    with pytest.raises(ValueError, match="scaler"):
-        GenotypePCA(2, scaler="unit").fit(genotypes)
+    with pytest.raises(ValueError, match="scaling"):
+        GenotypePCA(2, scaling="unit").fit(genotypes)
     model = GenotypePCA(2, block_rows=BLOCK).fit(genotypes)
     with pytest.raises(ValueError, match="X has 10 features, but GenotypePCA is expecting 600"):
         model.transform(genotypes[:, :10])

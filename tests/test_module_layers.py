@@ -101,3 +101,32 @@ def test_importing_the_bridge_loads_no_sketch_file_format():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=PACKAGE.parent)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+SKLEARN_COMPAT = PACKAGE / "utils" / "_sklearn_compat.py"
+
+
+def _private_sklearn_imports(path):
+    """``(line, what)`` of every import of a private scikit-learn name or from a
+    private scikit-learn module (a dotted part starting with ``_``) in a file."""
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sklearn":
+            private_module = any(part.startswith("_") for part in node.module.split("."))
+            yield from ((node.lineno, f"{node.module}.{alias.name}") for alias in node.names
+                        if private_module or alias.name.startswith("_"))
+        elif isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names
+                        if alias.name.split(".")[0] == "sklearn"
+                        and any(part.startswith("_") for part in alias.name.split(".")))
+
+
+def test_private_scikit_learn_names_are_imported_by_the_compatibility_module_only():
+    root = PACKAGE.parent
+    sources = [path for folder in ("dasketch", "tests", "benchmarks")
+               for path in _sources(root / folder) if path != SKLEARN_COMPAT]
+    assert PACKAGE / "decomposition" / "_sketch_pca.py" in sources
+    found = [f"{path.relative_to(root)}:{line}: {what}"
+             for path in sources for line, what in _private_sklearn_imports(path)]
+    assert not found, ("private scikit-learn names imported outside "
+                       "dasketch/utils/_sklearn_compat.py:\n" + "\n".join(found))
+    assert dict(_private_sklearn_imports(SKLEARN_COMPAT)), "the scan finds nothing"

@@ -134,17 +134,17 @@ def _cases(tmp_path):
                                       "affine_block"),
         "RFD-SON classifier predict": (RFDSONClassifier(sketch_size=2).fit(X, labels),
                                        "predict", "affine_block"),
-        "DRP regressor predict": (DualRandomProjectionRegressor(n_components=4).fit(X, y),
+        "DRP regressor predict": (DualRandomProjectionRegressor(sketch_size=4).fit(X, y),
                                   "predict", "matvec_block"),
         "DRP classifier predict": (
-            DualRandomProjectionClassifier(n_components=4).fit(X, labels), "predict",
+            DualRandomProjectionClassifier(sketch_size=4).fit(X, labels), "predict",
             "class_labels"),
     }
     def drp_ridge():
-        return compute(dual_random_projection(path, y, n_components=4).dual_coef())
+        return compute(dual_random_projection(path, y, sketch_size=4).dual_coef())
 
     def drp_paper():
-        return dual_random_projection(path, np.sign(y), loss="logistic", n_components=4,
+        return dual_random_projection(path, np.sign(y), loss="logistic", sketch_size=4,
                                       solver="paper", max_iter=2)
 
     runs = {

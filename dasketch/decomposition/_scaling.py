@@ -38,9 +38,9 @@ class ColumnScaling:
         nothing is missing)."""
         return None
 
-    def _fit_scaler(self, blocks, scaler, ploidy=2):
+    def _fit_scaler(self, blocks, scaling, ploidy=2):
         """One pass over ``blocks`` for the columns' moments; sets
-        ``scaler_mean_`` and ``scaler_scale_`` by the rule ``scaler`` of
+        ``scaler_mean_`` and ``scaler_scale_`` by the rule ``scaling`` of
         :func:`~dasketch.kernels.column_scaling.column_scaling` and returns the
         :class:`~dasketch.kernels.column_scaling.ColumnScaler`, the moments and
         the missing entries per row."""
@@ -50,7 +50,7 @@ class ColumnScaling:
                             "pass scaling=None")
         missing = self._missing_value(blocks.dtype)
         moments, row_missing = column_summary(blocks, missing, split_every=self.split_every)
-        mean, scale = column_scaling(moments, scaler, ploidy, blocks.n_rows)
+        mean, scale = column_scaling(moments, scaling, ploidy, blocks.n_rows)
         self.scaler_mean_, self.scaler_scale_ = mean, scale
         return ColumnScaler(mean, scale, missing), moments, row_missing
 

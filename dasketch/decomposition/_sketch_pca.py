@@ -5,9 +5,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.decomposition._base import _BasePCA
 from sklearn.utils import check_array
-from sklearn.utils._param_validation import RealNotInt, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from dasketch._blocks import RowBlocks, as_row_blocks, run_eagerly
@@ -18,13 +16,14 @@ from dasketch.decomposition._readout import SketchReadOut
 from dasketch.decomposition._scaling import ColumnScaling
 from dasketch.decomposition._transposed import TRANSPOSED_BASIS_VALUES, transposed_store
 from dasketch.decomposition._variance import fit_sizes
-from dasketch.kernels.frequent_directions import METHODS
+from dasketch.kernels.frequent_directions import SKETCH_METHODS
+from dasketch.utils._sklearn_compat import BasePCA, RealNotInt, StrOptions
 from dasketch.utils.blockwise import affine_rows
 from dasketch.utils.params import Interval
 from dasketch.utils.validation import is_out_of_core, validate_input
 
 
-class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, _BasePCA):
+class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, BasePCA):
     """Principal component analysis from a centred Robust Frequent Directions sketch.
 
     One pass over the data (block sketches merged in a tree, see
@@ -199,7 +198,7 @@ class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, _BasePCA):
                          StrOptions({"mle"}), None],
         "sketch_size": [Interval(numbers.Integral, 2, None, closed="left"),
                         StrOptions({"exact"}), None],
-        "method": [StrOptions(set(METHODS))],
+        "method": [StrOptions(set(SKETCH_METHODS))],
         "whiten": ["boolean"],
         "split_every": [Interval(numbers.Integral, 2, None, closed="left"), None],
         "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],

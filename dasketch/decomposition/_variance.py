@@ -8,11 +8,11 @@ import numbers
 import warnings
 
 import numpy as np
-from sklearn.decomposition._pca import _assess_dimension
 from sklearn.utils.extmath import svd_flip
 
 from dasketch._blocks import add, compute, map_reduce
 from dasketch._blocks.block_functions import squared_norms_block
+from dasketch.utils._sklearn_compat import assess_dimension
 
 # Rows of the default sketch beyond the k kept: DEFAULT_OVERSAMPLING k, at least
 # DEFAULT_MIN_EXTRA (see :func:`default_sketch_size`).
@@ -176,5 +176,5 @@ def mle_components(variances, total, n_samples, n_features):
     if r < n_features:
         spectrum[r:] = max(total - float(np.sum(variances[:r])), 0.0) / (n_features - r)
     ranks = range(1, min(r, n_features - 1) + 1)
-    likelihood = [_assess_dimension(spectrum, rank, n_samples) for rank in ranks]
+    likelihood = [assess_dimension(spectrum, rank, n_samples) for rank in ranks]
     return int(np.argmax(likelihood)) + 1 if likelihood else 1

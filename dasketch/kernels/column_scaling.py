@@ -30,7 +30,10 @@ import numbers
 
 import numpy as np
 
-SCALERS = ("patterson", "standard", None)
+from dasketch.kernels.deprecation import renamed_constants
+
+SCALINGS = ("patterson", "standard", None)
+__getattr__ = renamed_constants(__name__, {"SCALERS": "SCALINGS"}, globals())
 # Rows of the moments array of :func:`column_moments_block`.
 COUNT, MEAN, M2, LOW, HIGH = range(5)
 
@@ -143,7 +146,7 @@ def merge_column_moments(*parts):
     return total, np.concatenate(rows)
 
 
-def column_scaling(moments, scaler, ploidy=2, n_rows=None):
+def column_scaling(moments, scaling, ploidy=2, n_rows=None):
     """Means and scales of the columns from their merged ``moments``.
 
     ``"patterson"``: ``p = mean / ploidy`` and scale ``sqrt(p (1 - p))``;
@@ -162,13 +165,13 @@ def column_scaling(moments, scaler, ploidy=2, n_rows=None):
     >>> mean.tolist(), scale.tolist(), row_missing.tolist()
     ([1.0, 2.0], [0.5, 1.0], [0, 1, 0])
     """
-    if scaler not in SCALERS:
-        raise ValueError(f"scaler must be one of {SCALERS}, got {scaler!r}")
+    if scaling not in SCALINGS:
+        raise ValueError(f"scaling must be one of {SCALINGS}, got {scaling!r}")
     mean = moments[MEAN].copy()
-    if scaler == "patterson":
+    if scaling == "patterson":
         p = mean / ploidy
         scale = np.sqrt(np.clip(p * (1.0 - p), 0.0, None))
-    elif scaler == "standard":
+    elif scaling == "standard":
         n_rows = moments[COUNT].max() if n_rows is None else n_rows
         scale = np.sqrt(moments[M2] / max(n_rows, 1))
     else:

@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse
 
 from dasketch.kernels._sketch_base import _BaseSketch
+from dasketch.kernels.deprecation import renamed_constants
 from dasketch.kernels.shrink import (
     NonFiniteError,
     _squared_norm,
@@ -34,8 +35,8 @@ from dasketch.kernels.shrink import (
     shrink_rows,
     to_float64,
 )
-from dasketch.kernels.sketch_checks import (  # noqa: F401 - METHODS is re-exported
-    METHODS,
+from dasketch.kernels.sketch_checks import (  # noqa: F401 - SKETCH_METHODS is re-exported
+    SKETCH_METHODS,
     _merged_norm,
     centring_rounding,
     check_mergeable,
@@ -55,6 +56,8 @@ from dasketch.kernels.sketch_scaling import (  # noqa: F401 - re-exported
     scaled_block_sketch,
     with_scale_exponent,
 )
+
+__getattr__ = renamed_constants(__name__, {"METHODS": "SKETCH_METHODS"}, globals())
 
 
 @dataclass(frozen=True, eq=False)

@@ -37,13 +37,16 @@ import scipy.sparse
 
 from dasketch.kernels import _online_newton_loop as loop
 from dasketch.kernels._online_newton_loop import DIVERGENCE_NORM, RCOND
+from dasketch.kernels.deprecation import renamed_constants
 
-__all__ = ["DIVERGENCE_NORM", "DivergenceError", "LOSSES", "METHODS", "OnlineNewton",
-           "RCOND", "UPDATES", "loss_derivative"]
+__all__ = ["DIVERGENCE_NORM", "DivergenceError", "ONLINE_LOSSES", "ONLINE_METHODS",
+           "ONLINE_UPDATES", "OnlineNewton", "RCOND", "loss_derivative"]
 
-METHODS = ("rfd", "fd", "full")
-LOSSES = ("squared", "logistic", "hinge")
-UPDATES = ("buffered", "per_step")
+ONLINE_METHODS = ("rfd", "fd", "full")
+ONLINE_LOSSES = ("squared", "logistic", "hinge")
+ONLINE_UPDATES = ("buffered", "per_step")
+__getattr__ = renamed_constants(__name__, {"METHODS": "ONLINE_METHODS", "LOSSES": "ONLINE_LOSSES",
+                                           "UPDATES": "ONLINE_UPDATES"}, globals())
 # Rows handed to the compiled loop per call when progress is reported.
 _CALLBACK_ROWS = 1024
 
@@ -68,12 +71,12 @@ def check_online_parameters(n_features, sketch_size, method, alpha0, loss, predi
     TypeError, ValueError
         Naming the offending argument and what was expected.
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if loss not in LOSSES:
-        raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
-    if update not in UPDATES:
-        raise ValueError(f"update must be one of {UPDATES}, got {update!r}")
+    if method not in ONLINE_METHODS:
+        raise ValueError(f"method must be one of {ONLINE_METHODS}, got {method!r}")
+    if loss not in ONLINE_LOSSES:
+        raise ValueError(f"loss must be one of {ONLINE_LOSSES}, got {loss!r}")
+    if update not in ONLINE_UPDATES:
+        raise ValueError(f"update must be one of {ONLINE_UPDATES}, got {update!r}")
     if method != "full":
         if isinstance(sketch_size, (bool, np.bool_)) or not isinstance(
                 sketch_size, numbers.Integral):

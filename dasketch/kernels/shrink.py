@@ -19,7 +19,10 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse
 
-UPDATES = ("auto", "block", "buffered")
+from dasketch.kernels.deprecation import renamed_constants
+
+SHRINK_UPDATES = ("auto", "block", "buffered")
+__getattr__ = renamed_constants(__name__, {"UPDATES": "SHRINK_UPDATES"}, globals())
 EPS = float(np.finfo(np.float64).eps)
 
 # Rough cost, in flop equivalents, of one Python-level shrink call (eigh call,
@@ -310,8 +313,8 @@ def rows_per_shrink(n_rows, n_features, sketch_size, *, nnz_per_row=None,
     ``X G`` with ``l`` columns, where the whole block would cost ``b d / 2`` per
     row.
     """
-    if update not in UPDATES:
-        raise ValueError(f"update must be one of {UPDATES}, got {update!r}")
+    if update not in SHRINK_UPDATES:
+        raise ValueError(f"update must be one of {SHRINK_UPDATES}, got {update!r}")
     if n_rows == 0:
         return 1
     if update == "block":

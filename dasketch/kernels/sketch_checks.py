@@ -34,7 +34,10 @@ import numbers
 import numpy as np
 import scipy.sparse
 
-METHODS = ("fd", "rfd")
+from dasketch.kernels.deprecation import renamed_constants
+
+SKETCH_METHODS = ("fd", "rfd")
+__getattr__ = renamed_constants(__name__, {"METHODS": "SKETCH_METHODS"}, globals())
 FLOAT_MAX = float(np.finfo(np.float64).max)
 EPS = float(np.finfo(np.float64).eps)
 # A sketch of rows divided by 2**e needs e <= 1024 - SAFE_EXPONENT for any finite data
@@ -61,8 +64,8 @@ def check_sketch_parameters(sketch_size, method, alpha0):
         raise TypeError(f"sketch_size must be an integer >= 2, got {sketch_size!r}")
     if sketch_size < 2:
         raise ValueError(f"sketch_size must be an integer >= 2, got {sketch_size}")
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not isinstance(method, str) or method not in SKETCH_METHODS:
+        raise ValueError(f"method must be one of {SKETCH_METHODS}, got {method!r}")
     if not _is_real(alpha0) or not np.isfinite(alpha0) or alpha0 < 0:
         raise ValueError(f"alpha0 must be a finite number >= 0, got {alpha0!r}")
 

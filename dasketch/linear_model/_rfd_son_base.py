@@ -13,14 +13,14 @@ import numpy as np
 import scipy.sparse
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import StrOptions, validate_parameter_constraints
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from dasketch._blocks import RowBlocks, iter_row_blocks
-from dasketch.kernels.online_newton import METHODS, UPDATES, OnlineNewton
+from dasketch.kernels.online_newton import ONLINE_METHODS, ONLINE_UPDATES, OnlineNewton
 from dasketch.kernels.shrink import check_finite_rows
 from dasketch.linear_model._sketched_regression import check_sample_weight
+from dasketch.utils._sklearn_compat import StrOptions, validate_parameter_constraints
 from dasketch.utils.blockwise import affine_rows
 from dasketch.utils.params import POSITIVE_INT, Interval
 from dasketch.utils.validation import validate_input
@@ -41,14 +41,14 @@ class _BaseRFDSON(BaseEstimator):
 
     _parameter_constraints: dict = {
         "sketch_size": [POSITIVE_INT],
-        "method": [StrOptions(set(METHODS))],
+        "method": [StrOptions(set(ONLINE_METHODS))],
         "alpha0": [_NONNEGATIVE],
         "prediction_bound": [Interval(numbers.Real, 0, np.inf, closed="neither"),
                              StrOptions({"auto"})],
         "eta": [_NONNEGATIVE],
         "mu": [_NONNEGATIVE, StrOptions({"auto"})],
         "fit_intercept": ["boolean"],
-        "update": [StrOptions(set(UPDATES))],
+        "update": [StrOptions(set(ONLINE_UPDATES))],
         "alpha_floor": ["boolean"],
         "block_rows": [POSITIVE_INT, None],
         "progress": ["boolean", StrOptions({"auto"})],

@@ -8,7 +8,6 @@ import numbers
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils._param_validation import StrOptions
 
 from dasketch.kernels.embeddings import EMBEDDINGS
 from dasketch.linear_model._sketched_regression import SketchedRegressorMixin
@@ -19,6 +18,7 @@ from dasketch.linear_model.lstsq_solver import (  # noqa: F401 - the solver is r
     sketch_lstsq,
     solve_lstsq,
 )
+from dasketch.utils._sklearn_compat import StrOptions, deprecate_positional_args
 from dasketch.utils.params import Interval
 
 
@@ -125,7 +125,8 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         "cache": [StrOptions({"auto"}), "boolean"],
     }
 
-    def __init__(self, fit_intercept=True, tol=1e-10, max_iter=None, sketch_size=None,
+    @deprecate_positional_args(version="0.3")
+    def __init__(self, *, fit_intercept=True, tol=1e-10, max_iter=None, sketch_size=None,
                  embedding="osnap", random_state=None, block_rows=None, cache="auto"):
         self.fit_intercept = fit_intercept
         self.tol = tol

@@ -20,7 +20,6 @@ import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import validate_parameter_constraints
 
 from dasketch._blocks import (
     CacheChoice,
@@ -39,6 +38,7 @@ from dasketch.linear_model.lstsq_bounds import (  # noqa: F401 - re-exported
     error_bound,
 )
 from dasketch.linear_model.preconditioning import precondition_blocks
+from dasketch.utils._sklearn_compat import validate_parameter_constraints
 from dasketch.utils.params import POSITIVE_INT, Interval
 
 

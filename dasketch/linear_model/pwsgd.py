@@ -14,7 +14,6 @@ import numpy as np
 import scipy.linalg
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Options, StrOptions
 
 from dasketch._blocks import as_row_blocks, gather_rows, run_eagerly
 from dasketch.kernels.embeddings import EMBEDDINGS
@@ -27,6 +26,7 @@ from dasketch.linear_model.preconditioner import (
     metric_singular_values,
 )
 from dasketch.linear_model.preconditioning import precondition_blocks
+from dasketch.utils._sklearn_compat import Options, StrOptions, deprecate_positional_args
 from dasketch.utils.params import Interval
 
 PRECONDITIONERS = ("full", "diag", "none")
@@ -226,7 +226,8 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
         "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
     }
 
-    def __init__(self, p=2, fit_intercept=True, embedding="osnap", sketch_size=None,
+    @deprecate_positional_args(version="0.3")
+    def __init__(self, p=2, *, fit_intercept=True, embedding="osnap", sketch_size=None,
                  n_iter=None, preconditioner="full", bounds=None, step_size=None,
                  leverage="estimate", random_state=None, block_rows=None):
         self.p = p

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import ClassifierMixin
-from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 
 from dasketch._blocks import is_dask_collection
-from dasketch.kernels.online_newton import LOSSES, DivergenceError
+from dasketch.kernels.online_newton import ONLINE_LOSSES, DivergenceError
 from dasketch.linear_model._rfd_son_base import _BaseRFDSON
 from dasketch.linear_model.rfd_son_regressor import RFDSONRegressor
+from dasketch.utils._sklearn_compat import StrOptions
 
 __all__ = ["DivergenceError", "RFDSONClassifier", "RFDSONRegressor"]
 
@@ -134,7 +134,7 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
     """
 
     _parameter_constraints: dict = {**_BaseRFDSON._parameter_constraints,
-                                    "loss": [StrOptions(set(LOSSES))]}
+                                    "loss": [StrOptions(set(ONLINE_LOSSES))]}
     _y_numeric = False
     _measure_name, _baseline_name = "error rate", "majority-class rate"
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.utils._param_validation import Interval as _Interval
+
+from dasketch.utils._sklearn_compat import Interval as _Interval
 
 
 class Interval(_Interval):

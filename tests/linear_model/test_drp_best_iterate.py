@@ -28,7 +28,7 @@ def test_returned_bound_is_the_smallest_of_the_run(seed):
     in these runs some iterate is no better than an earlier one (equal bounds for
     consecutive ``k``), so returning the last iterate would give a larger bound."""
     X, y = _ill_conditioned(seed)
-    params = dict(alpha=1e-8, n_components=5, tol=1e-12, random_state=seed)
+    params = dict(alpha=1e-8, sketch_size=5, tol=1e-12, random_state=seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         full = dual_random_projection(X, y, max_iter=30, **params)

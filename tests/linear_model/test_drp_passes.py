@@ -32,10 +32,10 @@ def low_rank_plus_noise(loss, n=400, d=1000, rank=10, noise=0.1, seed=0):
     return X, y, float(np.sum(X ** 2) / rank)
 
 
-def fit(X, y, n_components=40, **params):
+def fit(X, y, sketch_size=40, **params):
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        return dual_random_projection(X, y, n_components=n_components, random_state=0,
+        return dual_random_projection(X, y, sketch_size=sketch_size, random_state=0,
                                       max_iter=300, **params)
 
 
@@ -91,7 +91,7 @@ def test_slow_logistic_grows_the_projection_once():
     # Logistic with an intercept, alpha = 0.01, m = 20: without growing, 22 Newton
     # steps and 855 passes; grown to m = 80 after the first slow inner CG, 35.
     X, y = rank_80("logistic")
-    res = fit(X, y, loss="logistic", alpha=0.01, n_components=20)
+    res = fit(X, y, loss="logistic", alpha=0.01, sketch_size=20)
     assert res.converged and res.n_passes <= 45
     assert res.n_components == 80
     sizes = [h["n_components"] for h in res.history]
@@ -100,7 +100,7 @@ def test_slow_logistic_grows_the_projection_once():
     # There the preconditioner is the Hessian: after the first Newton step, each
     # step is the preconditioned one, checked in the pass that evaluates it (one
     # pass a step, 18 in all; 31 with an inner iteration a step).
-    wide = fit(X, y, loss="logistic", alpha=0.01, n_components=100)
+    wide = fit(X, y, loss="logistic", alpha=0.01, sketch_size=100)
     assert wide.n_components == 100 and wide.n_passes <= 22
     assert [h["cg_iterations"] for h in wide.history[2:]] == [0] * (wide.n_iter - 1)
     assert (np.linalg.norm(res.coef - wide.coef)
@@ -113,7 +113,7 @@ def test_slow_ridge_grows_the_projection_once():
     X, y = rank_80("squared")
     Xc, yc = X - X.mean(axis=0), y - y.mean()
     exact = Xc.T @ np.linalg.solve(Xc @ Xc.T + np.eye(400), yc)
-    fits = [fit(X, y, alpha=1.0, n_components=20, block_rows=rows) for rows in (None, 64)]
+    fits = [fit(X, y, alpha=1.0, sketch_size=20, block_rows=rows) for rows in (None, 64)]
     for res in fits:
         assert res.converged and res.n_passes <= 14 and res.n_components == 80
         assert np.linalg.norm(res.coef - exact) <= res.coef_error_bound
@@ -156,6 +156,6 @@ def test_a_flat_noise_tail_does_not_grow_the_projection(tmp_path):
     t /= t.std()
     labels = np.where(t + 0.3 * rng.standard_normal(600) > 0, 1.0, -1.0)
     alpha = 1e-3 * np.sum(X ** 2) / 600
-    res = fit(X, labels, n_components=10, loss="logistic", alpha=alpha, fit_intercept=False)
+    res = fit(X, labels, sketch_size=10, loss="logistic", alpha=alpha, fit_intercept=False)
     assert res.converged and res.n_components == 10 and res.n_passes <= 66
 

@@ -106,7 +106,7 @@ def test_logistic_without_penalty_wide_projection():
     Newton steps need inner conjugate-gradient iterations."""
     X, y = logistic_problem(seed=4, n=600, d=60)
     clf = no_warnings(lambda: DualRandomProjectionClassifier(
-        alpha=0, tol=1e-9, n_components=10, random_state=0).fit(X, y))
+        alpha=0, tol=1e-9, sketch_size=10, random_state=0).fit(X, y))
     ref = LogisticRegression(C=np.inf, solver="newton-cholesky", tol=1e-12,
                              max_iter=1000).fit(X, y)
     assert rel(clf.coef_, ref.coef_) <= 1e-7

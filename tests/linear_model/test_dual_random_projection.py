@@ -119,7 +119,7 @@ def weakly_regularised():
 @pytest.mark.parametrize("loss", LOSSES)
 def test_recovery_one_shot_and_preconditioned(weakly_regularised, loss):
     X, y, lam, s, (w, b) = weakly_regularised[loss]
-    common = dict(loss=loss, alpha=lam, smoothing=s, n_components=200, random_state=0)
+    common = dict(loss=loss, alpha=lam, smoothing=s, sketch_size=200, random_state=0)
     with pytest.warns(ConvergenceWarning, match="one-shot solution"):
         one = dual_random_projection(X, y, solver="paper", max_iter=1, **common)
     assert relative_error(one.coef, w) <= 0.3
@@ -156,7 +156,7 @@ def test_recovery_one_shot_and_preconditioned(weakly_regularised, loss):
 
 def test_certificate_on_every_iteration(weakly_regularised):
     X, y, lam, _, _ = weakly_regularised["squared"]
-    res = solve(X, y, alpha=lam, n_components=40, max_iter=8, tol=0.0, random_state=1)
+    res = solve(X, y, alpha=lam, sketch_size=40, max_iter=8, tol=0.0, random_state=1)
     assert len(res.history) == res.n_iter + 1
     for h in res.history[1:]:
         assert set(h) >= {"iteration", "passes", "optimality_residual", "objective"}
@@ -177,13 +177,13 @@ def test_full_rank_converges_and_one_shot_warns():
     X, y = full_rank_problem()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        model = DualRandomProjectionRegressor(n_components=10, tol=1e-8, max_iter=30,
+        model = DualRandomProjectionRegressor(sketch_size=10, tol=1e-8, max_iter=30,
                                               random_state=0).fit(X, y)
     assert model.optimality_residual_ <= 1e-8
     ridge = Ridge(alpha=1.0).fit(X, y)
     assert relative_error(model.coef_, ridge.coef_) <= 1e-7
     with pytest.warns(ConvergenceWarning, match=r"residual \d.*one-shot"):
-        one = DualRandomProjectionRegressor(n_components=10, solver="paper", max_iter=1,
+        one = DualRandomProjectionRegressor(sketch_size=10, solver="paper", max_iter=1,
                                             random_state=0).fit(X, y)
     assert one.optimality_residual_ > 1.0
 
@@ -196,7 +196,7 @@ def test_paper_divergence_is_reported_and_never_returned():
     y = X @ rng.standard_normal(d) / np.sqrt(d) + 0.1 * rng.standard_normal(n)
     lam = 0.01 * np.sum(X ** 2) / r
     with pytest.warns(ConvergenceWarning, match="stopped contracting"):
-        res = dual_random_projection(X, y, alpha=lam, n_components=20, solver="paper",
+        res = dual_random_projection(X, y, alpha=lam, sketch_size=20, solver="paper",
                                      max_iter=8, random_state=0)
     objectives = [h["objective"] for h in res.history]
     assert res.n_iter < 8 and objectives[-1] > objectives[0]
@@ -204,7 +204,7 @@ def test_paper_divergence_is_reported_and_never_returned():
     returned = objective(X, y, res.coef, res.intercept, lam, "squared")
     assert returned == pytest.approx(min(objectives), rel=1e-9)
     # The preconditioned solver converges on the same problem and projection.
-    cg = dual_random_projection(X, y, alpha=lam, n_components=20, random_state=0)
+    cg = dual_random_projection(X, y, alpha=lam, sketch_size=20, random_state=0)
     assert cg.converged and cg.objective < returned
 
 
@@ -218,7 +218,7 @@ def test_smoothed_hinge_far_from_low_rank():
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((150, 600)), np.sign(rng.standard_normal(150))
     res = dual_random_projection(X, y, loss="smoothed_hinge", smoothing=0.5, alpha=1e-2,
-                                 n_components=150, tol=1e-6, random_state=0)
+                                 sketch_size=150, tol=1e-6, random_state=0)
     assert res.converged
     b0 = scipy.optimize.minimize_scalar(
         lambda c: reference_loss(np.full(150, c), y, "smoothed_hinge", 0.5)[0].sum(),
@@ -237,7 +237,7 @@ def test_newton_never_starts_worse_than_the_constant_model():
     higher objective than the intercept-only model, Newton-CG starts from the latter."""
     rng = np.random.default_rng(0)
     X, Y = rng.standard_normal((200, 600)), np.sign(rng.standard_normal((200, 2)))
-    res = solve(X, Y, loss="smoothed_hinge", smoothing=0.5, alpha=0.1, n_components=20,
+    res = solve(X, Y, loss="smoothed_hinge", smoothing=0.5, alpha=0.1, sketch_size=20,
                 max_iter=2, tol=0.0, random_state=0)
     for k in range(2):
         constant = scipy.optimize.minimize_scalar(
@@ -263,7 +263,7 @@ def test_smoothed_hinge_derivative_and_dual_coefficients(smoothing):
                                    numeric, atol=1e-6)
     X, y, lam, _ = low_rank_problem(200, 800, 5, False, seed=3)
     res = dual_random_projection(X, y, loss="smoothed_hinge", smoothing=smoothing,
-                                 alpha=0.01 * lam, n_components=100, tol=1e-12,
+                                 alpha=0.01 * lam, sketch_size=100, tol=1e-12,
                                  random_state=0)
     dual = res.dual_coef().compute()
     margin = y * (X @ res.coef + res.intercept)
@@ -276,7 +276,7 @@ def test_smoothed_hinge_derivative_and_dual_coefficients(smoothing):
 @pytest.mark.parametrize("fit_intercept", [True, False])
 def test_regressor_matches_ridge(fit_intercept):
     X, y, _, _ = low_rank_problem(120, 600, 5, True, seed=1)
-    drp = DualRandomProjectionRegressor(alpha=3.0, n_components=100, tol=1e-12,
+    drp = DualRandomProjectionRegressor(alpha=3.0, sketch_size=100, tol=1e-12,
                                         fit_intercept=fit_intercept, random_state=1).fit(X, y)
     ridge = Ridge(alpha=3.0, fit_intercept=fit_intercept).fit(X, y)
     assert relative_error(drp.coef_, ridge.coef_) < 1e-7
@@ -286,7 +286,7 @@ def test_regressor_matches_ridge(fit_intercept):
 
 def test_classifier_matches_logistic_regression():
     X, y, _, _ = low_rank_problem(150, 500, 5, False, seed=2)
-    drp = DualRandomProjectionClassifier(alpha=20.0, n_components=100, tol=1e-12,
+    drp = DualRandomProjectionClassifier(alpha=20.0, sketch_size=100, tol=1e-12,
                                          random_state=2).fit(X, y)
     lr = LogisticRegression(C=1.0 / 20.0, tol=1e-12, max_iter=10000).fit(X, y)
     assert relative_error(drp.coef_, lr.coef_) < 1e-5
@@ -315,7 +315,7 @@ class _ExactBinaryLogistic(ClassifierMixin, BaseEstimator):
 def test_multiclass_one_vs_rest_matches_exact():
     X, y, lam, basis = low_rank_problem(300, 1500, 8, False, seed=4, classes=4)
     labels = np.array(["a", "b", "c", "d"])[y]
-    clf = DualRandomProjectionClassifier(alpha=1e-2 * lam, n_components=160, tol=1e-10,
+    clf = DualRandomProjectionClassifier(alpha=1e-2 * lam, sketch_size=160, tol=1e-10,
                                          random_state=0).fit(X, labels)
     ovr = OneVsRestClassifier(_ExactBinaryLogistic(1e-2 * lam, basis)).fit(X, labels)
     assert clf.classes_.tolist() == ["a", "b", "c", "d"]
@@ -324,7 +324,7 @@ def test_multiclass_one_vs_rest_matches_exact():
         assert clf.intercept_[k] == pytest.approx(est.intercept_[0], abs=1e-4)
     np.testing.assert_array_equal(clf.predict(X), ovr.predict(X))
     # One projection pass shared by all classes, and every later pass too.
-    one_class = DualRandomProjectionClassifier(alpha=1e-2 * lam, n_components=160, tol=1e-10,
+    one_class = DualRandomProjectionClassifier(alpha=1e-2 * lam, sketch_size=160, tol=1e-10,
                                                random_state=0).fit(X, labels == "a")
     assert clf.n_passes_ <= one_class.n_passes_ + 4
 
@@ -338,7 +338,7 @@ def invariance_data():
 
 
 def _fit(X, y, lam, **params):
-    params = {"alpha": lam, "n_components": 60, "tol": 1e-10, "random_state": 7, **params}
+    params = {"alpha": lam, "sketch_size": 60, "tol": 1e-10, "random_state": 7, **params}
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*chunked along columns")
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -406,7 +406,7 @@ def test_a9a_accuracy_matches_exact_solver(a9a_train, a9a_test):
 
     A_train, A_test = augment(X_train), augment(X_test)
     exact = LogisticRegression(C=1.0 / 100.0, tol=1e-8, max_iter=5000).fit(A_train, y_train)
-    drp = DualRandomProjectionClassifier(alpha=100.0, n_components=300, tol=1e-6,
+    drp = DualRandomProjectionClassifier(alpha=100.0, sketch_size=300, tol=1e-6,
                                          random_state=0).fit(A_train, y_train)
     assert drp.optimality_residual_ <= 1e-6
     assert relative_error(drp.coef_, exact.coef_) <= 1e-3
@@ -417,7 +417,7 @@ def test_a9a_accuracy_matches_exact_solver(a9a_train, a9a_test):
 def test_bad_input():
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((40, 30)), np.where(rng.standard_normal(40) > 0, 1, -1)
-    reg = DualRandomProjectionRegressor(n_components=5)
+    reg = DualRandomProjectionRegressor(sketch_size=5)
     with pytest.raises(ValueError, match="inconsistent numbers of samples"):
         reg.fit(X, y[:-1])
     with pytest.raises(ValueError, match="at least two classes, got 1"):
@@ -425,9 +425,9 @@ def test_bad_input():
     reg_, clf_ = ("parameter of DualRandomProjectionRegressor must be",
                   "parameter of DualRandomProjectionClassifier must be")
     for m in (0, -3, 2.5):
-        with pytest.raises(ValueError, match=rf"'n_components' {reg_} an int in the range "
+        with pytest.raises(ValueError, match=rf"'sketch_size' {reg_} an int in the range "
                                              r"\[1, inf\)"):
-            DualRandomProjectionRegressor(n_components=m).fit(X, y)
+            DualRandomProjectionRegressor(sketch_size=m).fit(X, y)
     for alpha in (-1.0, np.inf, np.nan):
         with pytest.raises(ValueError, match="alpha must be a finite number >= 0"):
             DualRandomProjectionRegressor(alpha=alpha).fit(X, y)

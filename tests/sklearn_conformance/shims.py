@@ -98,7 +98,7 @@ class IncrementalPCA(_Counted, SketchPCA):
 # Dual random projection with m = min(n_samples, n_features): the preconditioner
 # is exact and tol is the certified relative accuracy of coef_; a fixed seed of
 # the projection, so that every run of a suite gives the same results.
-_DRP = {"n_components": 10 ** 9, "solver": "cg", "tol": 1e-10, "max_iter": 100,
+_DRP = {"sketch_size": 10 ** 9, "solver": "cg", "tol": 1e-10, "max_iter": 100,
         "random_state": 0}
 
 

@@ -13,11 +13,11 @@ import warnings
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import StrOptions
-from sklearn.utils.validation import _check_sample_weight
 
 from dasketch._blocks import compute, is_dask_collection
+from dasketch.kernels.deprecation import DEPRECATED
 from dasketch.linear_model.dual_projection.losses import LOSSES
+from dasketch.utils._sklearn_compat import Hidden, StrOptions, check_sample_weight
 from dasketch.utils.params import FAN_IN, POSITIVE_INT, RANDOM_STATE, Interval
 
 SOLVERS = ("cg", "paper")
@@ -30,7 +30,8 @@ USELESS_RESIDUAL = 1e-6
 # depends on y.
 SHARED_CONSTRAINTS = {
     "alpha": [numbers.Real, "array-like"],
-    "n_components": [POSITIVE_INT],
+    "sketch_size": [POSITIVE_INT],
+    "n_components": [POSITIVE_INT, Hidden(StrOptions({DEPRECATED}))],  # sketch_size until 0.3
     "solver": [StrOptions(set(SOLVERS))],
     "tol": [Interval(numbers.Real, 0, np.inf, closed="left")],
     "max_iter": [POSITIVE_INT],
@@ -86,8 +87,8 @@ def check_weights(sample_weight, n):
     Dask input is computed (``n`` values, small next to X)."""
     if is_dask_collection(sample_weight):
         (sample_weight,) = compute(sample_weight)
-    weights = _check_sample_weight(sample_weight, np.empty((n, 0)), dtype=np.float64,
-                                   ensure_non_negative=True)
+    weights = check_sample_weight(sample_weight, np.empty((n, 0)), dtype=np.float64,
+                                  ensure_non_negative=True)
     if not np.all(np.isfinite(weights)):
         raise ValueError("sample_weight contains NaN or Inf; finite weights >= 0 expected")
     return weights
@@ -112,9 +113,9 @@ def _warn(result, tol, solver, loss, diverged, lam):
     worst = float(np.max(relative))
     if diverged:
         advice = (f"Algorithm 2 stopped contracting at round {result.n_iter}: "
-                  f"n_components={result.n_components} is too small for the rank of X; "
+                  f"sketch_size={result.n_components} is too small for the rank of X; "
                   f"returning round {result.best_iteration} (lowest objective). "
-                  "Use solver='cg' or increase n_components")
+                  "Use solver='cg' or increase sketch_size")
     elif solver == "paper" and result.n_iter == 1:
         advice = ("this is the one-shot solution (Algorithm 1); use solver='cg' (or more "
                   "rounds, max_iter) for an accurate solution")
@@ -138,7 +139,7 @@ def _warn(result, tol, solver, loss, diverged, lam):
     else:
         unit = "rounds" if solver == "paper" else (
             "conjugate-gradient iterations" if loss == "squared" else "Newton steps")
-        advice = (f"after {result.n_iter} {unit}; increase max_iter, or n_components "
+        advice = (f"after {result.n_iter} {unit}; increase max_iter, or sketch_size "
                   f"(now {result.n_components}) to precondition better; a larger alpha "
                   "or scaled features make the problem better conditioned")
     warnings.warn(f"dual random projection: coefficient error bound ||w - w*|| / ||w|| "

@@ -4,12 +4,15 @@ their rules, the fit through :func:`dual_random_projection`, the scores
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.sparse
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from dasketch._blocks import RowBlocks, matvec
+from dasketch.kernels.deprecation import DEPRECATED, REMOVED_IN, renamed_parameter
 from dasketch.linear_model.dual_projection.checks import SHARED_CONSTRAINTS
 from dasketch.linear_model.dual_projection.solve import dual_random_projection
 from dasketch.utils.validation import validate_input
@@ -28,15 +31,15 @@ _ALPHA_DOC = """
         hinge and ``solver="paper"`` refuse 0."""
 
 _PARAMS_DOC = """
-    n_components : int, default 100
-        ``m``, the projection dimension; ``min(n_components, n_samples,
-        n_features)`` is used, so the default works on small data (where the
-        preconditioner is then exact). A modest multiple of the rank of X makes
-        Algorithm 1 accurate and the default solver converge in a few
-        iterations; when it is too small for the spectrum and the conjugate
+    sketch_size : int, default 100
+        ``m``, the projection dimension (the columns of the sketch ``X R``);
+        ``min(sketch_size, n_samples, n_features)`` is used, so the default
+        works on small data (where the preconditioner is then exact). A modest
+        multiple of the rank of X makes Algorithm 1 accurate and the default
+        solver converge in a few iterations; when it is too small for the spectrum and the conjugate
         gradients contract slowly, ``solver="cg"`` grows the projection once, to
         ``min(4 m, n, d)``, unless the spectrum left out is too flat for that
-        to capture a quarter of it (``n_components_`` says the size it ended
+        to capture a quarter of it (``sketch_size_`` says the size it ended
         with).
     solver : {"cg", "paper"}, default "cg"
         ``"cg"``: conjugate gradients (squared loss) or Newton-CG (other losses)
@@ -63,6 +66,9 @@ _PARAMS_DOC = """
         (``"auto"``: when they fit within a fraction of the workers' free
         memory, see :mod:`dasketch._blocks.cache`); ``cache_`` records the
         choice. The model does not depend on it.
+    n_components : int, default "deprecated"
+        The former name of ``sketch_size``, served with a ``FutureWarning``
+        until its removal in 0.3.
 """
 
 _ATTRIBUTES_DOC = """
@@ -87,8 +93,8 @@ _ATTRIBUTES_DOC = """
     naive_coef_, naive_intercept_ : ndarray
         The naive solution ``R z / sqrt(m)`` of the first projected problem.
     best_iteration_ : int
-    n_components_ : int
-        The projection dimension the fit ended with (see ``n_components``).
+    sketch_size_ : int
+        The projection dimension the fit ended with (see ``sketch_size``).
     cache_ : dasketch._blocks.CacheChoice
         Whether the decoded blocks of X were kept in (worker) memory after the
         first pass (``cached``), why (``reason``), the decoded size of X
@@ -113,10 +119,11 @@ class _DualRandomProjectionBase(BaseEstimator):
 
     _parameter_constraints: dict = {**SHARED_CONSTRAINTS}
 
-    def __init__(self, alpha=1.0, *, n_components=100, solver="cg", tol=1e-6, max_iter=100,
+    def __init__(self, alpha=1.0, *, sketch_size=100, solver="cg", tol=1e-6, max_iter=100,
                  fit_intercept=True, block_rows=None, split_every=None, random_state=None,
-                 cache="auto"):
+                 cache="auto", n_components=DEPRECATED):
         self.alpha = alpha
+        self.sketch_size = sketch_size
         self.n_components = n_components
         self.solver = solver
         self.tol = tol
@@ -127,6 +134,22 @@ class _DualRandomProjectionBase(BaseEstimator):
         self.random_state = random_state
         self.cache = cache
 
+    def __setstate__(self, state):
+        # an estimator pickled before n_components was renamed sketch_size
+        if "sketch_size" not in state:
+            state = {**state, "sketch_size": state.get("n_components", 100),
+                     "n_components": DEPRECATED}
+            if "n_components_" in state:
+                state["sketch_size_"] = state.pop("n_components_")
+        super().__setstate__(state)
+
+    @property
+    def n_components_(self):
+        """The former name of ``sketch_size_``, until its removal in 0.3."""
+        warnings.warn(f"n_components_ was renamed sketch_size_ and is removed in {REMOVED_IN}",
+                      FutureWarning, stacklevel=2)
+        return self.sketch_size_
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
@@ -135,7 +158,9 @@ class _DualRandomProjectionBase(BaseEstimator):
     def _solve(self, X, targets, loss, smoothing=1.0, sample_weight=None):
         result = dual_random_projection(
             X, targets, loss=loss, alpha=self.alpha, smoothing=smoothing,
-            n_components=self.n_components, solver=self.solver, tol=self.tol,
+            sketch_size=renamed_parameter(type(self).__name__, "n_components", "sketch_size",
+                                          self.n_components, self.sketch_size, 100),
+            solver=self.solver, tol=self.tol,
             max_iter=self.max_iter, fit_intercept=self.fit_intercept,
             block_rows=self.block_rows, split_every=self.split_every,
             random_state=self.random_state, sample_weight=sample_weight, cache=self.cache)
@@ -154,7 +179,7 @@ class _DualRandomProjectionBase(BaseEstimator):
         self.naive_coef_ = result.naive_coef
         self.naive_intercept_ = result.naive_intercept
         self.best_iteration_ = result.best_iteration
-        self.n_components_ = result.n_components
+        self.sketch_size_ = result.n_components
         self.cache_ = result.cache
         return self
 

@@ -10,15 +10,14 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 from sklearn.base import ClassifierMixin, RegressorMixin
-from sklearn.linear_model._base import SparseCoefMixin
-from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_y, check_consistent_length
+from sklearn.utils.validation import check_consistent_length
 
 from dasketch._blocks import compute, is_dask_collection
 from dasketch._blocks.block_functions import class_labels
+from dasketch.kernels.deprecation import DEPRECATED
 from dasketch.linear_model.dual_projection.checks import LOSS_CONSTRAINTS, check_weights
 from dasketch.linear_model.dual_projection.estimator_base import (
     _ALPHA_DOC,
@@ -27,6 +26,7 @@ from dasketch.linear_model.dual_projection.estimator_base import (
     _REFERENCES_DOC,
     _DualRandomProjectionBase,
 )
+from dasketch.utils._sklearn_compat import SparseCoefMixin, StrOptions, check_y
 from dasketch.utils.validation import validate_input
 
 
@@ -70,7 +70,7 @@ class DualRandomProjectionRegressor(RegressorMixin, _DualRandomProjectionBase):
     >>> rng = np.random.default_rng(0)
     >>> X = rng.standard_normal((200, 5)) @ rng.standard_normal((5, 1000))
     >>> y = X @ rng.standard_normal(1000) + rng.standard_normal(200)
-    >>> drp = DualRandomProjectionRegressor(alpha=1.0, n_components=50,
+    >>> drp = DualRandomProjectionRegressor(alpha=1.0, sketch_size=50,
     ...                                     random_state=0).fit(X, y)
     >>> exact = Ridge(alpha=1.0).fit(X, y).coef_
     >>> bool(np.linalg.norm(drp.coef_ - exact) <= 1e-6 * np.linalg.norm(exact))
@@ -111,7 +111,7 @@ class DualRandomProjectionRegressor(RegressorMixin, _DualRandomProjectionBase):
                              "target y is None")
         if is_dask_collection(y):
             (y,) = compute(y)
-        y = _check_y(y, multi_output=True, y_numeric=True, estimator=self)
+        y = check_y(y, multi_output=True, y_numeric=True, estimator=self)
         check_consistent_length(np.empty((X.shape[0], 0)), y)
         self._solve(X, y, "squared", sample_weight=sample_weight)
         if y.ndim == 2 and y.shape[1] == 1:      # as Ridge
@@ -192,7 +192,7 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
     >>> rng = np.random.default_rng(0)
     >>> X = rng.standard_normal((300, 5)) @ rng.standard_normal((5, 2000))
     >>> y = np.where(X @ rng.standard_normal(2000) > 0, "spam", "ham")
-    >>> clf = DualRandomProjectionClassifier(alpha=10.0, n_components=50,
+    >>> clf = DualRandomProjectionClassifier(alpha=10.0, sketch_size=50,
     ...                                      random_state=0).fit(X, y)
     >>> clf.classes_.tolist(), bool(clf.score(X, y) > 0.9)
     (['ham', 'spam'], True)
@@ -205,12 +205,13 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
     }
 
     def __init__(self, alpha=1.0, *, loss="logistic", smoothing=1.0, class_weight=None,
-                 n_components=100, solver="cg", tol=1e-6, max_iter=100, fit_intercept=True,
-                 block_rows=None, split_every=None, random_state=None, cache="auto"):
-        super().__init__(alpha=alpha, n_components=n_components, solver=solver, tol=tol,
+                 sketch_size=100, solver="cg", tol=1e-6, max_iter=100, fit_intercept=True,
+                 block_rows=None, split_every=None, random_state=None, cache="auto",
+                 n_components=DEPRECATED):
+        super().__init__(alpha=alpha, sketch_size=sketch_size, solver=solver, tol=tol,
                          max_iter=max_iter, fit_intercept=fit_intercept,
                          block_rows=block_rows, split_every=split_every,
-                         random_state=random_state, cache=cache)
+                         random_state=random_state, cache=cache, n_components=n_components)
         self.loss = loss
         self.smoothing = smoothing
         self.class_weight = class_weight

@@ -57,7 +57,7 @@ class DualRandomProjectionResult:
         ``solver="paper"``: the round returned (the one with the lowest
         objective when the iteration stopped contracting), else ``n_iter``.
     n_components : int
-        The projection dimension the fit ended with: ``min(n_components,
+        The projection dimension the fit ended with: ``min(sketch_size,
         n_samples, n_features)``, or up to four times that when ``solver="cg"``
         grew the projection once because its conjugate gradients contracted
         slowly (:mod:`dasketch.linear_model.dual_projection.growth`).
@@ -76,7 +76,7 @@ class DualRandomProjectionResult:
     >>> rng = np.random.default_rng(1)
     >>> X = rng.standard_normal((100, 4)) @ rng.standard_normal((4, 300))
     >>> y = np.where(X @ rng.standard_normal(300) > 0, 1, -1)
-    >>> res = dual_random_projection(X, y, loss="logistic", alpha=10.0, n_components=20,
+    >>> res = dual_random_projection(X, y, loss="logistic", alpha=10.0, sketch_size=20,
     ...                              tol=1e-10, random_state=0)
     >>> res.converged, res.coef.shape, res.history[-1]["passes"] == res.n_passes
     (True, (300,), True)

@@ -31,9 +31,9 @@ coefficients, ``||w - w*|| <= coef_error_bound`` (strong convexity, see
 from __future__ import annotations
 
 import numpy as np
-from sklearn.utils._param_validation import validate_parameter_constraints
 
 from dasketch._blocks import as_row_blocks, cache_blocks, run_eagerly
+from dasketch.kernels.deprecation import DEPRECATED, renamed_parameter
 from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
 from dasketch.linear_model.dual_projection.checks import (  # noqa: F401 - re-exported
     DRP_CONSTRAINTS,
@@ -64,6 +64,7 @@ from dasketch.linear_model.dual_projection.unpenalised import (
     separable,
     warn_separable,
 )
+from dasketch.utils._sklearn_compat import validate_parameter_constraints
 
 __all__ = ["DualRandomProjectionResult", "dual_random_projection"]
 
@@ -79,9 +80,10 @@ def _gaussian_combination(seed, stream, n_rows, Z):
 
 
 def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
-                           n_components=100, solver="cg", tol=1e-6, max_iter=100,
+                           sketch_size=100, solver="cg", tol=1e-6, max_iter=100,
                            fit_intercept=True, block_rows=None, split_every=None,
-                           random_state=None, client=None, sample_weight=None, cache="auto"):
+                           random_state=None, client=None, sample_weight=None, cache="auto",
+                           n_components=DEPRECATED):
     """Fit a regularised linear model by dual random projection (Zhang et al., COLT 2013).
 
     Solves ``min_{w,b} alpha/2 ||w||^2 + sum_i s_i l(x_i^T w + b, y_i)`` for one or
@@ -104,8 +106,9 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         loss), see :mod:`.unpenalised`.
     smoothing : float, default 1.0
         ``s > 0`` of the smoothed hinge loss.
-    n_components : int, default 100
-        ``m``, the projection dimension; ``min(n_components, n, d)`` is used.
+    sketch_size : int, default 100
+        ``m``, the projection dimension (the columns of the sketch ``X R``);
+        ``min(sketch_size, n, d)`` is used.
         Algorithm 1 recovers well, and the default solver converges in a few
         iterations, when m is a modest multiple of the rank of X (the paper's
         Theorems 1 and 2 ask ``m = O(r log r)``). When m is too small for the
@@ -146,6 +149,9 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         they fit within a fraction of the workers' free memory
         (:mod:`dasketch._blocks.cache`; X in memory is never copied). The
         result's ``cache`` records the choice; the solution does not depend on it.
+    n_components : int, default "deprecated"
+        The former name of ``sketch_size``, served with a ``FutureWarning``
+        until its removal in 0.3.
 
     Returns
     -------
@@ -189,12 +195,14 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     >>> rng = np.random.default_rng(0)
     >>> X = rng.standard_normal((200, 5)) @ rng.standard_normal((5, 1000))
     >>> y = X @ rng.standard_normal(1000) + rng.standard_normal(200)
-    >>> res = dual_random_projection(X, y, alpha=1.0, n_components=50, random_state=0)
+    >>> res = dual_random_projection(X, y, alpha=1.0, sketch_size=50, random_state=0)
     >>> bool(res.converged), res.optimality_residual < 1e-6, res.n_passes <= 5
     (True, True, True)
     """
     validate_parameter_constraints(DRP_CONSTRAINTS, locals(), caller_name="dual_random_projection")
-    smoothing, m, max_iter, tol = float(smoothing), int(n_components), int(max_iter), \
+    sketch_size = renamed_parameter("dual_random_projection", "n_components", "sketch_size",
+                                    n_components, sketch_size, new_default=100)
+    smoothing, m, max_iter, tol = float(smoothing), int(sketch_size), int(max_iter), \
         float(tol)
     source = as_row_blocks(X, block_rows=block_rows)
     n, d = source.shape
