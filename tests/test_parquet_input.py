@@ -73,5 +73,5 @@ def test_a_null_is_a_nan(tmp_path, values):
 
 def test_store_options_do_not_apply(tmp_path, values):
     path = _write(tmp_path, pa.table({"a": values[:, 0]}))
-    with pytest.raises(ValueError, match="component and storage_options apply only"):
+    with pytest.raises(ValueError, match="component applies only when X is a zarr store"):
         as_row_blocks(path, component="X")

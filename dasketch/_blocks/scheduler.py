@@ -229,12 +229,28 @@ def is_dask_collection(obj):
     return dask.is_dask_collection(obj)
 
 
+def known_lengths(frame):
+    """The partition lengths of a Dask DataFrame that Dask knows without computing
+    them (a frame of ``read_parquet`` without filters has them from the row
+    groups in the files' footers; one of ``from_pandas`` from its pieces), as a
+    tuple; None when they must be computed. Dask's own rewrite of a ``Lengths``
+    expression finds them (``dask.dataframe.dask_expr``)."""
+    try:
+        from dask.dataframe.dask_expr._expr import Lengths, Literal
+        lengths = Lengths(frame.expr).optimize()
+    except (ImportError, AttributeError, TypeError):  # a Dask without it: computed
+        return None
+    return tuple(int(n) for n in lengths.value) if isinstance(lengths, Literal) else None
+
+
 def known_row_chunks(X):
     """A Dask array whose row chunks have unknown sizes (``ddf.values``,
     ``ddf.to_dask_array()``), or a Dask DataFrame, as a Dask array with known
     row chunks; anything else unchanged.
 
-    As dask-ml does, the sizes are computed (``compute_chunk_sizes``,
+    A DataFrame whose lengths Dask knows (:func:`known_lengths`: from the
+    Parquet metadata of ``read_parquet``) uses them. Otherwise, as dask-ml does,
+    the sizes are computed (``compute_chunk_sizes``,
     ``to_dask_array(lengths=True)``): one extra pass that computes every
     partition, which the passes that follow compute again. Persist the frame
     (``ddf.persist()``) when it fits in the workers' memory, to compute it once.
@@ -250,7 +266,7 @@ def known_row_chunks(X):
     if not is_dask_collection(X):
         return X
     if hasattr(X, "to_dask_array") and hasattr(X, "columns"):   # a Dask DataFrame
-        return X.to_dask_array(lengths=True)
+        return X.to_dask_array(lengths=known_lengths(X) or True)
     chunks = getattr(X, "chunks", None)
     if chunks and any(np.isnan(c) for c in chunks[0]):
         return X.compute_chunk_sizes()

@@ -4,13 +4,15 @@ and giving its :class:`~dasketch._blocks.row_blocks.RowBlocks`
 
 The readers are tried in the order registered below; the first that can read
 an input reads it. AnnData comes first (its zarr groups are also paths),
-Parquet before zarr (which takes every other path), and array-likes last
-(Dask and zarr arrays are array-likes too). In-memory types dispatch on type
+Parquet before zarr (which takes every other path), Arrow before the
+array-likes, and array-likes last (Dask and zarr arrays, and Arrow tables, are
+array-likes too). In-memory types dispatch on type
 (:data:`~.in_memory.row_blocks_of`). A new format is one module and one
 :func:`register_reader` call.
 """
 
 from dasketch._blocks.readers.anndata_files import AnnDataReader
+from dasketch._blocks.readers.arrow import ArrowReader
 from dasketch._blocks.readers.dask_arrays import DaskReader
 from dasketch._blocks.readers.in_memory import ArrayLikeReader, InMemoryReader, row_blocks_of
 from dasketch._blocks.readers.options import ReadOptions
@@ -27,6 +29,7 @@ from dasketch._blocks.readers.zarr_stores import ZarrReader
 register_reader(AnnDataReader())
 register_reader(DaskReader())
 register_reader(InMemoryReader())
+register_reader(ArrowReader())
 register_reader(ParquetReader())
 register_reader(ZarrReader())
 register_reader(ArrayLikeReader())
