@@ -230,17 +230,38 @@ def is_dask_collection(obj):
 
 
 def known_lengths(frame):
-    """The partition lengths of a Dask DataFrame that Dask knows without computing
-    them (a frame of ``read_parquet`` without filters has them from the row
-    groups in the files' footers; one of ``from_pandas`` from its pieces), as a
-    tuple; None when they must be computed. Dask's own rewrite of a ``Lengths``
-    expression finds them (``dask.dataframe.dask_expr``)."""
+    """The lengths of the row chunks of ``frame.to_dask_array()`` (a Dask
+    DataFrame) when Dask knows them without computing the partitions, as a
+    tuple; None when they must be computed.
+
+    A frame of ``read_parquet`` without filters knows its partitions' lengths
+    from the row groups in the files' footers (one of ``from_pandas`` from its
+    pieces): Dask's rewrite of a ``Lengths`` expression finds them. When a
+    column selection makes the partitions small, Dask reads several of them in
+    one task (``FusedIO``); the chunks are then those groups, whose lengths
+    are the sums of theirs. Every other case, or a Dask without these
+    expressions (``dask.dataframe.dask_expr``), is computed.
+    """
     try:
         from dask.dataframe.dask_expr._expr import Lengths, Literal
+        from dask.dataframe.dask_expr.io.io import FusedIO
+
+        chunks = frame.to_dask_array().numblocks[0]
         lengths = Lengths(frame.expr).optimize()
-    except (ImportError, AttributeError, TypeError):  # a Dask without it: computed
+        if not isinstance(lengths, Literal):
+            return None
+        lengths = tuple(int(n) for n in lengths.value)
+        if len(lengths) != chunks:   # partitions read together: the chunks are the groups
+            plan = frame.map_partitions(lambda part: part).expr.optimize(fuse=False)
+            fused = [node for node in plan.walk() if isinstance(node, FusedIO)]
+            read = Lengths(fused[0].operand("_expr")).optimize() if len(fused) == 1 else None
+            if read is None or tuple(read.value) != lengths:
+                return None
+            lengths = tuple(sum(lengths[i] for i in bucket)
+                            for bucket in fused[0]._fusion_buckets)
+    except (ImportError, AttributeError, TypeError):
         return None
-    return tuple(int(n) for n in lengths.value) if isinstance(lengths, Literal) else None
+    return lengths if len(lengths) == chunks else None
 
 
 def known_row_chunks(X):
@@ -250,8 +271,7 @@ def known_row_chunks(X):
 
     A DataFrame whose lengths Dask knows (:func:`known_lengths`: from the
     Parquet metadata of ``read_parquet``) uses them. Otherwise, as dask-ml does,
-    the sizes are computed (``compute_chunk_sizes``,
-    ``to_dask_array(lengths=True)``): one extra pass that computes every
+    the sizes are computed (``compute_chunk_sizes``): one extra pass that computes every
     partition, which the passes that follow compute again. Persist the frame
     (``ddf.persist()``) when it fits in the workers' memory, to compute it once.
 
@@ -266,7 +286,13 @@ def known_row_chunks(X):
     if not is_dask_collection(X):
         return X
     if hasattr(X, "to_dask_array") and hasattr(X, "columns"):   # a Dask DataFrame
-        return X.to_dask_array(lengths=known_lengths(X) or True)
+        lengths, array = known_lengths(X), X.to_dask_array()
+        if lengths is None:
+            return array.compute_chunk_sizes()
+        import dask.array as da
+
+        return da.Array(array.__dask_graph__(), array.name, (lengths, array.chunks[1]),
+                        dtype=array.dtype)
     chunks = getattr(X, "chunks", None)
     if chunks and any(np.isnan(c) for c in chunks[0]):
         return X.compute_chunk_sizes()
