@@ -26,15 +26,30 @@ def _write(tmp_path, table, **kwargs):
     return str(path)
 
 
-@pytest.mark.parametrize("row_group_size", [70, 64, 1000])
-def test_a_parquet_file_sketches_as_its_values(tmp_path, values, row_group_size):
+@pytest.mark.parametrize("row_group_size", [70, 64, 1000, 20])
+def test_a_parquet_file_sketches_as_its_values(tmp_path, values, row_group_size, monkeypatch):
+    """Whatever the row groups, the blocks are those of the shape, and a pass
+    decodes every row group once: in the blocks' tasks when the groups fit them
+    (20 and 64 rows a group), else in a task each (70 rows: every block would
+    read two groups; one group of 300 rows: every block would read it)."""
     path = _write(tmp_path, pa.table({f"c{j}": values[:, j] for j in range(5)}),
                   row_group_size=row_group_size)
     blocks = as_row_blocks(path, block_rows=64)
-    assert blocks.offsets == (0, 64, 128, 192, 256, 300) and blocks.reader is not None
+    assert blocks.offsets == (0, 64, 128, 192, 256, 300)
+    assert (blocks.reader is not None) == (row_group_size in (20, 64))
     for start, stop, block in iter_row_blocks(blocks):
         np.testing.assert_array_equal(block, values[start:stop])
+    decoded, read_row_group = [], pq.ParquetFile.read_row_group
+
+    def counted(file, group, **kwargs):
+        decoded.append(group)
+        return read_row_group(file, group, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", counted)
     got, want = (dasketch.sketch(X, 4, block_rows=64) for X in (path, values))
+    n_groups = -(-300 // row_group_size)
+    extra = 1 if row_group_size == 20 else 0    # blocks of 64 end inside groups of 20
+    assert len(decoded) <= n_groups + extra * 4 and set(decoded) == set(range(n_groups))
     np.testing.assert_array_equal(got.B, want.B)
     assert (got.shrinkage, got.n_rows) == (want.shrinkage, want.n_rows)
 

@@ -2,6 +2,9 @@
 and Dask write them, partitioned or not), local or at an fsspec URL. Each block
 task reads the row groups that hold its rows, one at a time, and only those:
 the client reads the files' footers (their row groups' sizes) and nothing else.
+Row groups larger than blocks are each read once, by a task of their own, and
+the blocks cut from them (:func:`group_blocks`), so that no row is decoded more
+than once a pass: a task then holds a row group, the file's unit of reading.
 
 The features follow :mod:`.arrow` (``columns``, numeric columns only, nulls as
 NaN). A directory's files are those under it whose names, and the names of
@@ -31,6 +34,7 @@ from dasketch._blocks.file_checks import check_file, file_signature, remote_sign
 from dasketch._blocks.readers.arrow import check_columns, feature_columns, fill_rows
 from dasketch._blocks.readers.options import check_shape
 from dasketch._blocks.row_blocks import RowBlocks, reader_blocks
+from dasketch._blocks.tasks import task
 from dasketch._fingerprints import local_file_path
 
 PARQUET_MAGIC = b"PAR1"
@@ -267,11 +271,57 @@ class ParquetReader:
             source = X
         else:
             source = open_parquet(X, options.columns, options.storage_options, options.name)
-        shape = source.shape
+        shape, groups = source.shape, source.offsets
         rows = options.dense_rows(shape)
         offsets = tuple(range(0, shape[0], rows)) + (shape[0],)
-        reader = (source, ParquetRows(options.name))
-        largest_group = max(r for groups in source.group_rows for r in groups)
+        largest_group = int(np.diff(groups).max())
         read_bytes = (largest_group + rows) * shape[1] * source.dtype.itemsize
-        return RowBlocks(reader_blocks(offsets, reader), offsets, shape[1], source.dtype,
-                         False, read_bytes, reader)
+        if decoded_rows(offsets, groups) <= MAX_DECODED * shape[0]:
+            reader = (source, ParquetRows(options.name))
+            return RowBlocks(reader_blocks(offsets, reader), offsets, shape[1], source.dtype,
+                             False, read_bytes, reader)
+        return RowBlocks(group_blocks(source, offsets, options.name), offsets, shape[1],
+                         source.dtype, False, read_bytes)
+
+
+# A block task reads the row groups that hold its rows while that decodes at most
+# this many times the dataset's rows; else every row group is read once, by a
+# task of its own, and the blocks are cut from the groups.
+MAX_DECODED = 1.5
+
+
+def decoded_rows(offsets, groups):
+    """Rows decoded when every block (rows ``offsets[i]:offsets[i + 1]``) reads
+    the whole row groups (starting at ``groups``) that hold its rows."""
+    total = 0
+    for start, stop in zip(offsets[:-1], offsets[1:]):
+        first = bisect.bisect_right(groups, start) - 1
+        last = bisect.bisect_left(groups, stop)
+        total += groups[last] - groups[first]
+    return total
+
+
+def _read_rows(source, start, stop, name):
+    return source.read(start, stop, name)
+
+
+def _cut_rows(start, stop, firsts, *groups):
+    """Rows ``[start, stop)`` of the row groups ``groups`` (ndarrays whose first
+    rows are ``firsts``): a view of one group, or the pieces of several joined."""
+    pieces = [group[max(start - first, 0):stop - first] for first, group in zip(firsts, groups)]
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+def group_blocks(source, offsets, name):
+    """Blocks cut from row groups that are each read once, by a task of their own
+    (row groups larger than blocks, which reading them in each block's task
+    would decode several times)."""
+    groups = source.offsets
+    read = task(_read_rows)
+    reads = [read(source, groups[k], groups[k + 1], name) for k in range(len(groups) - 1)]
+    cut = task(_cut_rows)
+    blocks = []
+    for start, stop in zip(offsets[:-1], offsets[1:]):
+        ks = range(bisect.bisect_right(groups, start) - 1, bisect.bisect_left(groups, stop))
+        blocks.append(cut(start, stop, tuple(groups[k] for k in ks), *(reads[k] for k in ks)))
+    return tuple(blocks)
