@@ -9,8 +9,7 @@ __all__ = ["ParquetSource", "read_parquet"]
 
 
 def read_parquet(path, columns=None, *, storage_options=None):
-    """Open a Parquet dataset as a lazy matrix, for ``fit`` and every function
-    that takes ``X``.
+    """Open a Parquet dataset as a lazy matrix, for ``fit`` and every function.
 
     Only the files' footers are read here (the row groups' sizes and the
     schema); the rows are read by the block tasks, each reading the row groups
