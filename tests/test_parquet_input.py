@@ -221,3 +221,15 @@ def test_dask_frames_of_read_parquet_take_their_lengths_from_the_footers(tmp_pat
     assert blocks.offsets == (0, 64, 128, 192, 256, 300)
     np.testing.assert_array_equal(dasketch.sketch(frame, 3, block_rows=64).B,
                                   dasketch.sketch(values[:, [0, 2]], 3, block_rows=64).B)
+
+
+@pytest.mark.parametrize("row_group_size", [32, 100])
+def test_worker_processes_read_the_row_groups(tmp_path, values, cluster_client,
+                                              row_group_size):
+    """On a cluster of worker processes, the tasks (the blocks' own, or one a row
+    group) read the files, and the sketch is the one of the values in memory."""
+    path = _write(tmp_path, _table(values), row_group_size=row_group_size)
+    source = dasketch.read_parquet(path, columns=["c2", "c0", "c1"])
+    got = dasketch.sketch(source, 3, block_rows=64, client=cluster_client)
+    want = dasketch.sketch(values[:, [2, 0, 1]], 3, block_rows=64)
+    np.testing.assert_array_equal(got.B, want.B)

@@ -229,9 +229,9 @@ def is_dask_collection(obj):
     return dask.is_dask_collection(obj)
 
 
-def known_lengths(frame):
-    """The lengths of the row chunks of ``frame.to_dask_array()`` (a Dask
-    DataFrame) when Dask knows them without computing the partitions, as a
+def known_lengths(frame, n_chunks):
+    """The lengths of the ``n_chunks`` row chunks of ``frame.to_dask_array()`` (a
+    Dask DataFrame) when Dask knows them without computing the partitions, as a
     tuple; None when they must be computed.
 
     A frame of ``read_parquet`` without filters knows its partitions' lengths
@@ -246,12 +246,11 @@ def known_lengths(frame):
         from dask.dataframe.dask_expr._expr import Lengths, Literal
         from dask.dataframe.dask_expr.io.io import FusedIO
 
-        chunks = frame.to_dask_array().numblocks[0]
         lengths = Lengths(frame.expr).optimize()
         if not isinstance(lengths, Literal):
             return None
         lengths = tuple(int(n) for n in lengths.value)
-        if len(lengths) != chunks:   # partitions read together: the chunks are the groups
+        if len(lengths) != n_chunks:   # partitions read together: the chunks are the groups
             plan = frame.map_partitions(lambda part: part).expr.optimize(fuse=False)
             fused = [node for node in plan.walk() if isinstance(node, FusedIO)]
             read = Lengths(fused[0].operand("_expr")).optimize() if len(fused) == 1 else None
@@ -261,7 +260,7 @@ def known_lengths(frame):
                             for bucket in fused[0]._fusion_buckets)
     except (ImportError, AttributeError, TypeError):
         return None
-    return lengths if len(lengths) == chunks else None
+    return lengths if len(lengths) == n_chunks else None
 
 
 def known_row_chunks(X):
@@ -286,7 +285,8 @@ def known_row_chunks(X):
     if not is_dask_collection(X):
         return X
     if hasattr(X, "to_dask_array") and hasattr(X, "columns"):   # a Dask DataFrame
-        lengths, array = known_lengths(X), X.to_dask_array()
+        array = X.to_dask_array()
+        lengths = known_lengths(X, array.numblocks[0])
         if lengths is None:
             return array.compute_chunk_sizes()
         import dask.array as da

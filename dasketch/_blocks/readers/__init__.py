@@ -3,10 +3,11 @@ and giving its :class:`~dasketch._blocks.row_blocks.RowBlocks`
 (:mod:`.registry` states what a reader is).
 
 The readers are tried in the order registered below; the first that can read
-an input reads it. AnnData comes first (its zarr groups are also paths),
-Parquet before zarr (which takes every other path), Arrow before the
-array-likes, and array-likes last (Dask and zarr arrays, and Arrow tables, are
-array-likes too). In-memory types dispatch on type
+an input reads it. Parquet comes first (it tells its paths by their first
+bytes, a directory's files or a URL's suffix, where the next readers would open
+them as zarr stores), then AnnData (its zarr groups are also paths), zarr
+(which takes every other path) after the in-memory types, and array-likes last
+(Dask and zarr arrays, and Arrow tables, are array-likes too). In-memory types dispatch on type
 (:data:`~.in_memory.row_blocks_of`). A new format is one module and one
 :func:`register_reader` call.
 """
@@ -26,11 +27,11 @@ from dasketch._blocks.readers.registry import (
 )
 from dasketch._blocks.readers.zarr_stores import ZarrReader
 
+register_reader(ParquetReader())
 register_reader(AnnDataReader())
 register_reader(DaskReader())
 register_reader(InMemoryReader())
 register_reader(ArrowReader())
-register_reader(ParquetReader())
 register_reader(ZarrReader())
 register_reader(ArrayLikeReader())
 

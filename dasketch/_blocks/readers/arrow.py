@@ -83,24 +83,37 @@ def check_columns(columns, name):
     return columns
 
 
+# Rows written at a time by fill_rows: a tile of this many bytes stays in cache
+# while every column writes its part of it.
+TILE_BYTES = 2 ** 23
+
+
 def fill_rows(out, table, dtype):
     """Write the columns of ``table`` (a ``pyarrow.Table`` of as many rows as
-    ``out``) into the columns of the ndarray ``out``, nulls as NaN. A column
-    without nulls is handed over without a copy (``to_numpy``) before it is
-    written; pandas is not involved."""
+    ``out``) into the columns of the C-ordered ndarray ``out``, nulls as NaN.
+    A column without nulls is handed over without a copy (``to_numpy``);
+    pandas is not involved.
+
+    The columns are written a tile of rows at a time: a whole column written
+    into a C-ordered matrix touches one cache line a row, column after column
+    (``numpy.stack`` and ``numpy.column_stack`` write so), which costs about
+    twice the time of writing the same rows tile by tile."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     arrow_dtype = pa.from_numpy_dtype(dtype)
-    for j, column in enumerate(table.columns):
+    arrays = []
+    for column in table.columns:
         if column.type != arrow_dtype:
             column = column.cast(arrow_dtype)
         if column.null_count:
             column = pc.fill_null(column, np.nan)
-        row = 0
-        for chunk in column.chunks:
-            out[row:row + len(chunk), j] = chunk.to_numpy(zero_copy_only=False)
-            row += len(chunk)
+        arrays.append(column.to_numpy())
+    tile = max(TILE_BYTES // max(out.shape[1] * out.itemsize, 1), 1)
+    for start in range(0, out.shape[0], tile):
+        rows = out[start:start + tile]
+        for j, values in enumerate(arrays):
+            rows[:, j] = values[start:start + tile]
     return out
 
 

@@ -70,6 +70,8 @@ def is_parquet_path(X):
         return os.fspath(X).split("?")[0].rstrip("/").endswith(PARQUET_SUFFIXES)
     if os.path.isdir(path):
         return _holds_parquet(path)
+    if not os.path.exists(path):   # reported as a missing Parquet dataset
+        return path.rstrip("/").endswith(PARQUET_SUFFIXES)
     if not os.path.isfile(path):
         return False
     with open(path, "rb") as file:
@@ -127,7 +129,7 @@ class ParquetSource:
 
         path = self.files[index]
         if self.fs is None:
-            return contextlib.nullcontext(pq.ParquetFile(path))
+            return contextlib.closing(pq.ParquetFile(path))
         return _closing_parquet(self.fs.open(path, "rb"))
 
     def read(self, start, stop, name="X"):
@@ -307,9 +309,12 @@ def _read_rows(source, start, stop, name):
 
 def _cut_rows(start, stop, firsts, *groups):
     """Rows ``[start, stop)`` of the row groups ``groups`` (ndarrays whose first
-    rows are ``firsts``): a view of one group, or the pieces of several joined."""
+    rows are ``firsts``), as a new array: a block that viewed its group would
+    keep the whole group alive, and reach its sketch task by another memory
+    layout than a block read by its own task, which changes the rounding of
+    the sketch on worker processes."""
     pieces = [group[max(start - first, 0):stop - first] for first, group in zip(firsts, groups)]
-    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+    return pieces[0].copy() if len(pieces) == 1 else np.concatenate(pieces)
 
 
 def group_blocks(source, offsets, name):
