@@ -87,6 +87,14 @@ def test_a_null_is_a_nan(tmp_path, values):
         dasketch.sketch(path, 4)
 
 
+def test_a_missing_parquet_path_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no Parquet file or directory at .*gone.parquet"):
+        dasketch.sketch(str(tmp_path / "gone.parquet"), 4)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="holds no data file"):
+        dasketch.read_parquet(tmp_path / "empty")
+
+
 def test_store_options_do_not_apply(tmp_path, values):
     path = _write(tmp_path, pa.table({"a": values[:, 0]}))
     with pytest.raises(ValueError, match="component applies only when X is a zarr store"):

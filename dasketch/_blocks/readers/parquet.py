@@ -167,6 +167,7 @@ def _dataset_files(url, storage_options, name):
     """``(fs, files)``: the filesystem (None for local) and data files at ``url``."""
     path = local_file_path(url)
     if path is not None:
+        path = os.path.abspath(path)   # the workers' working directories may differ
         if os.path.isdir(path):
             files = _local_files(path)
         elif os.path.exists(path):
