@@ -2,10 +2,12 @@
 
 An ``n x d`` float64 dataset (columns of decaying scale) is written by pyarrow
 with Spark's row groups (about 128 MiB: 65,536 rows at ``d = 256``; snappy).
-Each run is a fresh process (``--child``) that reports its wall time and the
-peak of its resident memory above its level once the modules are imported
-(``ru_maxrss``): what pyarrow and dasketch allocate outside Python's tracking
-included. Runs, interleaved over ``--repeat`` rounds, best wall time of each:
+Each run is a fresh process (``--child``) that reports its wall time, its CPU
+time (all its threads: on a machine loaded by other jobs, the time it would
+keep its cores busy) and the peak of its resident memory above its level once
+the modules are imported (``ru_maxrss``): what pyarrow and dasketch allocate
+outside Python's tracking included. Runs, interleaved over ``--repeat``
+rounds, best wall time (and best CPU time) of each:
 
 * ``pyarrow.read_table``: ``pyarrow.parquet.read_table`` of the dataset into
   memory (an Arrow table, pyarrow's threads);
@@ -20,7 +22,8 @@ included. Runs, interleaved over ``--repeat`` rounds, best wall time of each:
 Every process imports what it runs before the clock starts (it sketches a
 Parquet file of a few rows first), so no run pays for imports.
 
-The ratio is the sketch's best time over ``pyarrow.read_table``'s, and its
+The ratio is the sketch's best wall time over ``pyarrow.read_table``'s
+(``cpu_ratio``: of their best CPU times), and its
 peak memory is compared with one block's bytes (``RowBlocks.read_bytes``, a
 block and a row group). Writes ``results/parquet.json`` and ``.png``.
 
@@ -92,7 +95,7 @@ def child(kind, path):
         del table
     base = _peak_rss_mib()
     facts = {}
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     if kind == "pyarrow.read_table":
         table = pq.read_table(path)
         facts["rows"] = table.num_rows
@@ -109,8 +112,9 @@ def child(kind, path):
         facts.update(rows=sketch.n_rows, error_bound=sketch.error_bound,
                      block_rows=blocks.offsets[1], block_read_mib=blocks.read_bytes / 2 ** 20,
                      plan="row-group tasks" if blocks.reader is None else "block tasks")
-    wall = time.perf_counter() - start
-    print(json.dumps({"wall": wall, "peak_mib": max(_peak_rss_mib() - base, 0.0), **facts}))
+    wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+    print(json.dumps({"wall": wall, "cpu": cpu, "peak_mib": max(_peak_rss_mib() - base, 0.0),
+                      **facts}))
 
 
 def run_child(kind, path):
@@ -162,6 +166,7 @@ def main(argv=None):
         file_mib = os.path.getsize(path) / 2 ** 20
     runs = {name: {**min(results, key=lambda r: r["wall"]),
                    "rounds_s": [r["wall"] for r in results],
+                   "rounds_cpu_s": [r.get("cpu") for r in results],
                    "peak_mib": max(r["peak_mib"] for r in results)}
             for name, results in rounds.items()}
     sketch = runs["dasketch.sketch"]
@@ -169,6 +174,9 @@ def main(argv=None):
               "row_group_rows": group_rows, "file_mib": file_mib,
               "block_rows": sketch["block_rows"], "block_read_mib": sketch["block_read_mib"],
               "ratio": sketch["wall"] / runs["pyarrow.read_table"]["wall"],
+              "cpu_ratio": (min(filter(None, sketch["rounds_cpu_s"]), default=np.nan)
+                            / min(filter(None, runs["pyarrow.read_table"]["rounds_cpu_s"]),
+                                  default=np.nan)),
               "goal_ratio": 1.3, "runs": runs, "machine": machine_facts()}
     print(json.dumps({k: report[k] for k in ("ratio", "block_read_mib")}))
     write_results("parquet", report, plot, quick=args.quick)
