@@ -17,6 +17,7 @@ _PUBLIC = {
     "get_client": "dasketch.cluster",
     "load_sketch": "dasketch.storage.sketch_io",
     "merge_sketches": "dasketch.kernels.frequent_directions",
+    "read_parquet": "dasketch.parquet",
     "save_sketch": "dasketch.storage.sketch_io",
     "sketch": "dasketch.sketching",
     "sparse_embed": "dasketch.sparse_embedding",

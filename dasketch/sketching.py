@@ -157,13 +157,15 @@ _SKETCH_CONSTRAINTS = {
     "random_state": RANDOM_STATE,
     "missing_chunks": [StrOptions({"fill", "raise"})],
     "progress": ["boolean"],
+    "columns": [list, tuple, None],
 }
 
 
 def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_every=None,
            client=None, block_rows=None, update="auto", working_size=None,
            failure_probability=DEFAULT_FAILURE_PROBABILITY, random_state=None,
-           component=None, storage_options=None, missing_chunks="fill", progress=False):
+           component=None, storage_options=None, missing_chunks="fill", progress=False,
+           columns=None):
     """Sketch the rows of a (possibly larger than memory) matrix with FD or RFD.
 
     Every block of rows is sketched on a worker and the block sketches are merged
@@ -172,8 +174,10 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
 
     Parameters
     ----------
-    X : dask.array.Array, numpy.ndarray, scipy.sparse matrix, str or os.PathLike
-        Rows are samples; a string or path is a zarr store or fsspec URL.
+    X : dask.array.Array, numpy.ndarray, scipy.sparse matrix, pyarrow.Table, str or \
+os.PathLike
+        Rows are samples; a string or path is a zarr store, a Parquet dataset
+        (:func:`dasketch.read_parquet`) or an fsspec URL of either.
     sketch_size : int
         ``l >= 2``; the sketch keeps at most ``l - 1`` rows.
     method : {"rfd", "fd"}, default "rfd"
@@ -230,6 +234,9 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
         runs is an error either way.
     progress : bool, default False
         Show a progress bar.
+    columns : list of str, optional
+        For a Parquet dataset or an Arrow table: the columns sketched, in this
+        order (default all numeric ones; any other column is an error naming it).
 
     Returns
     -------
@@ -282,7 +289,7 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
 
     blocks = run_eagerly(as_row_blocks(X, block_rows=block_rows, component=component,
                                        storage_options=storage_options,
-                                       missing_chunks=missing_chunks,
+                                       missing_chunks=missing_chunks, columns=columns,
                                        default_rows=default_rows), client)
     requested, update = update, choose_update(update, blocks.sparse, blocks.n_features,
                                               sketch_size)

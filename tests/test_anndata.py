@@ -70,6 +70,21 @@ def test_csr_blocks_are_read_by_rows_never_dense(stored, kind):
     assert peak < dense_block / 2, (peak, dense_block)
 
 
+def test_a_zarr_csr_group_is_opened_once_to_plan_its_blocks(stored, monkeypatch):
+    """Planning the blocks of an AnnData CSR group opens the store once (and
+    once more to tell which reader takes it), not once for its encoding, once
+    for its shape and once for its checks."""
+    import zarr
+
+    X, zarr_path, _ = stored
+    opened, open_node, open_group = [], zarr.open, zarr.open_group
+    monkeypatch.setattr(zarr, "open", lambda *a, **k: opened.append("open") or open_node(*a, **k))
+    monkeypatch.setattr(zarr, "open_group",
+                        lambda *a, **k: opened.append("group") or open_group(*a, **k))
+    blocks = as_row_blocks(zarr_path, component="X", block_rows=BLOCK)
+    assert blocks.shape == X.shape and opened == ["open", "open"]
+
+
 def test_zarr_and_h5ad_sketch_as_the_matrix_in_memory(stored):
     X, zarr_path, h5_path = stored
     sketches = [dasketch.sketch(zarr_path, 24, component="X", block_rows=BLOCK, random_state=0),

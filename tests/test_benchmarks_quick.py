@@ -36,6 +36,7 @@ SCRIPTS = {
     "bench_sketch_size": ([], "sketch_size", (), True),
     # this tree's code also as the "before" checkout: the subprocess path runs
     "bench_lstsq_store": (["--before", "."], "lstsq_store", (), True),
+    "bench_parquet": ([], "parquet", ("pyarrow",), True),
 }
 
 
@@ -145,8 +146,18 @@ def _lstsq_store(report):
         before["seconds"] / streamed["seconds"])
 
 
+def _parquet(report):
+    """Every run read all the rows; the sketch's ratio is its time over
+    pyarrow's read of the same file."""
+    runs = report["runs"]
+    assert {r["rows"] for r in runs.values()} == {report["rows"]}
+    assert report["ratio"] == pytest.approx(runs["dasketch.sketch"]["wall"]
+                                            / runs["pyarrow.read_table"]["wall"])
+
+
 CHECKS = {"bench_store_checks": _store_checks, "bench_block_products": _block_products,
           "bench_drp_small": _drp_small,
           "bench_sketch": _sketch,
-          "bench_sketch_size": _sketch_size, "bench_lstsq_store": _lstsq_store}
+          "bench_sketch_size": _sketch_size, "bench_lstsq_store": _lstsq_store,
+          "bench_parquet": _parquet}
 

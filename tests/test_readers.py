@@ -20,8 +20,8 @@ from dasketch._blocks.readers import (
 )
 from dasketch._blocks.readers.in_memory import dense_row_blocks, sparse_row_blocks
 
-BUILT_IN_KINDS = ("Dask array, numpy array, pandas DataFrame, scipy.sparse matrix, "
-                  "zarr.Array or a zarr path/URL")
+BUILT_IN_KINDS = ("Parquet path/URL, Dask array, numpy array, pandas DataFrame, "
+                  "scipy.sparse matrix, Arrow table, zarr.Array or a zarr path/URL")
 
 
 class RowFile:
@@ -97,21 +97,21 @@ def test_an_unknown_input_names_the_argument_and_the_kinds():
         as_row_blocks(object(), name="A")
     assert str(error.value) == f"A must be a {BUILT_IN_KINDS}, got object"
     with pytest.raises(ValueError, match="component and storage_options apply only when A "
-                                         "is a zarr path or URL"):
+                                         "is a zarr or Parquet path or URL"):
         as_row_blocks(object(), name="A", component="X")
 
 
 def test_readers_are_tried_in_order(row_file_reader):
     names = [reader.name for reader in registered_readers()]
-    assert names == ["anndata", "dask", "in-memory", "parquet", "zarr", "array-like",
-                     "row-file"]
+    assert names == ["parquet", "anndata", "dask", "in-memory", "arrow", "zarr",
+                     "array-like", "row-file"]
     with pytest.raises(ValueError, match="registered already"):
         register_reader(RowFileReader())
     assert unregister_reader("row-file") is row_file_reader
     with pytest.raises(ValueError, match="no reader named 'netcdf'"):
         register_reader(row_file_reader, before="netcdf")
     register_reader(row_file_reader, before="dask")
-    assert [reader.name for reader in registered_readers()][1] == "row-file"
+    assert [reader.name for reader in registered_readers()][2] == "row-file"
 
 
 class Tagged:

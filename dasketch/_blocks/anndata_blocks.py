@@ -30,7 +30,7 @@ import scipy.sparse
 from dasketch._blocks.file_checks import check_file, file_signature
 from dasketch._blocks.stores import checked_sparse_store
 from dasketch.storage.fingerprints import refuse_special_metadata
-from dasketch.storage.reading import CsrRows, sparse_store_info
+from dasketch.storage.reading import CsrRows
 from dasketch.storage.store_checks import is_local_path, local_path
 
 CSR, CSC = "csr_matrix", "csc_matrix"
@@ -158,9 +158,10 @@ def _h5_fields(filename, component, rows, name):
     return _fields(shape, dtype, nnz, rows, (filename, H5Rows(component, signature, name)))
 
 
-def _zarr_encoding(path, component, storage_options):
-    """The AnnData ``encoding-type`` of the zarr group at ``path`` and
-    ``component``; None for an array, a group without one, or no zarr node."""
+def _zarr_group(path, component, storage_options):
+    """``(encoding, group)``: the AnnData ``encoding-type`` of the zarr group at
+    ``path`` and ``component``, and the group, opened once; ``(None, None)``
+    for an array, a group without one, or no zarr node."""
     import zarr
 
     refuse_special_metadata(os.fspath(path), component)  # zarr would block on a FIFO
@@ -168,14 +169,23 @@ def _zarr_encoding(path, component, storage_options):
         node = zarr.open(os.fspath(path), mode="r", path=component or "",
                          storage_options=storage_options)
     except Exception:  # noqa: BLE001 - not zarr, or missing: the dense reader reports it
-        return None
-    return node.attrs.get("encoding-type") if isinstance(node, zarr.Group) else None
+        return None, None
+    if not isinstance(node, zarr.Group):
+        return None, None
+    return node.attrs.get("encoding-type"), node
+
+
+def _zarr_encoding(path, component, storage_options):
+    """The AnnData ``encoding-type`` of the zarr group at ``path`` and
+    ``component``; None for an array, a group without one, or no zarr node."""
+    return _zarr_group(path, component, storage_options)[0]
 
 
 def _zarr_fields(path, component, storage_options, missing_chunks, rows, name):
     """Fields of a zarr node that is an AnnData CSR group; None for any other node
-    (a dense array, a dasketch store: the ordinary readers take them)."""
-    kind = _zarr_encoding(path, component, storage_options)
+    (a dense array, a dasketch store: the ordinary readers take them). The
+    store is opened once, here, for its encoding, shape and checks."""
+    kind, group = _zarr_group(path, component, storage_options)
     where = f"{os.fspath(path)!r}" + (f" at component {component!r}" if component else "")
     if kind == "anndata":
         raise _anndata_root_error(name, where)
@@ -183,12 +193,12 @@ def _zarr_fields(path, component, storage_options, missing_chunks, rows, name):
         raise _csc_error(name, where)
     if kind != CSR:
         return None
-    n_rows, n_features, nnz, dtype = sparse_store_info(
-        path, component=component, storage_options=storage_options)
-    group, fingerprint = checked_sparse_store(
+    data = group["data"]
+    checked, fingerprint = checked_sparse_store(
         path, component=component, storage_options=storage_options,
-        missing_chunks=missing_chunks, name=name)
-    return _fields((n_rows, n_features), dtype, nnz, rows, (group, CsrRows(fingerprint, name)))
+        missing_chunks=missing_chunks, name=name, group=group)
+    return _fields(tuple(group.attrs["shape"]), data.dtype, int(data.shape[0]), rows,
+                   (checked, CsrRows(fingerprint, name)))
 
 
 def _fields(shape, dtype, nnz, rows, reader):

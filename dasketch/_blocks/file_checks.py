@@ -1,8 +1,11 @@
-"""Local files read by block tasks (HDF5, Parquet): the job notes a file's
-signature (size, modification time, status-change time, inode) when it opens
-it, and every task that reads the file checks it again after reading, so a file
-rewritten or replaced during the job, even in place with its modification time
-restored, is an error rather than a mix of two versions.
+"""Files read by block tasks (HDF5, Parquet): the job notes a file's signature
+when it opens it, and every task that reads the file checks it again after
+reading, so a file rewritten or replaced during the job, even in place with its
+modification time restored, is an error rather than a mix of two versions. A
+local file's signature is its size, modification time, status-change time and
+inode; a file on an fsspec filesystem's is its size and version (ETag, content
+hash or generation, else modification time), as a remote store's keys are
+signed (:mod:`dasketch.storage.fingerprints`).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import errno
 import os
 
-from dasketch.storage.fingerprints import _file_signature
+from dasketch.storage.fingerprints import _VERSION_FIELDS, _file_signature
 
 
 def file_signature(filename):
@@ -23,11 +26,21 @@ def file_signature(filename):
     return signature
 
 
-def check_file(filename, signature, name):
-    """Raise if ``filename`` is not the file the job opened (its signature was
-    ``signature``), naming the argument ``name``."""
+def remote_signature(fs, path):
+    """``(size, version)`` of the file ``path`` of the fsspec filesystem ``fs``,
+    as it is stored now (a listing this process cached is dropped first)."""
+    fs.invalidate_cache(path)
+    info = fs.info(path)
+    version = next((str(info[f]) for f in _VERSION_FIELDS if info.get(f) is not None), None)
+    return (info.get("size"), version)
+
+
+def check_file(filename, signature, name, fs=None):
+    """Raise if ``filename`` (a local file, or a file of the fsspec filesystem
+    ``fs``) is not the file the job opened (its signature was ``signature``),
+    naming the argument ``name``."""
     try:
-        now = file_signature(filename)
+        now = file_signature(filename) if fs is None else remote_signature(fs, filename)
     except FileNotFoundError:
         raise FileNotFoundError(
             f"{name}: {filename!r} does not exist where this task runs: do the workers "

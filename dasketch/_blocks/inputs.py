@@ -1,7 +1,7 @@
 """Inputs as :class:`~dasketch._blocks.row_blocks.RowBlocks`: every kind of
 matrix a user passes (numpy, scipy.sparse, pandas, Dask arrays and DataFrames,
 xarray, zarr arrays, paths and URLs of dense or sparse zarr stores, AnnData
-and HDF5, Parquet files) normalised to consecutive blocks of whole rows, by the
+and HDF5, Parquet datasets, Arrow tables) normalised to consecutive blocks of whole rows, by the
 first reader of :mod:`dasketch._blocks.readers` that can read it.
 
 The number of rows per block depends on the shape only, never on how the input
@@ -33,16 +33,17 @@ __all__ = [
 
 
 def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_options=None,
-                  missing_chunks="fill", default_rows=None):
+                  missing_chunks="fill", default_rows=None, columns=None):
     """Normalise an input matrix to :class:`RowBlocks`.
 
     Parameters
     ----------
     X : dask.array.Array, dask.dataframe.DataFrame, numpy.ndarray, pandas.DataFrame, \
-scipy.sparse matrix or array (any format), zarr.Array, str or os.PathLike
+scipy.sparse matrix or array (any format), zarr.Array, pyarrow.Table, str or os.PathLike
         Rows are samples. A string or path is a zarr store (a local directory, a
         local ``.zip`` store, or an fsspec URL), an HDF5 (``.h5ad``) file or a
-        local Parquet file (numeric columns; nulls are NaN). A
+        Parquet dataset (:mod:`dasketch._blocks.readers.parquet`; numeric
+        columns, nulls are NaN, also as ``dasketch.read_parquet`` opens it). A
         Dask array with unknown row chunk sizes (``ddf.values``,
         ``ddf.to_dask_array()``) or a Dask DataFrame first has its row counts
         computed, once (:func:`known_row_chunks`). An xarray DataArray is read
@@ -68,6 +69,9 @@ scipy.sparse matrix or array (any format), zarr.Array, str or os.PathLike
         when ``block_rows`` is None (``values_per_row`` is the mean number of
         nonzeros of sparse rows), instead of :func:`default_block_rows` of the
         values per row.
+    columns : list of str, optional
+        For a Parquet dataset or an Arrow table: the columns read as features,
+        in this order (:mod:`dasketch._blocks.readers.arrow`).
 
     Raises
     ------
@@ -82,4 +86,4 @@ scipy.sparse matrix or array (any format), zarr.Array, str or os.PathLike
     return read_row_blocks(X, ReadOptions(
         block_rows=block_rows, name=name, component=component,
         storage_options=storage_options, missing_chunks=missing_chunks,
-        default_rows=default_rows))
+        default_rows=default_rows, columns=columns))

@@ -229,13 +229,48 @@ def is_dask_collection(obj):
     return dask.is_dask_collection(obj)
 
 
+def known_lengths(frame, n_chunks):
+    """The lengths of the ``n_chunks`` row chunks of ``frame.to_dask_array()`` (a
+    Dask DataFrame) when Dask knows them without computing the partitions, as a
+    tuple; None when they must be computed.
+
+    A frame of ``read_parquet`` without filters knows its partitions' lengths
+    from the row groups in the files' footers (one of ``from_pandas`` from its
+    pieces): Dask's rewrite of a ``Lengths`` expression finds them. When a
+    column selection makes the partitions small, Dask reads several of them in
+    one task (``FusedIO``); the chunks are then those groups, whose lengths
+    are the sums of theirs. Every other case, or a Dask without these
+    expressions (``dask.dataframe.dask_expr``), is computed.
+    """
+    try:
+        from dask.dataframe.dask_expr._expr import Lengths, Literal
+        from dask.dataframe.dask_expr.io.io import FusedIO
+
+        lengths = Lengths(frame.expr).optimize()
+        if not isinstance(lengths, Literal):
+            return None
+        lengths = tuple(int(n) for n in lengths.value)
+        if len(lengths) != n_chunks:   # partitions read together: the chunks are the groups
+            plan = frame.map_partitions(lambda part: part).expr.optimize(fuse=False)
+            fused = [node for node in plan.walk() if isinstance(node, FusedIO)]
+            read = Lengths(fused[0].operand("_expr")).optimize() if len(fused) == 1 else None
+            if read is None or tuple(read.value) != lengths:
+                return None
+            lengths = tuple(sum(lengths[i] for i in bucket)
+                            for bucket in fused[0]._fusion_buckets)
+    except (ImportError, AttributeError, TypeError):
+        return None
+    return lengths if len(lengths) == n_chunks else None
+
+
 def known_row_chunks(X):
     """A Dask array whose row chunks have unknown sizes (``ddf.values``,
     ``ddf.to_dask_array()``), or a Dask DataFrame, as a Dask array with known
     row chunks; anything else unchanged.
 
-    As dask-ml does, the sizes are computed (``compute_chunk_sizes``,
-    ``to_dask_array(lengths=True)``): one extra pass that computes every
+    A DataFrame whose lengths Dask knows (:func:`known_lengths`: from the
+    Parquet metadata of ``read_parquet``) uses them. Otherwise, as dask-ml does,
+    the sizes are computed (``compute_chunk_sizes``): one extra pass that computes every
     partition, which the passes that follow compute again. Persist the frame
     (``ddf.persist()``) when it fits in the workers' memory, to compute it once.
 
@@ -250,7 +285,14 @@ def known_row_chunks(X):
     if not is_dask_collection(X):
         return X
     if hasattr(X, "to_dask_array") and hasattr(X, "columns"):   # a Dask DataFrame
-        return X.to_dask_array(lengths=True)
+        array = X.to_dask_array()
+        lengths = known_lengths(X, array.numblocks[0])
+        if lengths is None:
+            return array.compute_chunk_sizes()
+        import dask.array as da
+
+        return da.Array(array.__dask_graph__(), array.name, (lengths, array.chunks[1]),
+                        dtype=array.dtype)
     chunks = getattr(X, "chunks", None)
     if chunks and any(np.isnan(c) for c in chunks[0]):
         return X.compute_chunk_sizes()

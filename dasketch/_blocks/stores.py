@@ -159,16 +159,19 @@ def open_zarr_rows(path, *, component=None, storage_options=None, chunks=None,
 
 
 def checked_sparse_store(path, *, component=None, storage_options=None,
-                         missing_chunks="fill", name="X"):
+                         missing_chunks="fill", name="X", group=None):
     """A Delayed that opens the sparse-by-rows group on a worker and checks it
     (see :func:`open_zarr_array`); its value is the opened group, for
     :func:`~dasketch.storage.reading.csr_rows`. Returns ``(delayed, digest)``: the digest of
-    the store's fingerprint, for :func:`~dasketch.storage.reading.csr_rows`' ``check_files``."""
+    the store's fingerprint, for :func:`~dasketch.storage.reading.csr_rows`' ``check_files``.
+    ``group`` is the group at ``path`` and ``component`` when the caller has
+    opened it already (it is then not opened again here)."""
     import zarr
 
     check_missing_chunks(missing_chunks)
-    group = zarr.open_group(os.fspath(path), mode="r", path=component or "",
-                            storage_options=storage_options)
+    if group is None:
+        group = zarr.open_group(os.fspath(path), mode="r", path=component or "",
+                                storage_options=storage_options)
     shapes = {member: tuple(group[member].shape) for member in ("indptr", "indices", "data")}
     fingerprint = store_fingerprint(group)
     return _checked(checked_group, group, os.fspath(path), component, storage_options,

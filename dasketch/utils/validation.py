@@ -15,13 +15,15 @@ import scipy.sparse
 from sklearn.utils.validation import column_or_1d, validate_data
 
 from dasketch._blocks import RowBlocks, as_row_blocks, compute, is_dask_collection
+from dasketch._blocks.readers.parquet import ParquetSource
 
 FLOAT_DTYPES = (np.float64, np.float32)
 
 
 def is_out_of_core(X):
     """Whether ``X`` is read lazily block by block: a Dask collection, a
-    ``zarr.Array``, a zarr path or URL, or :class:`~dasketch._blocks.RowBlocks`.
+    ``zarr.Array``, a path or URL, a Parquet dataset (``dasketch.read_parquet``)
+    or :class:`~dasketch._blocks.RowBlocks`.
 
     Examples
     --------
@@ -29,7 +31,7 @@ def is_out_of_core(X):
     >>> is_out_of_core(da.ones((4, 2))), is_out_of_core("data.zarr"), is_out_of_core(np.ones(2))
     (True, True, False)
     """
-    if isinstance(X, (RowBlocks, str, os.PathLike)) or is_dask_collection(X):
+    if isinstance(X, (RowBlocks, ParquetSource, str, os.PathLike)) or is_dask_collection(X):
         return True
     return type(X).__module__.split(".")[0] == "zarr"
 

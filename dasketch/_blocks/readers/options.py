@@ -110,6 +110,9 @@ class ReadOptions:
     default_rows : callable or None
         ``default_rows(values_per_row, n_features, sparse)``: rows per block when
         ``block_rows`` is None.
+    columns : list of str or None
+        The columns read as features, in order; only readers of columnar inputs
+        (``selects_columns``) accept them. None: all of them.
     """
 
     block_rows: Any = None
@@ -118,6 +121,7 @@ class ReadOptions:
     storage_options: Any = None
     missing_chunks: str = "fill"
     default_rows: Callable | None = None
+    columns: Any = None
 
     def dense_rows(self, shape):
         """Rows per block of a dense matrix of ``shape``."""
@@ -139,4 +143,11 @@ class ReadOptions:
         stores opened by path only."""
         if self.component is not None or self.storage_options is not None:
             raise ValueError(f"component and storage_options apply only when {self.name} "
-                             "is a zarr path or URL")
+                             "is a zarr or Parquet path or URL")
+
+    def check_no_columns(self):
+        """Raise when ``columns`` is given: it applies to columnar inputs only."""
+        if self.columns is not None:
+            raise ValueError(f"columns applies only when {self.name} is a Parquet "
+                             "path/URL or an Arrow table; select the columns of other "
+                             "inputs before passing them")

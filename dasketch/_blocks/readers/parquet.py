@@ -1,12 +1,23 @@
-"""Parquet files (local), read by pyarrow: each block task reads the row groups
-that hold its rows (``ParquetFile.read_row_group``) and only those.
+"""Parquet datasets, read by pyarrow: a file, a directory of files (as Spark
+and Dask write them, partitioned or not), local or at an fsspec URL. Each block
+task reads the row groups that hold its rows, one at a time, and only those:
+the client reads the files' footers (their row groups' sizes) and nothing else.
+Row groups larger than blocks are each read once, by a task of their own, and
+the blocks cut from them (:func:`group_blocks`), so that no row is decoded more
+than once a pass: a task then holds a row group, the file's unit of reading.
 
-Every column is a feature, except the index columns pandas wrote; every one
-must be numeric (integer or floating). Integer columns are read as float64,
-and nulls as NaN, so a null is an error wherever a NaN is (the kernels reject
-non-finite values). The blocks have the rows the options give for the file's
-shape, whatever its row groups. The file is checked by every task after its
-read (:mod:`dasketch._blocks.file_checks`).
+The features follow :mod:`.arrow` (``columns``, numeric columns only, nulls as
+NaN). A directory's files are those under it whose names, and the names of
+the directories between, start with neither ``_`` nor ``.`` (pyarrow's rule:
+Spark's ``_SUCCESS`` and ``.crc`` files are not data), in sorted order; the
+values of hive partitions (``key=value`` directory names) are not read. Every
+file has every feature column. A path is read as Parquet when it is a local
+file that starts as Parquet files do, a local directory that holds a
+``.parquet`` (``.parq``, ``.pq``) file and is no zarr store, or a URL whose
+path ends in such a suffix; :func:`open_parquet` (``dasketch.read_parquet``)
+reads any other. Every file's signature is noted when the dataset is opened
+and checked by every task after its read
+(:mod:`dasketch._blocks.file_checks`), so a file rewritten since is an error.
 """
 
 from __future__ import annotations
@@ -14,127 +25,309 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from dasketch._blocks.file_checks import check_file, file_signature
-from dasketch._blocks.readers.options import check_dtype, check_shape
+from dasketch._blocks.file_checks import check_file, file_signature, remote_signature
+from dasketch._blocks.readers.arrow import check_columns, feature_columns, fill_rows
+from dasketch._blocks.readers.options import check_shape
 from dasketch._blocks.row_blocks import RowBlocks, reader_blocks
-from dasketch.storage.store_checks import is_local_path, local_path
+from dasketch._blocks.tasks import task
+from dasketch.storage.fingerprints import local_file_path
 
 PARQUET_MAGIC = b"PAR1"
+PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
+ZARR_METADATA = ("zarr.json", ".zarray", ".zgroup")
 
 
-def is_parquet_file(X):
-    """Whether ``X`` is the path of a local file that starts as Parquet files do."""
-    if not isinstance(X, (str, os.PathLike)) or not is_local_path(os.fspath(X)):
+def _is_data_name(name):
+    return not name.startswith(("_", "."))
+
+
+def _local_files(root):
+    """The data files under the local directory ``root``, sorted."""
+    found = []
+    for where, directories, files in os.walk(root, followlinks=True):
+        directories[:] = [d for d in directories if _is_data_name(d)]
+        found.extend(os.path.join(where, f) for f in files if _is_data_name(f))
+    return sorted(found)
+
+
+def _holds_parquet(root):
+    if any(os.path.exists(os.path.join(root, m)) for m in ZARR_METADATA):
         return False
-    path = local_path(os.fspath(X))
+    return any(path.endswith(PARQUET_SUFFIXES) for path in _local_files(root))
+
+
+def is_parquet_path(X):
+    """Whether the path or URL ``X`` is read as Parquet (see the module's rule)."""
+    if not isinstance(X, (str, os.PathLike)):
+        return False
+    path = local_file_path(X)
+    if path is None:
+        return os.fspath(X).split("?")[0].rstrip("/").endswith(PARQUET_SUFFIXES)
+    if os.path.isdir(path):
+        return _holds_parquet(path)
+    if not os.path.exists(path):   # reported as a missing Parquet dataset
+        return path.rstrip("/").endswith(PARQUET_SUFFIXES)
     if not os.path.isfile(path):
         return False
     with open(path, "rb") as file:
         return file.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC
 
 
-def feature_columns(schema, filename, name):
-    """``(columns, dtype)``: the names of the columns read (all but pandas' index
-    columns) and the dtype of the matrix they make.
+@dataclass(frozen=True, eq=False)
+class ParquetSource:
+    """A Parquet dataset opened for reading by rows: its files, their row
+    groups' sizes and signatures, and the feature columns (:func:`open_parquet`).
+
+    Attributes
+    ----------
+    url : str
+        The path or URL it was opened from.
+    fs : fsspec.AbstractFileSystem or None
+        The filesystem of ``files``; None for local files.
+    files : tuple of str
+    group_rows : tuple of tuple of int
+        Rows of each row group of each file.
+    signatures : tuple
+        Each file's signature when it was opened.
+    columns : tuple of str
+    dtype : numpy.dtype
+    """
+
+    url: str
+    fs: Any
+    files: tuple
+    group_rows: tuple
+    signatures: tuple
+    columns: tuple
+    dtype: np.dtype
+
+    @property
+    def offsets(self):
+        """First row of every row group of the dataset, then its number of rows."""
+        sizes = [rows for groups in self.group_rows for rows in groups]
+        return tuple(int(v) for v in np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]))
+
+    @property
+    def shape(self):
+        return (self.offsets[-1], len(self.columns))
+
+    def __repr__(self):
+        return (f"ParquetSource({self.url!r}, {len(self.files)} files, {self.shape[0]:,} rows "
+                f"x {self.shape[1]} columns, {self.dtype})")
+
+    def __dask_tokenize__(self):
+        return (type(self).__name__, self.url, self.files, self.group_rows, self.signatures,
+                self.columns, self.dtype.str)
+
+    def _open(self, index):
+        import pyarrow.parquet as pq
+
+        path = self.files[index]
+        if self.fs is None:
+            return contextlib.closing(pq.ParquetFile(path))
+        return _closing_parquet(self.fs.open(path, "rb"))
+
+    def read(self, start, stop, name="X"):
+        """Rows ``[start, stop)`` as an ndarray, read from the row groups that
+        hold them, one group at a time; every file read is checked against its
+        signature after the read."""
+        block = np.empty((stop - start, len(self.columns)), self.dtype)
+        offsets, groups = self.offsets, [(i, g) for i, rows in enumerate(self.group_rows)
+                                         for g in range(len(rows))]
+        first = bisect.bisect_right(offsets, start) - 1
+        last = bisect.bisect_left(offsets, stop)
+        by_file = {}
+        for k in range(first, last):
+            by_file.setdefault(groups[k][0], []).append(k)
+        for index, ks in by_file.items():
+            with self._open(index) as file:
+                for k in ks:
+                    lo, hi = max(start, offsets[k]), min(stop, offsets[k + 1])
+                    table = file.read_row_group(groups[k][1], columns=list(self.columns))
+                    fill_rows(block[lo - start:hi - start],
+                              table.slice(lo - offsets[k], hi - lo), self.dtype)
+            check_file(self.files[index], self.signatures[index], name, self.fs)
+        return block
+
+
+@contextlib.contextmanager
+def _closing_parquet(handle):
+    import pyarrow.parquet as pq
+
+    with handle:
+        yield pq.ParquetFile(handle)
+
+
+def _dataset_files(url, storage_options, name):
+    """``(fs, files)``: the filesystem (None for local) and data files at ``url``."""
+    path = local_file_path(url)
+    if path is not None:
+        path = os.path.abspath(path)   # the workers' working directories may differ
+        if os.path.isdir(path):
+            files = _local_files(path)
+        elif os.path.exists(path):
+            files = [path]
+        else:
+            raise FileNotFoundError(f"{name}: no Parquet file or directory at {path!r}")
+        return None, files
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    if fs.isdir(root):
+        files = sorted(p for p in fs.find(root)
+                       if all(map(_is_data_name, p[len(root):].strip("/").split("/"))))
+    elif fs.exists(root):
+        files = [root]
+    else:
+        raise FileNotFoundError(f"{name}: no Parquet file or directory at {url!r}")
+    return fs, files
+
+
+def open_parquet(url, columns=None, storage_options=None, name="X"):
+    """Open the Parquet dataset at ``url`` (a file or a directory, local or an
+    fsspec URL) for reading by rows: list its files and read their footers.
+
+    Returns
+    -------
+    ParquetSource
 
     Raises
     ------
+    FileNotFoundError
+        When nothing is at ``url``, or a directory holds no data file.
     ValueError
-        Naming every column that is not integer or floating.
+        Naming a file that is not Parquet, a column asked for that a file lacks,
+        or a feature column that is not numeric.
     """
-    import pyarrow as pa
-
-    index = {column for column in (schema.pandas_metadata or {}).get("index_columns", ())
-             if isinstance(column, str)}
-    fields = [field for field in schema if field.name not in index]
-    refused = [f"{field.name!r} ({field.type})" for field in fields
-               if not (pa.types.is_integer(field.type) or pa.types.is_floating(field.type))]
-    if refused:
-        raise ValueError(f"{name}: {filename!r} has columns that are not numeric: "
-                         f"{', '.join(refused)}; only integer and floating columns are read")
-    dtypes = [field.type.to_pandas_dtype() if pa.types.is_floating(field.type)
-              else np.float64 for field in fields]
-    return [field.name for field in fields], (np.result_type(*dtypes) if dtypes
-                                               else np.dtype(np.float64))
-
-
-def parquet_rows(filename, start, stop, *, columns, group_offsets, dtype, signature,
-                 name="X"):
-    """Rows ``[start, stop)`` of ``columns`` of a Parquet file as an ndarray of
-    ``dtype`` (nulls are NaN), read from the row groups (starting at
-    ``group_offsets``) that hold them; the file is checked against
-    ``signature`` after the read."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    block = np.empty((stop - start, len(columns)), dtype)
-    file = pq.ParquetFile(filename)
-    group = bisect.bisect_right(group_offsets, start) - 1
-    while group_offsets[group] < stop:
-        first, last = group_offsets[group], group_offsets[group + 1]
-        lo, hi = max(start, first), min(stop, last)
-        table = file.read_row_group(group, columns=columns).slice(lo - first, hi - lo)
-        for j, column in enumerate(table.columns):
-            values = column.cast(pa.from_numpy_dtype(dtype)).fill_null(np.nan)
-            block[lo - start:hi - start, j] = values.to_numpy()
-        group += 1
-    check_file(filename, signature, name)
-    return block
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise ImportError(f"{name}: {url!r} is read as Parquet, which needs pyarrow "
+                          "(pip install pyarrow)") from exc
+    url = os.fspath(url)
+    columns = check_columns(columns, name)
+    fs, files = _dataset_files(url, storage_options, name)
+    if not files:
+        raise FileNotFoundError(f"{name}: {url!r} holds no data file")
+    group_rows, signatures, dtypes = [], [], []
+    for path in files:
+        signature = file_signature(path) if fs is None else remote_signature(fs, path)
+        try:
+            with (open(path, "rb") if fs is None else fs.open(path, "rb")) as handle:
+                metadata = pq.ParquetFile(handle).metadata
+        except Exception as exc:  # pyarrow's errors for what is not Parquet vary by version
+            raise ValueError(f"{name}: {path!r} is not a Parquet file ({exc})") from exc
+        names, dtype = feature_columns(metadata.schema.to_arrow_schema(), columns,
+                                       repr(path), name)
+        columns = columns or names
+        group_rows.append(tuple(metadata.row_group(g).num_rows
+                                for g in range(metadata.num_row_groups)))
+        signatures.append(signature)
+        dtypes.append(dtype)
+    source = ParquetSource(url, fs, tuple(files), tuple(group_rows), tuple(signatures),
+                           tuple(columns), np.result_type(*dtypes))
+    check_shape(source.shape, name)
+    return source
 
 
 class ParquetRows:
-    """How a task reads rows ``[start, stop)`` of a Parquet file itself:
-    ``ParquetRows(columns, group_offsets, dtype, signature, name)(filename,
-    start, stop, reuse)`` is a context manager giving :func:`parquet_rows` (a
-    fresh block; ``reuse`` is ignored)."""
+    """How a task reads rows ``[start, stop)`` of a :class:`ParquetSource`:
+    ``ParquetRows(name)(source, start, stop, reuse)`` is a context manager
+    giving a fresh block (``reuse`` is ignored)."""
 
-    def __init__(self, columns, group_offsets, dtype, signature, name):
-        self.columns, self.group_offsets = tuple(columns), tuple(group_offsets)
-        self.dtype, self.signature, self.name = np.dtype(dtype), tuple(signature), name
+    def __init__(self, name):
+        self.name = name
 
-    def __call__(self, filename, start, stop, reuse=False):
-        return contextlib.nullcontext(parquet_rows(
-            filename, start, stop, columns=list(self.columns),
-            group_offsets=self.group_offsets, dtype=self.dtype, signature=self.signature,
-            name=self.name))
+    def __call__(self, source, start, stop, reuse=False):
+        return contextlib.nullcontext(source.read(start, stop, self.name))
 
     def __dask_tokenize__(self):
-        return (type(self).__name__, self.columns, self.group_offsets, self.dtype.str,
-                self.signature, self.name)
+        return (type(self).__name__, self.name)
 
 
 class ParquetReader:
-    """Reads local Parquet files by row groups."""
+    """Reads Parquet datasets by row groups: paths and URLs read as Parquet,
+    and the :class:`ParquetSource` of ``dasketch.read_parquet``."""
 
     name = "parquet"
-    kinds = ()  # a path, listed as such by the zarr reader
-    opens_stores = False
+    kinds = ("Parquet path/URL",)
+    opens_stores = True
+    selects_columns = True
 
     def can_read(self, X, options):
-        return is_parquet_file(X)
+        return isinstance(X, ParquetSource) or is_parquet_path(X) or (
+            options.columns is not None and isinstance(X, (str, os.PathLike)))
 
     def row_blocks(self, X, options):
-        filename = local_path(os.fspath(X))
-        try:
-            import pyarrow.parquet as pq
-        except ImportError as exc:
-            raise ImportError(f"{options.name}: {filename!r} is a Parquet file; reading it "
-                              "needs pyarrow (pip install pyarrow)") from exc
-        signature = file_signature(filename)
-        file = pq.ParquetFile(filename)
-        metadata = file.metadata
-        columns, dtype = feature_columns(file.schema_arrow, filename, options.name)
-        shape = (metadata.num_rows, len(columns))
-        check_shape(shape, options.name)
-        dtype = check_dtype(dtype, options.name)
-        group_rows = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
-        group_offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(group_rows)]))
+        if options.component is not None:
+            raise ValueError(f"component applies only when {options.name} is a zarr store; "
+                             f"{X!r} is read as Parquet (select its columns with columns=)")
+        if isinstance(X, ParquetSource):
+            if options.columns is not None or options.storage_options is not None:
+                raise ValueError(f"{options.name} is an opened Parquet dataset: give columns "
+                                 "and storage_options to dasketch.read_parquet instead")
+            source = X
+        else:
+            source = open_parquet(X, options.columns, options.storage_options, options.name)
+        shape, groups = source.shape, source.offsets
         rows = options.dense_rows(shape)
         offsets = tuple(range(0, shape[0], rows)) + (shape[0],)
-        reader = (filename, ParquetRows(columns, group_offsets, dtype, signature, options.name))
-        read_bytes = (max(group_rows) + rows) * shape[1] * dtype.itemsize
-        return RowBlocks(reader_blocks(offsets, reader), offsets, shape[1], dtype, False,
-                         read_bytes, reader)
+        largest_group = int(np.diff(groups).max())
+        read_bytes = (largest_group + rows) * shape[1] * source.dtype.itemsize
+        if decoded_rows(offsets, groups) <= MAX_DECODED * shape[0]:
+            reader = (source, ParquetRows(options.name))
+            return RowBlocks(reader_blocks(offsets, reader), offsets, shape[1], source.dtype,
+                             False, read_bytes, reader)
+        return RowBlocks(group_blocks(source, offsets, options.name), offsets, shape[1],
+                         source.dtype, False, read_bytes)
+
+
+# A block task reads the row groups that hold its rows while that decodes at most
+# this many times the dataset's rows; else every row group is read once, by a
+# task of its own, and the blocks are cut from the groups.
+MAX_DECODED = 1.5
+
+
+def decoded_rows(offsets, groups):
+    """Rows decoded when every block (rows ``offsets[i]:offsets[i + 1]``) reads
+    the whole row groups (starting at ``groups``) that hold its rows."""
+    total = 0
+    for start, stop in zip(offsets[:-1], offsets[1:]):
+        first = bisect.bisect_right(groups, start) - 1
+        last = bisect.bisect_left(groups, stop)
+        total += groups[last] - groups[first]
+    return total
+
+
+def _read_rows(source, start, stop, name):
+    return source.read(start, stop, name)
+
+
+def _cut_rows(start, stop, firsts, *groups):
+    """Rows ``[start, stop)`` of the row groups ``groups`` (ndarrays whose first
+    rows are ``firsts``), as a new array: a block that viewed its group would
+    keep the whole group alive, and reach its sketch task by another memory
+    layout than a block read by its own task, which changes the rounding of
+    the sketch on worker processes."""
+    pieces = [group[max(start - first, 0):stop - first] for first, group in zip(firsts, groups)]
+    return pieces[0].copy() if len(pieces) == 1 else np.concatenate(pieces)
+
+
+def group_blocks(source, offsets, name):
+    """Blocks cut from row groups that are each read once, by a task of their own
+    (row groups larger than blocks, which reading them in each block's task
+    would decode several times)."""
+    groups = source.offsets
+    read = task(_read_rows)
+    reads = [read(source, groups[k], groups[k + 1], name) for k in range(len(groups) - 1)]
+    cut = task(_cut_rows)
+    blocks = []
+    for start, stop in zip(offsets[:-1], offsets[1:]):
+        ks = range(bisect.bisect_right(groups, start) - 1, bisect.bisect_left(groups, stop))
+        blocks.append(cut(start, stop, tuple(groups[k] for k in ks), *(reads[k] for k in ks)))
+    return tuple(blocks)

@@ -10,6 +10,9 @@ A reader is an object with
 ``opens_stores`` : bool
     Whether it takes ``component`` and ``storage_options`` (and checks them
     itself); for any other reader giving them is an error.
+``selects_columns`` : bool, optional
+    Whether it takes ``columns`` (and checks them itself); for any other reader
+    giving them is an error.
 ``can_read(X, options)`` : bool
     Whether it reads ``X`` (it may claim an input only to refuse it with a
     clearer error than the next reader's).
@@ -73,7 +76,7 @@ def read_row_blocks(X, options):
     ------
     ValueError
         When ``component`` or ``storage_options`` is given for an input that is
-        not read from a store.
+        not read from a store, or ``columns`` for one that is not columnar.
     TypeError
         When no reader reads ``X``, naming the argument and the accepted kinds.
     """
@@ -81,6 +84,9 @@ def read_row_blocks(X, options):
         if reader.can_read(X, options):
             if not reader.opens_stores:
                 options.check_no_store_options()
+            if not getattr(reader, "selects_columns", False):
+                options.check_no_columns()
             return reader.row_blocks(X, options)
     options.check_no_store_options()
+    options.check_no_columns()
     raise TypeError(f"{options.name} must be a {accepted_kinds()}, got {type(X).__name__}")
