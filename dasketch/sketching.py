@@ -229,7 +229,7 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
         :func:`dasketch._blocks.stores.open_zarr_array`. A store that changes while the job
         runs is an error either way.
     progress : bool, default False
-        Show a progress bar.
+        Show a progress bar. False leaves it to the Dask config ``dasketch.progress``.
 
     Returns
     -------
@@ -309,5 +309,5 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
         return resized_sketch(root, int(sketch_size))
     # The last shrink runs on a worker too: the client only receives l - 1 rows.
     (result,) = compute(task(resized_sketch)(root, int(sketch_size)), client=client,
-                        progress=progress)
+                        progress=progress or None)
     return result
