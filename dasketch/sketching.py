@@ -225,9 +225,8 @@ def sketch(X, sketch_size, *, method="rfd", alpha0=0.0, center=False, split_ever
         Passed to fsspec for a store given as a URL (credentials, endpoints).
     missing_chunks : {"fill", "raise"}, default "fill"
         Chunks absent from a zarr store read as its fill value, as in zarr
-        (default), or are an error naming them (``"raise"``); see
-        :func:`dasketch._blocks.stores.open_zarr_array`. A store that changes while the job
-        runs is an error either way.
+        (default), or are an error naming them (``"raise"``). A store that changes
+        while the job runs is an error either way.
     progress : bool, default False
         Show a progress bar. False leaves it to the Dask config ``dasketch.progress``.
 

@@ -295,6 +295,8 @@ def chunkings(tmp_path_factory):
     return paths
 
 
+# by default tests/test_sketching.py compares sketches across clusters and chunkings
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_same_result_for_1_2_4_workers_and_3_chunkings(tmp_path, chunkings):
     """The sketch, pwSGD's preconditioner (sparse embedding + QR) and dual random
