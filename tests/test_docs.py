@@ -150,3 +150,17 @@ def test_docstrings_carry_no_benchmark_figures():
                       for m in RUN_FIGURE.finditer(text)]
     assert not found, "docstrings quote figures of runs (move them to " \
         "benchmarks/README.md and name the script):\n" + "\n".join(found)
+
+
+def test_benchmarks_page_opens_with_the_summary_and_follows_the_order(tmp_path):
+    page = _docs_module("benchmark_page")
+    page.write(ROOT / "benchmarks" / "results", tmp_path)
+    text = (tmp_path / "index.md").read_text()
+    headings = re.findall(r"^## (.+)$", text, flags=re.M)
+    assert headings[0] == "Summary"
+    summary = text.partition("## Summary")[2].partition("\n## ")[0]
+    assert "| task (script) |" in summary and "`bench_sketch`" in summary
+    shown = [h.replace(" ", "_") for h in headings[1:]]
+    ranks = [page.ORDER.index(s) if s in page.ORDER else len(page.ORDER) for s in shown]
+    assert ranks == sorted(ranks) and shown[0] == "sketch"
+    assert text.count(":width: 100%") == text.count("```{image}") > 0
