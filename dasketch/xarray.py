@@ -201,7 +201,7 @@ def eofs(data, sample_dim, n_modes=10, *, variable=None, weights=None, sketch_si
     Returns
     -------
     xarray.Dataset
-        ``components`` (mode, *feature dims): the EOFs, orthonormal over the
+        ``components`` (mode, feature dims...): the EOFs, orthonormal over the
         unmasked grid points in the weighted space, NaN on the mask;
         ``scores`` (sample_dim, mode): the projections of the weighted,
         centred data on them (lazy for Dask input), of variance

@@ -164,3 +164,18 @@ def test_benchmarks_page_opens_with_the_summary_and_follows_the_order(tmp_path):
     ranks = [page.ORDER.index(s) if s in page.ORDER else len(page.ORDER) for s in shown]
     assert ranks == sorted(ranks) and shown[0] == "sketch"
     assert text.count(":width: 100%") == text.count("```{image}") > 0
+
+
+def test_install_lines_work_from_the_repository():
+    """The landing page and the README install what a clone holds (the package is not
+    on PyPI), and the quick subset the README offers names registered markers."""
+    import tomllib
+
+    for page in (ROOT / "README.md", DOCS / "index.md"):
+        first = re.search(r"^pip install (\S+)", page.read_text(), flags=re.M)
+        assert first and first.group(1) in (".", "-e", '".[test]"'), (page, first)
+    markers = {m.split(":")[0] for m in tomllib.loads((ROOT / "pyproject.toml").read_text())
+               ["tool"]["pytest"]["ini_options"]["markers"]}
+    quick = re.search(r'python -m pytest -m "(not slow and not cluster)"',
+                      (ROOT / "README.md").read_text())
+    assert quick and set(re.findall(r"\b(?!not\b|and\b)\w+", quick.group(1))) <= markers

@@ -110,6 +110,9 @@ def test_workers_killed_mid_sketch_give_the_fault_free_result(procs, fault_store
         assert_same_sketch(job.result, reference)
 
 
+# The same recovery (Dask recomputes the lost block tasks) as the sketch's and dual
+# random projection's passes, tested by default above and below.
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_worker_killed_mid_preconditioner_pass(procs, fault_store):
     """PwSGD's preconditioner pass (``S [A b]`` by a distributed OSNAP embedding, then
