@@ -3,9 +3,10 @@
 The reference is Google Research's ``precondition`` package,
 ``precondition/oco/algorithms.py`` (RFD_SON, JAX): Algorithm 3 of Luo, Chen,
 Zhang, Li, Zhang (JMLR 2019) with a shrink after every example, no projection,
-``mu = 0``, the logistic loss. Install it with the ``bench`` extra (the PyPI wheel
-of ``precondition-opt`` lacks the ``oco`` package; the extra installs it from
-GitHub). Without it the reference columns are skipped with a message.
+``mu = 0``, the logistic loss. The PyPI wheel of ``precondition-opt`` lacks the
+``oco`` package, so the reference is installed from GitHub (:data:`REFERENCE_INSTALL`,
+not a package extra: an extra cannot name a URL on PyPI). Without it the reference
+columns are skipped with a message that gives the command.
 
 1. **Time per example** on a9a (123 features + intercept) for ``l`` in
    {5, 10, 20, 50}, single thread: the reference, dasketch's default
@@ -62,6 +63,9 @@ from benchmarks._common import machine_facts, parser, result_path, shared_data, 
 # a9a: DASKETCH_SHARED_DATA, or ../shared/data beside the repository (as the tests).
 DATA = shared_data() or Path("/nonexistent")
 CURVE_STEP = 500
+# The reference and JAX, pinned to the commit the figures were measured with.
+REFERENCE_INSTALL = ("pip install 'jax>=0.4.30' 'precondition-opt @ git+https://github.com/"
+                     "google-research/precondition@239a8cda03e243b8119a8e672893b7e6acc18c37'")
 
 
 class Reference:
@@ -128,7 +132,8 @@ def reference_available():
         import jax  # noqa: F401
         from precondition.oco import algorithms  # noqa: F401
     except ImportError as error:
-        print(f"reference not installed ({error}); install the 'bench' extra. Skipping it.")
+        print(f"reference not installed ({error}); skipping it. Install it with: "
+              f"{REFERENCE_INSTALL}")
         return False
     return True
 

@@ -5,8 +5,8 @@ stores the results under scanpy's keys, plus the sketch's certified bound. The
 matrix may be in memory (numpy, scipy.sparse, Dask) or on disk: a backed
 ``.h5ad`` file, or an AnnData whose ``X`` is a sparse dataset of a zarr store
 (``anndata.io.sparse_dataset``). On disk, a CSR matrix is read in blocks of
-rows by its ``indptr`` (:mod:`dasketch._blocks.anndata_blocks`), and sparse
-data are centred implicitly: no block is ever densified. A path works too:
+rows by its ``indptr``, and sparse data are centred implicitly: no block is
+ever densified. A path works too:
 ``SketchPCA().fit("adata.zarr/X")`` or ``dasketch.sketch("adata.h5ad", 32,
 component="X")``. anndata is imported only when :func:`pca` runs (install
 ``dasketch[anndata]``).
@@ -23,6 +23,8 @@ import scipy.sparse
 from dasketch._blocks import as_row_blocks, compute, select_columns
 from dasketch._optional import import_optional
 from dasketch.decomposition import SketchPCA
+
+__all__ = ["pca"]
 
 
 def _matrix(adata, layer):

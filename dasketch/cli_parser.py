@@ -211,7 +211,7 @@ def build_parser():
 
     demo = commands.add_parser(
         "demo", help="write a synthetic zarr data set and sketch it on a local cluster",
-        description="Write a synthetic zarr data set with a decaying spectrum (about 1 GB "
+        description="Write a synthetic zarr data set with a decaying spectrum (about 1 GiB "
                     "by default), sketch it with RFD on an embedded cluster, and report the "
                     "certified bound, the measured error against the exact Gram, time and "
                     "throughput. Writes the sketch and a plot of the spectra to --out.")

@@ -12,11 +12,9 @@ lay it out, variants by samples, and returns ``(coords, model)`` as
 as every scikit-learn estimator has them.
 
 The dosages are never copied as floats: one blocked pass computes every
-variant's mean, scale and missing calls
-(:func:`dasketch._blocks.scaling.column_summary`), and each block task of the
-sketch and of the later passes centres, scales and imputes the block it reads
-(:class:`dasketch.kernels.column_scaling.ColumnScaler`), one float block at a
-time. Missing calls are counted per variant and per sample and reported on
+variant's mean, scale and missing calls, and each block task of the
+sketch and of the later passes centres, scales and imputes the block it reads,
+one float block at a time. Missing calls are counted per variant and per sample and reported on
 the model.
 """
 
@@ -41,6 +39,8 @@ from dasketch.utils._sklearn_compat import Hidden, StrOptions
 from dasketch.utils.params import Interval
 from dasketch.utils.validation import validate_input
 
+__all__ = ["GenotypePCA", "pca"]
+
 
 class GenotypePCA(SketchPCA):
     """PCA of samples by variants, each variant scaled inside the block tasks.
@@ -57,11 +57,11 @@ class GenotypePCA(SketchPCA):
 
     Parameters
     ----------
-    n_components : int, float in (0, 1), "mle" or None, default=10
+    n_components : int, float in (0, 1), "mle" or None, default 10
         As :class:`~dasketch.SketchPCA`.
-    sketch_size : int, "exact" or None, default=None
+    sketch_size : int, "exact" or None, optional
         As :class:`~dasketch.SketchPCA`.
-    scaling : {"patterson", "standard"} or None, default="patterson"
+    scaling : {"patterson", "standard"} or None, default "patterson"
         ``"patterson"`` (as scikit-allel's and sgkit's ``pca``): divide
         each variant by ``sqrt(p (1 - p))``, ``p = mean / ploidy``, which needs
         every called dosage in ``[0, ploidy]``; ``"standard"``: by the standard
@@ -69,26 +69,26 @@ class GenotypePCA(SketchPCA):
         scikit-learn's ``SimpleImputer(strategy="mean")`` then
         ``StandardScaler``); None: centre only. A variant with the
         same dosage at every called sample (scale 0) becomes zero.
-    scaler : {"patterson", "standard"} or None, default="deprecated"
-        The former name of ``scaling``, served with a ``FutureWarning`` until
-        its removal in 0.3.
-    ploidy : int, default=2
+    ploidy : int, default 2
         Copies of each chromosome; the dosages lie in ``[0, ploidy]``.
-    missing : int, float, NaN or None, default=-1
+    missing : int, float, NaN or None, default -1
         The value of a missing call; NaN for float dosages with
         NaN gaps; None when nothing is missing. Missing calls are imputed to
         the variant's mean (0 after centring), as plink's ``--pca`` and
         scikit-allel do.
-    method : {"rfd", "fd"}, default="rfd"
+    method : {"rfd", "fd"}, default "rfd"
         As :class:`~dasketch.SketchPCA`.
-    whiten : bool, default=False
+    whiten : bool, default False
         As :class:`~dasketch.SketchPCA`.
     split_every : int, optional
         As :class:`~dasketch.SketchPCA`.
     block_rows : int, optional
         As :class:`~dasketch.SketchPCA`; blocks of samples.
-    random_state : int, numpy.random.Generator or None, default=None
+    random_state : int, numpy.random.Generator or None, optional
         As :class:`~dasketch.SketchPCA`.
+    scaler : {"patterson", "standard"} or None, default "deprecated"
+        The former name of ``scaling``, served with a ``FutureWarning`` until
+        its removal in 0.3.
 
     Attributes
     ----------
@@ -178,7 +178,7 @@ class GenotypePCA(SketchPCA):
         X : array-like, dask.array.Array, zarr.Array, str or os.PathLike
             Samples (rows) by variants (columns), dense: numpy (``int8`` is
             read as it is), Dask, ``zarr.Array`` or zarr path/URL.
-        y : None
+        y : None, optional
             Ignored.
 
         Returns
@@ -199,7 +199,7 @@ class GenotypePCA(SketchPCA):
         ----------
         X : array-like
             Ignored.
-        y : None
+        y : None, optional
             Ignored.
 
         Raises
@@ -242,25 +242,25 @@ def pca(dosages, n_components=10, *, scaling="patterson", ploidy=2, missing=-1,
         Alternate-allele dosages of shape ``(n_variants, n_samples)``, as
         sgkit (``call_dosage``), scikit-allel and plink lay them out; integer
         (``int8``) or float. A zarr path or array is read lazily.
-    n_components : int, default=10
+    n_components : int, default 10
         Components to keep.
-    scaling : {"patterson", "standard"} or None, default="patterson"
+    scaling : {"patterson", "standard"} or None, default "patterson"
         Of :class:`GenotypePCA`.
-    ploidy : int, default=2
+    ploidy : int, default 2
         Of :class:`GenotypePCA`.
-    missing : int, float, NaN or None, default=-1
+    missing : int, float, NaN or None, default -1
         Of :class:`GenotypePCA`.
-    sketch_size : int, "exact" or None, default=None
+    sketch_size : int, "exact" or None, optional
         Of :class:`GenotypePCA`.
-    method : {"rfd", "fd"}, default="rfd"
+    method : {"rfd", "fd"}, default "rfd"
         Of :class:`GenotypePCA`.
     block_rows : int, optional
         Samples per block.
     split_every : int, optional
         Of :class:`GenotypePCA`.
-    random_state : int, numpy.random.Generator or None, default=None
+    random_state : int, numpy.random.Generator or None, optional
         Of :class:`GenotypePCA`.
-    scaler : {"patterson", "standard"} or None, default="deprecated"
+    scaler : {"patterson", "standard"} or None, default "deprecated"
         The former name of ``scaling``, served with a ``FutureWarning`` until
         its removal in 0.3.
 

@@ -229,11 +229,10 @@ os.PathLike
         Passed to fsspec for a store given as a URL (credentials, endpoints).
     missing_chunks : {"fill", "raise"}, default "fill"
         Chunks absent from a zarr store read as its fill value, as in zarr
-        (default), or are an error naming them (``"raise"``); see
-        :func:`dasketch._blocks.stores.open_zarr_array`. A store that changes while the job
-        runs is an error either way.
+        (default), or are an error naming them (``"raise"``). A store that changes
+        while the job runs is an error either way.
     progress : bool, default False
-        Show a progress bar.
+        Show a progress bar. False leaves it to the Dask config ``dasketch.progress``.
     columns : list of str, optional
         For a Parquet dataset or an Arrow table: the columns sketched, in this
         order (default all numeric ones; any other column is an error naming it).
@@ -316,5 +315,5 @@ os.PathLike
         return resized_sketch(root, int(sketch_size))
     # The last shrink runs on a worker too: the client only receives l - 1 rows.
     (result,) = compute(task(resized_sketch)(root, int(sketch_size)), client=client,
-                        progress=progress)
+                        progress=progress or None)
     return result

@@ -16,11 +16,11 @@ back as a lazy Dask array. A variable opened from a zarr store
 (``xr.open_zarr``, ``xr.open_dataset(engine="zarr")``) and passed as it is
 opened is read from the store by the block tasks themselves: each reads its
 samples across all the store's chunks and drops the mask and applies the
-weights, so a store chunked along space is neither reshaped nor rechunked
-(:mod:`dasketch._blocks.stacked_store`). Where those reads would decode every
+weights, so a store chunked along space is neither reshaped nor rechunked.
+Where those reads would decode every
 chunk 1.5 times a pass or more, the EOFs come from the sketch of the
 transpose instead, read by blocks of grid points, every chunk decoded once a
-pass (:mod:`dasketch.decomposition._transposed`), with the same statement; its last
+pass, with the same statement; its last
 pass gives the scores too (in memory, ``n_samples x n_modes``).
 ``attrs["plan"]`` of the result says which plan ran.
 """
@@ -40,6 +40,8 @@ from dasketch._optional import import_optional
 from dasketch.decomposition import SketchPCA
 from dasketch.decomposition._transposed import TRANSPOSED_AMPLIFICATION
 from dasketch.storage.reading import open_store_array
+
+__all__ = ["eofs"]
 
 
 def _data_array(data, variable):
@@ -199,7 +201,7 @@ def eofs(data, sample_dim, n_modes=10, *, variable=None, weights=None, sketch_si
     Returns
     -------
     xarray.Dataset
-        ``components`` (mode, *feature dims): the EOFs, orthonormal over the
+        ``components`` (mode, feature dims...): the EOFs, orthonormal over the
         unmasked grid points in the weighted space, NaN on the mask;
         ``scores`` (sample_dim, mode): the projections of the weighted,
         centred data on them (lazy for Dask input), of variance

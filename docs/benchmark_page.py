@@ -1,7 +1,10 @@
 """Write the benchmarks page from ``benchmarks/results/*.json`` at build time.
 
-One section per benchmark script: its docstring's first paragraph, the command that
-reproduces it, its figures, and tables read from its JSON. :data:`TABLES` says which
+The page opens with the summary table of the README's Performance section, then has
+one section per benchmark script, in the order of :data:`ORDER` (what users run first:
+sketches, then the solvers, then faults and checks): its docstring's first paragraph,
+the command that reproduces it, its figures (at the page's width), and tables read
+from its JSON. :data:`TABLES` says which
 parts of each JSON file are tabulated; a JSON file it does not name gets a table of its
 top-level numbers, so a new benchmark shows up without editing this file.
 """
@@ -61,6 +64,10 @@ TABLES = {
     "store_checks": [("Checked against plain reads", "cases",
                       ["chunks", "bytes", "plain_s", "checked_s", "ratio", "opening_s"])],
 }
+# Sections in the order users meet the features; results not listed follow, by name.
+ORDER = ["sketch", "scale", "user_data", "sparse_wide", "row_sampling", "column_reads",
+         "drp", "drp_small", "regression", "lstsq_store", "online", "faults",
+         "faults_edges", "store_checks", "block_products"]
 # Results whose script is not bench_<stem>.py, and results not shown.
 SCRIPTS = {"faults_edges": "bench_faults.py"}
 SKIPPED_SUFFIXES = ("_quick", "-quick")
@@ -131,7 +138,8 @@ def section(stem, data, results, out):
         if png.stem != stem and not png.stem.startswith(f"{stem}_wide"):
             continue
         shutil.copy2(png, out / png.name)
-        lines += [f"```{{image}} {png.name}", f":alt: {png.stem}", "```", ""]
+        lines += [f"```{{image}} {png.name}", f":alt: {png.stem}", ":width: 100%",
+                  "```", ""]
     for caption, path, columns in TABLES.get(stem, [("Results", "", None)]):
         part = lookup(data, path) if path else data
         rows = table(part, columns) if part is not None else []
@@ -142,6 +150,27 @@ def section(stem, data, results, out):
             lines += [f"Machine and set-up: {cell(data[key])}", ""]
             break
     return lines
+
+
+def summary_table(readme):
+    """The first table of the README's Performance section, with its heading line."""
+    text = Path(readme).read_text() if Path(readme).exists() else ""
+    performance = text.partition("\n## Performance\n")[2].partition("\n## ")[0]
+    rows, started = [], False
+    for line in performance.splitlines():
+        if line.startswith("|"):
+            rows.append(line)
+            started = True
+        elif started:
+            break
+    return ["## Summary", "", "One line per benchmark, from the README; the sections "
+            "below give each run in full.", "", *rows, ""] if rows else []
+
+
+def order(paths):
+    """Result files in :data:`ORDER`, the others after it by name."""
+    rank = {stem: i for i, stem in enumerate(ORDER)}
+    return sorted(paths, key=lambda p: (rank.get(p.stem, len(ORDER)), p.stem))
 
 
 def write(results, out):
@@ -157,7 +186,8 @@ def write(results, out):
              "seconds (its results go to `<name>_quick.json`). The numbers were measured "
              "on a 2-core machine shared with other jobs: read ratios rather than "
              "absolute times.", ""]
-    for path in sorted(results.glob("*.json")):
+    lines += summary_table(results.parent.parent / "README.md")
+    for path in order(results.glob("*.json")):
         if path.stem.endswith(SKIPPED_SUFFIXES):
             continue
         lines += section(path.stem, json.loads(path.read_text()), results, out)

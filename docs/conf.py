@@ -18,6 +18,7 @@ ROOT = DOCS.parent
 GENERATED = DOCS / "generated"
 sys.path.insert(0, str(DOCS))
 
+import api_page  # noqa: E402  (docs/api_page.py)
 import benchmark_page  # noqa: E402  (docs/benchmark_page.py)
 import sphinx.ext.autosummary  # noqa: E402
 
@@ -71,11 +72,12 @@ autosummary_generate = True
 
 def _foreign_bases():
     """Names of the classes, not dasketch's, that the public classes derive from."""
-    import dasketch.linear_model
+    import importlib
 
-    return sorted({base.__name__ for module in (dasketch, dasketch.linear_model)
-                   for name in module.__all__
-                   for base in getattr(getattr(module, name), "__mro__", ())
+    return sorted({base.__name__ for module_name, names in api_page.entries()
+                   for name in names
+                   for base in getattr(getattr(importlib.import_module(module_name), name),
+                                       "__mro__", ())
                    if not base.__module__.startswith("dasketch")})
 
 
@@ -121,32 +123,8 @@ html_theme_options = {
 html_static_path = []
 
 
-# -- the API lists: autosummary over the package's __all__ ---------------------------
-API_INTRO = """API reference
-=============
-
-Generated from the docstrings of every name in ``dasketch.__all__`` and
-``dasketch.linear_model.__all__`` (the lists are read from the package when the site
-is built). ``RFDSONClassifier`` and ``RFDSONRegressor`` are exported by both and
-documented once, under ``dasketch``.
-"""
-
-
-def _write_api_lists(path):
-    import dasketch.linear_model
-
-    lines, seen = [API_INTRO], set()
-    for module in (dasketch, dasketch.linear_model):
-        names = [n for n in module.__all__ if getattr(module, n) not in seen]
-        seen.update(getattr(module, n) for n in names)
-        title = module.__name__
-        lines += [title, "-" * len(title), "", f".. currentmodule:: {title}", "",
-                  ".. autosummary::", "   :toctree: api", "   :nosignatures:", ""]
-        lines += [f"   {name}" for name in names] + [""]
-    path.write_text("\n".join(lines))
-
-
-_write_api_lists(GENERATED / "api.rst")
+# -- the API lists: autosummary over the public modules' __all__ (docs/api_page.py) --
+api_page.write(GENERATED / "api.rst")
 
 
 # Three docstring problems in dasketch/ that -W would otherwise stop the build on

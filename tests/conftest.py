@@ -5,9 +5,16 @@ the directory named by ``DASKETCH_SHARED_DATA``; ``DASKETCH_SHARED_DATA=none``
 disables the lookup, which is what a fresh clone without ``../shared`` sees (CI
 runs the ``real_data`` tests that way too). Tests that use the a9a fixtures are
 marked ``real_data`` automatically.
+
+Tests that start a Dask cluster with worker processes (``LocalCluster``, the
+``dask scheduler``/``dask worker`` processes of ``cluster_procs``, or the CLI's
+embedded cluster) are marked ``cluster``: the test itself or a fixture it uses
+starts one. ``pytest -m "not slow and not cluster"`` is the quick subset.
 """
 
+import inspect
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +22,13 @@ import pytest
 
 SHARED_DATA_ENV = "DASKETCH_SHARED_DATA"
 REAL_DATA_FIXTURES = {"a9a_train", "a9a_test"}
+# What starts a cluster of worker processes, in a test or in a fixture it uses: this
+# file's cluster_client, LocalCluster, cluster_procs' ProcessCluster, get_client
+# (which starts the embedded cluster when no scheduler is given) and the CLI commands
+# that start the embedded cluster (run in a subprocess by test_cli.py and others).
+CLUSTER_SOURCE = re.compile(
+    r"\bcluster_client\b|LocalCluster\(|ProcessCluster|get_client\(|run_on_small_workers"
+    r"|run\(\s*\"(?:sketch|demo)\"|COMMAND, \"sketch\"|\"--workers\"")
 
 
 def _shared_data():
@@ -35,10 +49,27 @@ def pytest_configure(config):
                    f"with {SHARED_DATA_ENV}=none)")
 
 
+def _sources(item):
+    """The source of a test function and of the fixtures it uses that live in tests/."""
+    here = Path(__file__).resolve().parent
+    functions = [getattr(item, "function", None)]
+    fixtureinfo = getattr(item, "_fixtureinfo", None)
+    for definitions in (fixtureinfo.name2fixturedefs.values() if fixtureinfo else ()):
+        functions += [definition.func for definition in definitions]
+    for function in functions:
+        try:
+            if here in Path(inspect.getsourcefile(function)).resolve().parents:
+                yield inspect.getsource(function)
+        except (TypeError, OSError):
+            continue
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if REAL_DATA_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.real_data)
+        if any(CLUSTER_SOURCE.search(source) for source in _sources(item)):
+            item.add_marker(pytest.mark.cluster)
 
 
 @pytest.fixture(scope="session")

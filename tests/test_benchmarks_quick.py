@@ -161,3 +161,25 @@ CHECKS = {"bench_store_checks": _store_checks, "bench_block_products": _block_pr
           "bench_sketch_size": _sketch_size, "bench_lstsq_store": _lstsq_store,
           "bench_parquet": _parquet}
 
+
+
+def test_extras_name_no_url_and_the_online_reference_is_skipped_with_its_command(
+        monkeypatch, capsys):
+    """An extra with a direct URL cannot be published on PyPI and fails offline:
+    bench_online's GitHub-only reference is no extra; without it the script says how
+    to install it and goes on."""
+    import tomllib
+    from packaging.requirements import Requirement
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    urls = [spec for specs in extras.values() for spec in specs if Requirement(spec).url]
+    assert not urls, f"extras name direct URLs: {urls}"
+    from benchmarks import bench_online
+
+    monkeypatch.setitem(sys.modules, "precondition", None)  # import fails as if absent
+    monkeypatch.setitem(sys.modules, "precondition.oco", None)
+    assert bench_online.reference_available() is False
+    message = capsys.readouterr().out
+    assert "skipping it" in message and bench_online.REFERENCE_INSTALL in message
+    assert "git+https://github.com/google-research/precondition@" in message

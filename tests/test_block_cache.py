@@ -106,14 +106,15 @@ def test_estimators_record_the_choice_in_cache_(store):
     targets = (y, labels, y)
     in_memory = [est.fit(X, t).coef_ for est, t in zip(estimators, targets)]
     assert all(est.cache_.reason == "X is in memory already" for est in estimators)
-    for cache in ("auto", True, False):
-        for est, t, reference in zip(estimators, targets, in_memory):
-            est.set_params(cache=cache).fit(path, t)
-            assert est.cache_.cached == (cache is not False), (est, est.cache_)
-            assert est.cache_.nbytes == N * D * 8
-            assert (est.cache_.budget is None) == (cache != "auto")
-            np.testing.assert_allclose(est.coef_, reference, rtol=0,
-                                       atol=1e-9 * np.abs(reference).max())
+    # Every setting gives the functions' results (the test above); here each estimator
+    # passes one setting on and records it, the three settings among the three.
+    for cache, est, t, reference in zip(("auto", True, False), estimators, targets, in_memory):
+        est.set_params(cache=cache).fit(path, t)
+        assert est.cache_.cached == (cache is not False), (est, est.cache_)
+        assert est.cache_.nbytes == N * D * 8
+        assert (est.cache_.budget is None) == (cache != "auto")
+        np.testing.assert_allclose(est.coef_, reference, rtol=0,
+                                   atol=1e-9 * np.abs(reference).max())
     with dask.config.set({"dasketch.cache-fraction": 1e-6}):
         est = estimators[0].set_params(cache="auto").fit(path, y)
     assert not est.cache_.cached and est.cache_.budget < est.cache_.nbytes

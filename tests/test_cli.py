@@ -120,6 +120,12 @@ def test_demo_writes_sketch_and_plot(tmp_path):
                  "--workers", 2, "--out", out, "--quiet")
     assert result.returncode == 0, result.stderr
     assert "bound holds" in result.stdout and "rows/s" in result.stdout
+    # one system of units, and small numbers written with significant digits
+    assert " MiB/s" in result.stdout and " MB/s" not in result.stdout
+    assert "0.0000%" not in result.stdout and " 0 MiB/s" not in result.stdout
+    bound, error = (float(re.search(rf"\|_2 {sign} (\S+) \(", result.stdout).group(1))
+                    for sign in ("<=", " ="))
+    assert ("equal, as expected" in result.stdout) == (error >= bound * (1 - 1e-6))
     png = out / "spectrum.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     sketch = dasketch.load_sketch(out / "sketch.npz")

@@ -27,6 +27,9 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
     api = out / "generated" / "api"
     assert (api / "dasketch.sketch.html").exists()
     assert (api / "dasketch.linear_model.sketch_lstsq.html").exists()
+    for page in ("dasketch.xarray.eofs", "dasketch.anndata.pca", "dasketch.genotype.pca",
+                 "dasketch.genotype.GenotypePCA"):
+        assert (api / f"{page}.html").exists(), page
     gallery = out / "generated" / "gallery"
     for page, min_images in (("01_sketch_larger_than_memory", 2), ("03_dual_random_projection", 2),
                              ("05_online_newton", 3)):
@@ -34,3 +37,4 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
         assert html.count("<img") >= min_images, page
     benchmarks = (out / "generated" / "benchmarks" / "index.html").read_text()
     assert benchmarks.count("<table") >= 10 and "sketch_time_over_read_time" in benchmarks
+    assert benchmarks.index("Summary") < benchmarks.index("sketch_time_over_read_time")

@@ -89,10 +89,12 @@ def procs(tmp_path):
 
 # ------------------------------------------------------------------ worker loss
 @pytest.mark.timeout(300)
-def test_workers_killed_mid_sketch_give_the_fault_free_result(procs, fault_store):
+@pytest.mark.parametrize("node_lost", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["process killed", "node lost"])
+def test_workers_killed_mid_sketch_give_the_fault_free_result(procs, fault_store, node_lost):
     """A worker process is killed (its nanny restarts it, like a container restart),
-    then a whole ``dask worker`` with its nanny (a node lost): both jobs finish
-    with the fault-free sketch, bit for bit."""
+    then (``-m slow``) a whole ``dask worker`` with its nanny (a node lost): both jobs
+    finish with the fault-free sketch, bit for bit."""
     with procs.client(n_workers=2) as client:
         reference = Job(_sketch_job(client, fault_store)).join().result
         job, info = kill_mid_job(client, _sketch_job(client, fault_store), kill=kill_process)
@@ -100,6 +102,8 @@ def test_workers_killed_mid_sketch_give_the_fault_free_result(procs, fault_store
         assert info["results_lost"] > 0 and info["tasks_done"] < info["tasks_total"]
         assert info["victim"] not in client.scheduler_info()["workers"]
         assert_same_sketch(job.result, reference)
+        if not node_lost:
+            return
 
         client.wait_for_workers(2, timeout=60)  # the nanny's replacement
         job, info = kill_mid_job(client, _sketch_job(client, fault_store),
@@ -110,6 +114,9 @@ def test_workers_killed_mid_sketch_give_the_fault_free_result(procs, fault_store
         assert_same_sketch(job.result, reference)
 
 
+# The same recovery (Dask recomputes the lost block tasks) as the sketch's and dual
+# random projection's passes, tested by default above and below.
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_worker_killed_mid_preconditioner_pass(procs, fault_store):
     """PwSGD's preconditioner pass (``S [A b]`` by a distributed OSNAP embedding, then
@@ -295,6 +302,8 @@ def chunkings(tmp_path_factory):
     return paths
 
 
+# by default tests/test_sketching.py compares sketches across clusters and chunkings
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_same_result_for_1_2_4_workers_and_3_chunkings(tmp_path, chunkings):
     """The sketch, pwSGD's preconditioner (sparse embedding + QR) and dual random

@@ -30,6 +30,7 @@ def _sketch_larger_than_memory(tmp_path, n_rows, memory_limit_bytes):
     return X.nbytes / (n_workers * memory_limit_bytes)
 
 
+@pytest.mark.slow  # by default tests/test_faults.py sketches a store 3x a worker's limit
 def test_store_larger_than_worker_memory(tmp_path):
     ratio = _sketch_larger_than_memory(tmp_path, 600_000, 400 * 2 ** 20)
     assert ratio > 1.4

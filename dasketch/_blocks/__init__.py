@@ -42,7 +42,13 @@ from dasketch._blocks.row_blocks import (
     run_eagerly,
     select_columns,
 )
-from dasketch._blocks.scheduler import compute, is_dask_collection, known_row_chunks, persist
+from dasketch._blocks.scheduler import (
+    compute,
+    is_dask_collection,
+    known_row_chunks,
+    persist,
+    progress_wanted,
+)
 from dasketch._blocks.tasks import DEFAULT_SPLIT_EVERY, add, check_split_every, tree_reduce
 
 __all__ = [
@@ -51,6 +57,6 @@ __all__ = [
     "chunk_blocks", "compute", "default_block_rows", "gather_rows", "is_dask_collection",
     "iter_row_blocks", "known_row_chunks", "map_reduce", "map_rows", "matvec", "persist",
     "random_projection", "rechunk_rows", "rmatvec", "run_eagerly", "select_columns",
-    "side_by_side",
+    "progress_wanted", "side_by_side",
     "sparse_embed_streams", "tree_reduce",
 ]

@@ -161,7 +161,9 @@ def iter_row_blocks(blocks, *aligned, client=None):
     checks = store_watch.stores_read_by(blocks.blocks + tuple(p[0] for p in pieces))
     for i, (start, stop) in enumerate(blocks.ranges()):
         objs = (blocks.blocks[i],) + tuple(p[i] for p in pieces)
-        yield (start, stop) + tuple(compute(*objs, client=client, check_stores=False))
+        # no bar per block: a walk's progress is its caller's (RFD-SON's bar over the rows)
+        yield (start, stop) + tuple(compute(*objs, client=client, progress=False,
+                                            check_stores=False))
     store_watch.check_unchanged(checks)  # once, after the last block
 
 

@@ -34,11 +34,25 @@ def client_holding(objs):
     return futures[0].client if futures else None
 
 
-def compute(*objs, client=None, progress=False, check_stores=True):
+# Dask config key: show a progress bar for every pass over the data (every
+# computation of :func:`compute`), e.g. ``dask.config.set({"dasketch.progress": True})``
+# or ``DASK_DASKETCH__PROGRESS=1``.
+PROGRESS_KEY = "dasketch.progress"
+
+
+def progress_wanted(progress=None):
+    """``progress`` if given, else the Dask config ``dasketch.progress`` (default False)."""
+    if progress is None:
+        progress = dask.config.get(PROGRESS_KEY, False)
+    return bool(progress)
+
+
+def compute(*objs, client=None, progress=None, check_stores=True):
     """Compute Dask objects with ``client`` (a ``distributed.Client``) if given,
     else with the active default scheduler.
 
-    With ``progress=True`` a progress bar is shown on stderr:
+    With ``progress=True`` (by default the Dask config ``dasketch.progress``,
+    :func:`progress_wanted`) a progress bar is shown on stderr:
     ``distributed.progress`` (a text bar in a terminal, a widget in a notebook)
     on a cluster, Dask's ``ProgressBar`` with the local schedulers. Task keys
     are named after their kernels, so a failed task is named readably in
@@ -64,7 +78,7 @@ def compute(*objs, client=None, progress=False, check_stores=True):
     # Block tasks run with one BLAS thread; in this process (local schedulers,
     # in-process workers) the count is set and restored here, in this thread.
     with one_blas_thread_while_computing(), unfused():
-        results = _compute(objs, client, progress)
+        results = _compute(objs, client, progress_wanted(progress))
     store_watch.check_unchanged(checks)
     return results
 

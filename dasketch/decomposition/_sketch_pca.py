@@ -46,16 +46,14 @@ class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, BasePCA):
         :class:`sklearn.decomposition.PCA` does. A float keeps the smallest
         number whose measured explained variance ratio exceeds it (all sketch
         directions, with a warning, when they never do); "mle" picks it by
-        Minka's rule from the measured variances (see
-        :func:`dasketch.decomposition._variance.mle_components`; needs ``n_samples >=
-        n_features``).
+        Minka's rule from the measured variances (as scikit-learn's ``PCA``
+        does; needs ``n_samples >= n_features``).
     sketch_size : int or "exact", optional
         ``l``, more than ``n_components``; default ``k + max(3 k, 10)`` for
         ``k = n_components`` (``min(n_samples, n_features)`` unless an int),
         chosen so that the ``k`` components capture at least 0.98 of the
         variance of the best ``k``-dimensional subspace on flat as well as steep
-        spectra (measured; see
-        :func:`dasketch.decomposition._variance.default_sketch_size`), capped at
+        spectra (measured on both kinds of spectrum), capped at
         ``min(n_samples, n_features) + 1`` (``n_features + 1`` in
         :meth:`partial_fit`): a sketch of that size is exact for the
         deterministic updates (the centred data have rank below it), so the
@@ -147,8 +145,8 @@ class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, BasePCA):
         columns whose column reads would decode every chunk at least 1.5 times
         a pass, the sketch of its transpose, whose rows are whole in those
         chunks, followed by two passes that measure the components
-        (:mod:`dasketch.decomposition._transposed`; ``block_rows`` then counts the
-        store's columns per block). The statements above hold for every plan.
+        (``block_rows`` then counts the store's columns per block). The
+        statements above hold for every plan.
 
     See Also
     --------
@@ -262,7 +260,7 @@ class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, BasePCA):
         first batch, as :class:`sklearn.decomposition.IncrementalPCA` does; a
         fraction or ``"mle"`` is re-chosen at every call). Each call sketches its
         batch centred on its own mean and merges it with the parallel-variance row
-        (Ghashami et al. 2016, Section 3; DESIGN section 2), so any batching of
+        (Ghashami et al. 2016, Section 3), so any batching of
         the same rows gives a sketch with the same guarantee against the exact
         centred Gram of every row seen (the failure probabilities of randomized
         sparse updates add up). The components and ``explained_variance_`` then

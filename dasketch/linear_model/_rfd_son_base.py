@@ -16,7 +16,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from dasketch._blocks import RowBlocks, iter_row_blocks
+from dasketch._blocks import RowBlocks, iter_row_blocks, progress_wanted
 from dasketch.kernels.online_newton import ONLINE_METHODS, ONLINE_UPDATES, OnlineNewton
 from dasketch.kernels.shrink import check_finite_rows
 from dasketch.linear_model._sketched_regression import check_sample_weight
@@ -122,12 +122,14 @@ class _BaseRFDSON(BaseEstimator):
             yield start, X[start:start + step]
 
     def _progress_bar(self, n_rows):
-        if not self.progress:
+        # progress=False leaves the choice to the Dask config "dasketch.progress"
+        shown = self.progress is True or (not self.progress and progress_wanted())
+        if not (shown or self.progress == "auto"):
             return None
         from tqdm.auto import tqdm
 
         return tqdm(total=n_rows, unit="rows", desc=type(self).__name__,
-                    disable=not (self.progress is True or sys.stderr.isatty()))
+                    disable=not (shown or sys.stderr.isatty()))
 
     # ------------------------------------------------------------- learning
     def _partial_fit(self, X, y, classes=None, sample_weight=None):

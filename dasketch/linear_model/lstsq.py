@@ -66,9 +66,8 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         Singular values of the (centred, weighted) ``X``, as
         ``LinearRegression``'s (``W^(1/2) (X - 1 m^T)``, ``m`` the weighted
         column means), descending, 0 beyond ``rank_``: from the Gram matrix of
-        the well-conditioned ``X N`` in one more pass over ``X``
-        (:func:`dasketch.linear_model._regression_passes.data_singular_values`),
-        accurate to about ``eps cond(X N)`` relative to the largest.
+        the well-conditioned ``X N`` in one more pass over ``X``, accurate to
+        about ``eps cond(X N)`` relative to the largest.
     condition_number_estimate_ : float
         Estimate of ``cond(X N)`` from an independent check sketch.
     optimality_residual_ : float or ndarray (n_targets,)
@@ -83,7 +82,7 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
     intercept_error_bound_ : float or ndarray (n_targets,)
         ``|intercept_ - intercept*| <= intercept_error_bound_``:
         ``||mean(X)|| coef_error_bound_`` plus rounding.
-    cache_ : dasketch._blocks.CacheChoice
+    cache_ : CacheChoice
         Whether the decoded blocks of X were kept in (worker) memory after the
         first pass (``cached``), why (``reason``), the decoded size of X
         (``nbytes``) and the budget ``cache="auto"`` compared it with.

@@ -69,7 +69,7 @@ class LstsqResult:
         ``||U^T r|| / (||U|| ||r||)`` for ``U = A N`` and ``r = b - A x``, as
         tracked by LSQR, per target: the relative residual of the normal
         equations (0 at the exact solution; 0 also when ``r = 0``).
-    cache : dasketch._blocks.CacheChoice, optional
+    cache : CacheChoice, optional
         Whether the decoded blocks of ``A`` were kept in (worker) memory after
         the first pass, and why.
     coef_error_bound : float or ndarray, optional
@@ -174,7 +174,7 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
     cache : {"auto", True, False}, default "auto"
         Keep the decoded blocks of a Dask or zarr ``A`` in (worker) memory after
         the first pass, so that LSQR's passes do not read the store again
-        (``"auto"``: when they fit, see :mod:`dasketch._blocks.cache`); the
+        (``"auto"``: when they fit, see the Dask config ``dasketch.cache-fraction``); the
         result's ``cache`` records the choice.
     sample_weight : array-like of shape (n,), optional
         Weights ``w_i >= 0`` of the squared residuals (numpy, a scalar, or a

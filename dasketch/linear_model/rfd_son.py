@@ -88,7 +88,8 @@ class RFDSONClassifier(ClassifierMixin, _BaseRFDSON):
         Rows per block handed to the compiled loop (and read from a Dask array or
         zarr store at a time).
     progress : bool or "auto", default False
-        Show a tqdm progress bar over the rows of each pass.
+        Show a tqdm progress bar over the rows of each pass (``"auto"``: when stderr
+        is a terminal). False leaves it to the Dask config ``dasketch.progress``.
     random_state : None, optional
         Unused (the algorithm is deterministic); kept for API compatibility.
 

@@ -53,7 +53,7 @@ def save_sketch(sketch, path, *, overwrite=False):
     The format is chosen by the suffix: ``.npz`` writes a NumPy archive, anything
     else a zarr group with arrays ``B`` (and ``mean`` for centred sketches) and
     the metadata in its attributes. Both carry a format version (3) and a SHA-256
-    checksum of the payload (:mod:`dasketch.storage.sketch_files`). The file is
+    checksum of the payload, verified by :func:`load_sketch`. The file is
     written to a temporary sibling and moved into place, so an interrupted save
     never leaves a partial sketch. What is written is first checked as
     :func:`load_sketch` checks it, so a saved sketch always reads back.

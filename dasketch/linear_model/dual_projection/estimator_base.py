@@ -64,7 +64,7 @@ _PARAMS_DOC = """
     cache : {"auto", True, False}, default "auto"
         Keep the decoded blocks of X in (worker) memory after the first pass
         (``"auto"``: when they fit within a fraction of the workers' free
-        memory, see :mod:`dasketch._blocks.cache`); ``cache_`` records the
+        memory, the Dask config ``dasketch.cache-fraction``); ``cache_`` records the
         choice. The model does not depend on it.
     n_components : int, default "deprecated"
         The former name of ``sketch_size``, served with a ``FutureWarning``
@@ -95,7 +95,7 @@ _ATTRIBUTES_DOC = """
     best_iteration_ : int
     sketch_size_ : int
         The projection dimension the fit ended with (see ``sketch_size``).
-    cache_ : dasketch._blocks.CacheChoice
+    cache_ : CacheChoice
         Whether the decoded blocks of X were kept in (worker) memory after the
         first pass (``cached``), why (``reason``), the decoded size of X
         (``nbytes``) and the budget ``cache="auto"`` compared it with.

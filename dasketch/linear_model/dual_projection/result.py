@@ -63,7 +63,7 @@ class DualRandomProjectionResult:
         slowly (:mod:`dasketch.linear_model.dual_projection.growth`).
     random_state : int
         The seed of ``R``.
-    cache : dasketch._blocks.CacheChoice, optional
+    cache : CacheChoice, optional
         Whether the decoded blocks of X were kept in (worker) memory after the
         first pass, and why.
     _dual : tuple, optional

@@ -147,7 +147,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         Keep the decoded blocks of X in (worker) memory after the first pass,
         so that the later passes do not read the store again: ``"auto"`` when
         they fit within a fraction of the workers' free memory
-        (:mod:`dasketch._blocks.cache`; X in memory is never copied). The
+        (the Dask config ``dasketch.cache-fraction``; X in memory is never copied). The
         result's ``cache`` records the choice; the solution does not depend on it.
     n_components : int, default "deprecated"
         The former name of ``sketch_size``, served with a ``FutureWarning``
