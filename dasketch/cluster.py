@@ -15,7 +15,7 @@ import time
 
 from sklearn.utils._param_validation import validate_parameter_constraints
 
-from dasketch._blocks.cluster_wait import worker_timeout
+from dasketch._blocks import worker_timeout
 from dasketch.utils.params import POSITIVE_INT, Interval
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"

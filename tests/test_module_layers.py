@@ -101,3 +101,13 @@ def test_importing_the_bridge_loads_no_sketch_file_format():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=PACKAGE.parent)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_the_package_reaches_the_bridge_through_its_face():
+    """Outside ``dasketch/_blocks/``, the package imports ``dasketch._blocks``
+    itself, never its submodules."""
+    outside = [path for path in _sources(PACKAGE) if BRIDGE not in path.parents]
+    found = [f"{path.relative_to(PACKAGE.parent)}:{line}: {module}"
+             for path in outside for line, module in _dasketch_imports(path)
+             if module.startswith("dasketch._blocks.")]
+    assert not found, "imports past the face of dasketch._blocks:\n" + "\n".join(found)

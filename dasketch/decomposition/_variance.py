@@ -11,8 +11,7 @@ import numpy as np
 from sklearn.decomposition._pca import _assess_dimension
 from sklearn.utils.extmath import svd_flip
 
-from dasketch._blocks import add, compute, map_reduce
-from dasketch._blocks.block_functions import squared_norms_block
+from dasketch._blocks import add, compute, map_reduce, squared_norms_block
 
 # Rows of the default sketch beyond the k kept: DEFAULT_OVERSAMPLING k, at least
 # DEFAULT_MIN_EXTRA (see :func:`default_sketch_size`).

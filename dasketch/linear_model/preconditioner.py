@@ -19,8 +19,7 @@ import numpy as np
 import scipy.linalg
 from sklearn.utils._param_validation import validate_parameter_constraints
 
-from dasketch._blocks import as_row_blocks, compute, map_rows
-from dasketch._blocks.block_functions import leverage_block
+from dasketch._blocks import as_row_blocks, compute, leverage_block, map_rows
 from dasketch.utils.params import Interval
 
 # Streams of the random operators derived from one seed.

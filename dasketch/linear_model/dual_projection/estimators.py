@@ -17,8 +17,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_y, check_consistent_length
 
-from dasketch._blocks import compute, is_dask_collection
-from dasketch._blocks.block_functions import class_labels
+from dasketch._blocks import class_labels, compute, is_dask_collection
 from dasketch.linear_model.dual_projection.checks import LOSS_CONSTRAINTS, check_weights
 from dasketch.linear_model.dual_projection.estimator_base import (
     _ALPHA_DOC,
