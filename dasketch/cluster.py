@@ -13,7 +13,7 @@ import os
 import socket
 import time
 
-from dasketch._blocks.cluster_wait import worker_timeout
+from dasketch._blocks import worker_timeout
 from dasketch.utils._sklearn_compat import validate_parameter_constraints
 from dasketch.utils.params import POSITIVE_INT, Interval
 

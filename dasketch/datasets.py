@@ -293,6 +293,6 @@ def write_synthetic(path, n_rows, n_features, *, rank=None, decay=0.9, power=Non
         write_in_chunks(write_chunk, range(0, n_rows, chunk_rows), progress=progress)
 
     write_atomically(write, path, overwrite, interruptible=True)
-    from dasketch._blocks.stores import open_zarr_array
+    from dasketch._blocks import open_zarr_array
 
     return open_zarr_array(path)

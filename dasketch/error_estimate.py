@@ -6,11 +6,16 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import partial
 
-from dasketch._blocks import add, as_row_blocks, compute, map_reduce
-from dasketch._blocks.block_functions import gram_block
-from dasketch._blocks.row_blocks import _transformed
-from dasketch._blocks.scheduler import default_client
-from dasketch._blocks.tasks import check_split_every
+from dasketch._blocks import (
+    add,
+    as_row_blocks,
+    check_split_every,
+    compute,
+    default_client,
+    gram_block,
+    map_reduce,
+    transformed_blocks,
+)
 from dasketch.kernels.certificates import error_from_products
 from dasketch.kernels.embeddings import gaussian_rows, resolve_seed
 from dasketch.kernels.frequent_directions import Sketch
@@ -115,8 +120,8 @@ def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=No
         # Tiny rows (sketched multiplied by 2**-e): the products are taken on the rows
         # multiplied up as well, where no square underflows, and the bracket scaled back
         # outwards (lower rounded down, upper up).
-        blocks = _transformed(blocks, partial(divide_by_power_of_two, exponent=e),
-                              blocks.n_features)
+        blocks = transformed_blocks(blocks, partial(divide_by_power_of_two, exponent=e),
+                                    blocks.n_features)
     gram = map_reduce(blocks, partial(gram_block, seed=seed, n_vectors=int(n_vectors)),
                       add, split_every=fan_in, keeps_block=False)
     (gram_omega,) = compute(gram, client=client)

@@ -24,9 +24,13 @@ import numbers
 
 import numpy as np
 
-from dasketch._blocks import compute, is_dask_collection
-from dasketch._blocks.scaling import scaled_blocks
-from dasketch._blocks.transposed_store import stored_array, transposed_store_blocks
+from dasketch._blocks import (
+    compute,
+    is_dask_collection,
+    scaled_blocks,
+    stored_array,
+    transposed_store_blocks,
+)
 from dasketch.decomposition import SketchPCA
 from dasketch.kernels.column_scaling import (
     COUNT,

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dasketch._blocks.readers.parquet import ParquetSource, open_parquet
+from dasketch._blocks import ParquetSource, open_parquet
 
 __all__ = ["ParquetSource", "read_parquet"]
 

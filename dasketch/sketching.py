@@ -12,18 +12,17 @@ import numpy as np
 
 from dasketch._blocks import (
     as_row_blocks,
+    check_split_every,
     compute,
     default_block_rows,
+    default_client,
     map_reduce,
-    run_eagerly,
-)
-from dasketch._blocks.block_functions import (
     merge_all_sketches,
     resized_sketch,
+    run_eagerly,
     sketch_block,
+    task,
 )
-from dasketch._blocks.scheduler import default_client
-from dasketch._blocks.tasks import check_split_every, task
 from dasketch.error_estimate import estimate_error  # noqa: F401 - re-exported
 from dasketch.kernels.certificates import (
     DEFAULT_FAILURE_PROBABILITY,

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dasketch._blocks import compute
-from dasketch._blocks.stacked_store import (
+from dasketch._blocks import (
+    compute,
     masked_weighted,
     stacked_plan,
     stacked_store_blocks,

@@ -130,3 +130,13 @@ def test_private_scikit_learn_names_are_imported_by_the_compatibility_module_onl
     assert not found, ("private scikit-learn names imported outside "
                        "dasketch/utils/_sklearn_compat.py:\n" + "\n".join(found))
     assert dict(_private_sklearn_imports(SKLEARN_COMPAT)), "the scan finds nothing"
+
+
+def test_the_package_reaches_the_bridge_through_its_face():
+    """Outside ``dasketch/_blocks/``, the package imports ``dasketch._blocks``
+    itself, never its submodules."""
+    outside = [path for path in _sources(PACKAGE) if BRIDGE not in path.parents]
+    found = [f"{path.relative_to(PACKAGE.parent)}:{line}: {module}"
+             for path in outside for line, module in _dasketch_imports(path)
+             if module.startswith("dasketch._blocks.")]
+    assert not found, "imports past the face of dasketch._blocks:\n" + "\n".join(found)

@@ -100,6 +100,8 @@ RENAMED = [("dasketch._blocks.inputs", old, f"dasketch._blocks.readers.{module}"
                ("_is_zip_store", "zarr_stores", "is_zip_store"),
                ("_open_zip_array", "zarr_stores", "open_zip_array"),
            ]]
+RENAMED += [("dasketch._blocks.row_blocks", "_transformed", "dasketch._blocks",
+             "transformed_blocks")]
 
 
 @pytest.mark.parametrize("old,name,new", MOVED, ids=[f"{o}.{n}" for o, n, _ in MOVED])

@@ -19,9 +19,33 @@ scipy and the kernels only: workers never import scikit-learn);
 computes on a client or the active scheduler, then lists again the remote
 stores the computation read (:mod:`.store_watch`). Only small per-block results
 travel between workers.
+
+Other packages import from here only, never from the submodules: the
+primitives above, the functions tasks run (:mod:`.block_functions`), the
+column scaling in the tasks (:mod:`.scaling`), the plans of stores read along
+their columns (:mod:`.column_reads`, :mod:`.transposed_store`,
+:mod:`.stacked_store`) and the bridge's clients and tasks.
 """
 
+from dasketch._blocks.block_functions import (
+    affine_block,
+    centred_rows,
+    class_labels,
+    embed_block,
+    gaussian_log_likelihood_block,
+    gram_block,
+    leverage_block,
+    matvec_block,
+    merge_all_sketches,
+    project_block,
+    resized_sketch,
+    sketch_block,
+    squared_norms_block,
+    transposed_pca_pass,
+)
 from dasketch._blocks.cache import CacheChoice, cache_blocks
+from dasketch._blocks.cluster_wait import worker_timeout
+from dasketch._blocks.column_reads import plan_column_reads
 from dasketch._blocks.inputs import as_row_blocks
 from dasketch._blocks.mapping import block_tasks, map_reduce, map_rows, side_by_side
 from dasketch._blocks.operators import (
@@ -32,6 +56,8 @@ from dasketch._blocks.operators import (
     rmatvec,
     sparse_embed_streams,
 )
+from dasketch._blocks.readers.options import dense_block_rows
+from dasketch._blocks.readers.parquet import ParquetSource, open_parquet
 from dasketch._blocks.row_blocks import (
     RowBlocks,
     append_ones_column,
@@ -41,22 +67,41 @@ from dasketch._blocks.row_blocks import (
     rechunk_rows,
     run_eagerly,
     select_columns,
+    transformed_blocks,
 )
+from dasketch._blocks.scaling import column_summary, scaled_blocks
 from dasketch._blocks.scheduler import (
     compute,
+    default_client,
     is_dask_collection,
     known_row_chunks,
     persist,
     progress_wanted,
 )
-from dasketch._blocks.tasks import DEFAULT_SPLIT_EVERY, add, check_split_every, tree_reduce
+from dasketch._blocks.stacked_store import (
+    masked_weighted,
+    stacked_plan,
+    stacked_store_blocks,
+    stacked_transposed_blocks,
+)
+from dasketch._blocks.stores import open_zarr_array
+from dasketch._blocks.tasks import DEFAULT_SPLIT_EVERY, add, check_split_every, task, tree_reduce
+from dasketch._blocks.transposed_store import stored_array, transposed_store_blocks
 
 __all__ = [
-    "DEFAULT_SPLIT_EVERY", "CacheChoice", "RowBlocks", "add", "append_ones_column",
-    "as_row_aligned", "as_row_blocks", "block_tasks", "cache_blocks", "check_split_every",
-    "chunk_blocks", "compute", "default_block_rows", "gather_rows", "is_dask_collection",
-    "iter_row_blocks", "known_row_chunks", "map_reduce", "map_rows", "matvec", "persist",
-    "random_projection", "rechunk_rows", "rmatvec", "run_eagerly", "select_columns",
-    "progress_wanted", "side_by_side",
-    "sparse_embed_streams", "tree_reduce",
+    "CacheChoice", "DEFAULT_SPLIT_EVERY", "ParquetSource", "RowBlocks", "add", "affine_block",
+    "append_ones_column", "as_row_aligned", "as_row_blocks", "block_tasks", "cache_blocks",
+    "centred_rows", "check_split_every", "chunk_blocks", "class_labels", "column_summary",
+    "compute", "default_block_rows", "default_client", "dense_block_rows", "embed_block",
+    "gather_rows", "gaussian_log_likelihood_block", "gram_block", "is_dask_collection",
+    "iter_row_blocks", "known_row_chunks", "leverage_block", "map_reduce", "map_rows",
+    "masked_weighted", "matvec", "matvec_block", "merge_all_sketches", "open_parquet",
+    "open_zarr_array",
+    "persist", "plan_column_reads", "progress_wanted", "project_block", "random_projection",
+    "rechunk_rows",
+    "resized_sketch", "rmatvec", "run_eagerly", "scaled_blocks", "select_columns",
+    "side_by_side", "sketch_block", "sparse_embed_streams", "squared_norms_block",
+    "stacked_plan", "stacked_store_blocks", "stacked_transposed_blocks", "stored_array",
+    "task", "transformed_blocks", "transposed_pca_pass", "transposed_store_blocks",
+    "tree_reduce", "worker_timeout",
 ]

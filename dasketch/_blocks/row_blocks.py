@@ -184,7 +184,7 @@ def append_ones_column(X):
     """
     if not isinstance(X, RowBlocks):
         return append_ones(X)
-    return _transformed(X, append_ones, X.n_features + 1)
+    return transformed_blocks(X, append_ones, X.n_features + 1)
 
 
 def select_columns(blocks, index):
@@ -201,10 +201,10 @@ def select_columns(blocks, index):
            [3., 5.]]))
     """
     index = np.asarray(index, dtype=np.int64)
-    return _transformed(blocks, partial(take_columns, index=index), int(index.size))
+    return transformed_blocks(blocks, partial(take_columns, index=index), int(index.size))
 
 
-def _transformed(blocks, step, n_features):
+def transformed_blocks(blocks, step, n_features):
     """``blocks`` with ``step`` applied to every block (worker-side functions
     only: it is pickled into every task), ``n_features`` columns after it."""
     if blocks.eager:
@@ -297,3 +297,6 @@ def run_eagerly(blocks, client=None):
     # the one graph: the blocks themselves
     arrays = dask.compute(*blocks.blocks, scheduler="synchronous")
     return replace(blocks, blocks=tuple(arrays), eager=True)
+
+
+_transformed = transformed_blocks  # its former name

@@ -17,7 +17,7 @@ from functools import partial
 import numpy as np
 
 from dasketch._blocks.mapping import map_reduce
-from dasketch._blocks.row_blocks import _transformed
+from dasketch._blocks.row_blocks import transformed_blocks
 from dasketch._blocks.scheduler import compute
 from dasketch.kernels.column_scaling import (
     COUNT,
@@ -72,6 +72,6 @@ def scaled_blocks(blocks, scaler):
     if not isinstance(scaler, ColumnScaler):
         raise TypeError(f"scaler must be a ColumnScaler, got {type(scaler).__name__}")
     rows = max(stop - start for start, stop in blocks.ranges())
-    scaled = _transformed(blocks, scaler, blocks.n_features)
+    scaled = transformed_blocks(blocks, scaler, blocks.n_features)
     return replace(scaled, dtype=dtype,
                    read_bytes=int(blocks.read_bytes + rows * blocks.n_features * dtype.itemsize))

@@ -30,7 +30,7 @@ from dasketch._blocks.column_reads import (
     undecodable_chunk,
 )
 from dasketch._blocks.readers.options import check_dtype, dense_block_rows
-from dasketch._blocks.row_blocks import RowBlocks, _transformed, reader_blocks
+from dasketch._blocks.row_blocks import RowBlocks, reader_blocks, transformed_blocks
 from dasketch._blocks.stores import open_checked_store
 from dasketch.storage.store_checks import check_chunk_files
 
@@ -145,10 +145,11 @@ def masked_weighted(blocks, columns=None, weights=None):
     float64 for integer blocks), both in the task that reads a block."""
     if columns is not None and len(columns) < blocks.n_features:
         columns = np.asarray(columns, dtype=np.int64)
-        blocks = _transformed(blocks, partial(take_columns, index=columns), int(columns.size))
+        blocks = transformed_blocks(blocks, partial(take_columns, index=columns),
+                                    int(columns.size))
     if weights is not None:
         dtype = blocks.dtype if blocks.dtype.kind == "f" else np.dtype(np.float64)
         weights = np.asarray(weights).astype(dtype)
-        blocks = replace(_transformed(blocks, partial(weigh_columns, weights=weights),
-                                      blocks.n_features), dtype=np.dtype(dtype))
+        blocks = replace(transformed_blocks(blocks, partial(weigh_columns, weights=weights),
+                                            blocks.n_features), dtype=np.dtype(dtype))
     return blocks

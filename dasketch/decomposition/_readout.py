@@ -10,7 +10,7 @@ from functools import partial
 
 import numpy as np
 
-from dasketch._blocks.row_blocks import _transformed
+from dasketch._blocks import transformed_blocks
 from dasketch.decomposition._transposed import fit_transposed
 from dasketch.decomposition._variance import (
     candidate_axes,
@@ -97,8 +97,8 @@ class SketchReadOut:
         axes = candidate_axes(sk, k if counted else 1)
         if blocks is not None:
             if unit:
-                blocks = _transformed(blocks, partial(divide_by_power_of_two, exponent=unit),
-                                      blocks.n_features)
+                blocks = transformed_blocks(
+                    blocks, partial(divide_by_power_of_two, exponent=unit), blocks.n_features)
             variances = measured_variances(blocks, axes, np.ldexp(mean, -unit),
                                            split_every=self.split_every)
             order = np.argsort(-variances, kind="stable")

@@ -8,9 +8,13 @@ import numpy as np
 from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted
 
-from dasketch._blocks import RowBlocks, as_row_blocks, run_eagerly
-from dasketch._blocks.scaling import scaled_blocks
-from dasketch._blocks.transposed_store import transposed_store_blocks
+from dasketch._blocks import (
+    RowBlocks,
+    as_row_blocks,
+    run_eagerly,
+    scaled_blocks,
+    transposed_store_blocks,
+)
 from dasketch.decomposition._probabilistic import ProbabilisticPCA
 from dasketch.decomposition._readout import SketchReadOut
 from dasketch.decomposition._scaling import ColumnScaling

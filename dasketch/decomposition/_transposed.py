@@ -37,12 +37,18 @@ import os
 import numpy as np
 import scipy.linalg
 
-from dasketch._blocks import add, block_tasks, compute, tree_reduce
-from dasketch._blocks.block_functions import centred_rows, transposed_pca_pass
-from dasketch._blocks.column_reads import plan_column_reads
-from dasketch._blocks.readers.options import dense_block_rows
-from dasketch._blocks.row_blocks import _transformed
-from dasketch._blocks.transposed_store import stored_array
+from dasketch._blocks import (
+    add,
+    block_tasks,
+    centred_rows,
+    compute,
+    dense_block_rows,
+    plan_column_reads,
+    stored_array,
+    transformed_blocks,
+    transposed_pca_pass,
+    tree_reduce,
+)
 from dasketch.sketching import sketch
 from dasketch.storage.reading import open_store_array
 
@@ -106,7 +112,7 @@ def fit_transposed(blocks, sketch_size, *, method="rfd", split_every=None, rando
         pass gives as ``(X_c Q) T``.
     """
     n = blocks.n_features
-    centred = _transformed(blocks, centred_rows, n)
+    centred = transformed_blocks(blocks, centred_rows, n)
     sk = sketch(centred, sketch_size, method=method, center=False, split_every=split_every,
                 random_state=random_state)
     s = sk.singular_values()

@@ -19,8 +19,7 @@ from functools import partial
 import numpy as np
 import scipy.sparse
 
-from dasketch._blocks import add, as_row_aligned, compute, map_reduce
-from dasketch._blocks.block_functions import embed_block
+from dasketch._blocks import add, as_row_aligned, compute, embed_block, map_reduce
 from dasketch.kernels.block_products import rows_times, rows_transpose_times
 
 

@@ -18,8 +18,7 @@ from functools import partial
 import numpy as np
 import scipy.linalg
 
-from dasketch._blocks import as_row_blocks, compute, map_rows
-from dasketch._blocks.block_functions import leverage_block
+from dasketch._blocks import as_row_blocks, compute, leverage_block, map_rows
 from dasketch.utils._sklearn_compat import validate_parameter_constraints
 from dasketch.utils.params import Interval
 

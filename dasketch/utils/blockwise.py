@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dasketch._blocks import map_rows
-from dasketch._blocks.block_functions import affine_block
+from dasketch._blocks import affine_block, map_rows
 from dasketch.utils.lazy import lazy_attributes
 
 

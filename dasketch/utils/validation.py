@@ -14,8 +14,7 @@ import numpy as np
 import scipy.sparse
 from sklearn.utils.validation import column_or_1d, validate_data
 
-from dasketch._blocks import RowBlocks, as_row_blocks, compute, is_dask_collection
-from dasketch._blocks.readers.parquet import ParquetSource
+from dasketch._blocks import ParquetSource, RowBlocks, as_row_blocks, compute, is_dask_collection
 
 FLOAT_DTYPES = (np.float64, np.float32)
 

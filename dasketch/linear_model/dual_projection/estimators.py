@@ -15,8 +15,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_consistent_length
 
-from dasketch._blocks import compute, is_dask_collection
-from dasketch._blocks.block_functions import class_labels
+from dasketch._blocks import class_labels, compute, is_dask_collection
 from dasketch.kernels.deprecation import DEPRECATED
 from dasketch.linear_model.dual_projection.checks import LOSS_CONSTRAINTS, check_weights
 from dasketch.linear_model.dual_projection.estimator_base import (

@@ -25,10 +25,11 @@ from dasketch._blocks import (
     compute,
     map_reduce,
     map_rows,
+    matvec_block,
     persist,
+    project_block,
     side_by_side,
 )
-from dasketch._blocks.block_functions import matvec_block, project_block
 from dasketch.kernels.block_products import (
     rows_forward_backward,
     rows_times,
