@@ -132,17 +132,24 @@ class _DualRandomProjectionBase(BaseEstimator):
         tags.input_tags.sparse = True
         return tags
 
-    def _solve(self, X, targets, loss, smoothing=1.0, sample_weight=None):
-        result = dual_random_projection(
-            X, targets, loss=loss, alpha=self.alpha, smoothing=smoothing,
-            n_components=self.n_components, solver=self.solver, tol=self.tol,
-            max_iter=self.max_iter, fit_intercept=self.fit_intercept,
-            block_rows=self.block_rows, split_every=self.split_every,
-            random_state=self.random_state, sample_weight=sample_weight, cache=self.cache)
+    def _solve(self, X, targets, loss, smoothing=1.0, sample_weight=None, solve=None):
+        """Fit through :func:`dual_random_projection`, or through ``solve`` (a
+        function of X, the targets and the shared parameters, returning its
+        result) when given."""
+        options = dict(alpha=self.alpha, n_components=self.n_components, tol=self.tol,
+                       max_iter=self.max_iter, fit_intercept=self.fit_intercept,
+                       block_rows=self.block_rows, split_every=self.split_every,
+                       random_state=self.random_state, sample_weight=sample_weight,
+                       cache=self.cache)
+        result = solve(X, targets, **options) if solve is not None else \
+            dual_random_projection(X, targets, loss=loss, smoothing=smoothing,
+                                   solver=self.solver, **options)
         dtype = X.dtype if getattr(X, "dtype", None) == np.float32 else np.float64
         self.coef_ = np.asarray(result.coef, dtype=dtype)
         self.intercept_ = np.asarray(result.intercept, dtype=dtype)[()]
-        rounding = np.linalg.norm(np.atleast_2d(self.coef_ - result.coef), axis=1)
+        # one bound for all rows of coef_ when the result has one (multinomial)
+        rounding = np.linalg.norm(np.atleast_2d(self.coef_ - result.coef),
+                                  axis=None if np.size(result.objective) == 1 else 1)
         scalar = (lambda v: float(np.ravel(v)[0])) if np.size(result.objective) == 1 \
             else np.asarray
         self.coef_error_bound_ = scalar(result.coef_error_bound + rounding)
