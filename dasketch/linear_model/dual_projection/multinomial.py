@@ -94,26 +94,34 @@ class SoftmaxPreconditioner:
         C = np.einsum("ai,kalb,bj->kilj", basis.T, blocks, basis.T)   # (K, k, K, k)
         core = np.einsum("pi,kilj,qj->kplq", basis.SW, C, basis.SW).reshape(K * k, K * k)
         core = 0.5 * (core + core.T)
-        eigenvalues = np.maximum(np.linalg.eigvalsh(core), 0.0) if core.size else np.zeros(1)
+        eigenvalues, vectors = np.linalg.eigh(core)
+        eigenvalues = np.maximum(eigenvalues, 0.0)
         shift = max(lam, SHIFT_FLOOR * float(eigenvalues[-1]), np.finfo(float).tiny)
-        self.outside = max(lam + float(eigenvalues[0]), shift)
+        # the smallest captured curvature across the classes (a common shift of
+        # all w_k changes no loss, so the core is singular along it)
+        across = np.kron(centring_basis(K), np.eye(k))
+        smallest = float(np.linalg.eigvalsh(across.T @ core @ across)[0]) if k else 0.0
+        self.outside = max(lam + max(smallest, 0.0), shift)
         self.V, self.K, self.k = basis.V, K, k
-        self.factor = scipy.linalg.cho_factor(core + shift * np.eye(K * k))
+        # (core + shift I)^-1 from the eigenvalues: rounding may leave the
+        # computed core indefinite by a little along the common shift
+        self.inverse = (vectors / (eigenvalues + shift)) @ vectors.T
         self.fit_intercept = basis.fit_intercept
         if self.fit_intercept:
             Cq = np.einsum("kilj,j->kil", C, basis.ones)                    # C (I (x) q)
             self.c = np.einsum("pi,kil->kpl", basis.SW, Cq).reshape(K * k, K)
-            self.Ac = scipy.linalg.cho_solve(self.factor, self.c)
+            self.Ac = self.inverse @ self.c
             e = np.einsum("i,kil->kl", basis.ones, Cq) + spread
             schur = e - self.c.T @ self.Ac
             schur = 0.5 * (schur + schur.T)
             floor = max(1e-12 * float(np.trace(e)) / K, np.finfo(float).tiny)
-            self.schur = scipy.linalg.cho_factor(schur + floor * np.eye(K))
+            ev, U = np.linalg.eigh(schur)
+            self.schur_inverse = (U / np.maximum(ev, floor)) @ U.T
 
     def _solve_weights(self, R):
         """``M_ww^{-1} R`` for ``R`` (d x K), by Woodbury through ``I (x) V``."""
         inside = (self.V.T @ R).T.reshape(-1)                  # class-major
-        solved = scipy.linalg.cho_solve(self.factor, inside).reshape(self.K, self.k).T
+        solved = (self.inverse @ inside).reshape(self.K, self.k).T
         return self.V @ solved + (R - self.V @ (self.V.T @ R)) / self.outside
 
     def apply(self, R):
@@ -122,7 +130,7 @@ class SoftmaxPreconditioner:
             return self._solve_weights(R)
         X = self._solve_weights(R[:-1])
         inside = (self.V.T @ X).T.reshape(-1)
-        t = scipy.linalg.cho_solve(self.schur, R[-1] - self.c.T @ inside)
+        t = self.schur_inverse @ (R[-1] - self.c.T @ inside)
         X = X - self.V @ (self.Ac @ t).reshape(self.K, self.k).T
         return np.vstack([X, t])
 
@@ -167,7 +175,7 @@ class _Softmax:
         self.passes += 1
         xt, sums = softmax_hessian(self.blocks, self.yd, self.sd, W, b, Dw, db,
                                    **self.options)
-        return self.stack(xt + self.lam * Dw, sums + self.spread * db.sum())
+        return self.stack(xt + self.lam * Dw, sums)
 
 
 def bound_parts(problem, V, G, curvature, coupling, reference):
@@ -211,7 +219,7 @@ def bound_parts(problem, V, G, curvature, coupling, reference):
     K = G.shape[1]
     m1 = curvature.shape[0] // K
     H = curvature[m1 - 1::m1, m1 - 1::m1]
-    basis = scipy.linalg.null_space(np.ones((1, K)))           # the intercepts summing to 0
+    basis = centring_basis(K)                # the intercepts summing to 0
     mu = float(np.linalg.eigvalsh(basis.T @ H @ basis)[0])
     gb = float(np.linalg.norm(G[-1] - G[-1].mean()))
 
@@ -225,12 +233,25 @@ def bound_parts(problem, V, G, curvature, coupling, reference):
     return (gw + exact) / problem.lam, (rounding + rounded - exact) / problem.lam
 
 
+def centring_basis(K):
+    """An orthonormal basis (K x (K-1)) of the vectors of K entries summing to 0."""
+    return scipy.linalg.null_space(np.ones((1, K)))
+
+
+def _centred(V):
+    """``V`` with each row's mean over the classes taken out: the direction
+    changes no loss, and the minimiser has none of it."""
+    return V - V.mean(axis=1, keepdims=True)
+
+
 def _inner_cg(problem, V, G, prec, forcing):
     """Preconditioned conjugate gradients on ``H S = -G`` until the residual is
-    below ``forcing ||G||``; the step and the passes taken."""
-    R = -G
+    below ``forcing ||G||``, in the points whose rows sum to 0 over the classes
+    (where H is positive definite for ``lambda = 0`` too; the gradient lies
+    there); the step and the passes taken."""
+    R = _centred(-G)
     S = np.zeros_like(R)
-    Z = prec.apply(R)
+    Z = _centred(prec.apply(R))
     P = Z.copy()
     rz = float(np.sum(R * Z))
     target = forcing * np.linalg.norm(R)
@@ -246,7 +267,7 @@ def _inner_cg(problem, V, G, prec, forcing):
         R -= step * HP
         if np.linalg.norm(R) <= target:
             break
-        Z = prec.apply(R)
+        Z = _centred(prec.apply(R))
         rz_new = float(np.sum(R * Z))
         P = Z + (rz_new / rz) * P
         rz = rz_new
@@ -268,11 +289,14 @@ def _newton(problem, V, f, G, curvature, basis, coupling, reference, tol, max_it
         gradient, rounding = bound_parts(problem, V, G, curvature, coupling, reference)
         bound = gradient + rounding
         w_norm = float(np.linalg.norm(problem.split(V)[0]))
-        if best is None or bound <= best[4]:
-            best = (V.copy(), G.copy(), f, cert, bound)
         finished = bound <= tol * w_norm
-        halved = bound <= 0.5 * level
-        stall, level = (0, bound) if halved else (stall + 1, level)
+        # without a penalty the "bound" is ||W|| times the relative residual:
+        # iterates are ranked by the residual
+        score = bound / max(w_norm, np.finfo(float).tiny) if problem.lam == 0 else bound
+        if best is None or score <= best[5]:
+            best = (V.copy(), G.copy(), f, cert, bound, score)
+        halved = score <= 0.5 * level
+        stall, level = (0, score) if halved else (stall + 1, level)
         floor = gradient <= rounding and not gradient <= 0.5 * smallest
         smallest = min(smallest, gradient)
         if finished or floor or stall >= STALL or n_iter >= max_iter:
@@ -294,12 +318,10 @@ def _newton(problem, V, f, G, curvature, basis, coupling, reference, tol, max_it
         else:
             V = V + eta * S
             f, G, curvature, _ = problem.evaluate(V)
-        if problem.fit_intercept:        # the intercepts sum to 0 (no loss changes)
-            V[-1] -= V[-1].mean()
         history.append(record(n_iter, problem.passes, [np.linalg.norm(G) / reference],
                               [f], cg_iterations=inner, step_size=float(eta),
                               n_components=problem.xhat.shape[1]))
-    V, G, f, cert, bound = best
+    V, G, f, cert, bound, _ = best
     return V, G, f, cert, bound, n_iter
 
 
