@@ -6,17 +6,21 @@ invariance to the blocking, and the rules of multi_class."""
 from __future__ import annotations
 
 import warnings
+from types import SimpleNamespace
 
 import dask.array as da
 import numpy as np
 import pytest
+import scipy.optimize
 import scipy.sparse
+from scipy.special import logsumexp, softmax
 from sklearn.datasets import load_iris
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils._param_validation import InvalidParameterError
 
 from dasketch.linear_model import DualRandomProjectionClassifier
+from dasketch.linear_model.dual_projection.multinomial import bound_parts
 
 
 def exact(X, y, alpha, sample_weight=None, **kwargs):
@@ -139,7 +143,39 @@ def test_unpenalised_fit_and_separable_data(iris):
         DualRandomProjectionClassifier(alpha=0).fit(Xs, np.repeat([0, 1, 2], 20))
 
 
-def test_a_missed_tolerance_warns_with_its_numbers(iris):
+@pytest.mark.parametrize("max_iter", [1, 2, 3])
+def test_a_missed_tolerance_warns_and_its_bound_still_holds(iris, max_iter):
     X, y = iris
-    with pytest.warns(ConvergenceWarning, match=r"error bound .* <= [0-9.e+-]+ > tol=1e-08"):
-        DualRandomProjectionClassifier(alpha=1.0, tol=1e-8, max_iter=2).fit(X, y)
+    with pytest.warns(ConvergenceWarning, match=r"error bound .* <= (inf|[0-9.e+-]+) > tol=1e-08"):
+        clf = DualRandomProjectionClassifier(alpha=1.0, tol=1e-8, max_iter=max_iter).fit(X, y)
+    error = np.linalg.norm(clf.coef_ - exact(X, y, 1.0).coef_)
+    assert error <= clf.coef_error_bound_ < np.inf
+
+
+@pytest.mark.parametrize("shift", [0.01, 0.3])
+def test_bound_covers_the_intercept_error(iris, shift):
+    """At ``W`` optimal for wrong intercepts ``b`` the coefficient gradient is 0:
+    only the intercept's part of the bound covers ``||W - W*||``."""
+    X, y = iris
+    n, d = X.shape
+    Y = np.eye(3)[y]
+    reference = exact(X, y, 1.0)
+    b = reference.intercept_ + shift * np.array([1.0, -1.0, 0.0])
+
+    def objective(w):
+        W = w.reshape(d, 3)
+        T = X @ W + b
+        value = np.sum(logsumexp(T, axis=1) - np.sum(Y * T, axis=1)) + 0.5 * np.sum(W * W)
+        return value, (X.T @ (softmax(T, axis=1) - Y) + W).ravel()
+
+    W = scipy.optimize.minimize(objective, reference.coef_.T.ravel(), jac=True,
+                                method="BFGS", options={"gtol": 1e-12}).x.reshape(d, 3)
+    P = softmax(X @ W + b, axis=1)
+    G = np.vstack([X.T @ (P - Y) + W, (P - Y).sum(axis=0)])
+    H = np.diag(P.sum(axis=0)) - P.T @ P        # the intercepts' Hessian
+    problem = SimpleNamespace(split=lambda V: (V[:-1], V[-1]), lam=1.0, fit_intercept=True)
+    coupling = (float(n), float(np.sum(X ** 2)), float(np.linalg.norm(X, axis=1).max()),
+                (n, d))
+    gradient, rounding = bound_parts(problem, np.vstack([W, b]), G, H, coupling, 1.0)
+    error = np.linalg.norm(W.T - reference.coef_)
+    assert np.linalg.norm(G[:-1]) + rounding < error <= gradient + rounding < np.inf

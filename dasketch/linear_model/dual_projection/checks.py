@@ -118,7 +118,7 @@ def _warn(result, tol, solver, loss, diverged, lam):
     elif solver == "paper" and result.n_iter == 1:
         advice = ("this is the one-shot solution (Algorithm 1); use solver='cg' (or more "
                   "rounds, max_iter) for an accurate solution")
-    elif not np.isfinite(worst):
+    elif not np.isfinite(worst) and not np.any(lam):
         warnings.warn(f"unpenalised fit (alpha=0): relative optimality residual "
                       f"{float(np.max(result.optimality_residual)):.3g} > tol={tol:g} after "
                       f"{result.n_iter} Newton steps; increase max_iter, or use alpha > 0",
