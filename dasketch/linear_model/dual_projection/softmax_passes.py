@@ -48,7 +48,7 @@ def softmax_curvature(xa, P, s):
     return out
 
 
-def _evaluate_block(block, start, stop, xhat, y, s, *, W, D, b, db, steps, curvature):
+def _softmax_evaluate_block(block, start, stop, xhat, y, s, *, W, D, b, db, steps, curvature):
     K = W.shape[1]
 
     def residuals(F, rows):
@@ -85,7 +85,7 @@ def evaluate_softmax(blocks, xhat, yd, sd, W, b, *, direction=None, steps=None,
     D, db = direction if direction is not None else (None, None)
     m1 = xhat.shape[1] + 1
     size = (K * m1) ** 2 if curvature else 0
-    func = partial(_evaluate_block, b=b, db=db, steps=steps, curvature=curvature)
+    func = partial(_softmax_evaluate_block, b=b, db=db, steps=steps, curvature=curvature)
     total = map_reduce(blocks, func, add, xhat, yd, sd, split_every=split_every,
                        shared={"W": W, "D": D}, keeps_block=False,
                        part_bytes=8 * (1 + d * K + K + size))
@@ -96,7 +96,7 @@ def evaluate_softmax(blocks, xhat, yd, sd, W, b, *, direction=None, steps=None,
     return value, gradient, sums, gram, rest[size:]
 
 
-def _hessian_block(block, start, stop, y, s, *, W, D, b, db):
+def _softmax_hessian_block(block, start, stop, y, s, *, W, D, b, db):
     K = W.shape[1]
 
     def directions(F, rows):
@@ -114,7 +114,7 @@ def softmax_hessian(blocks, yd, sd, W, b, D, db, *, split_every, client):
     ``(D, db)``: ``(X^T S Phi, sum_i s_i Phi_i)``, ``Phi_i = (diag(p_i) - p_i
     p_i^T) (D^T x_i + db)``."""
     d, K = W.shape
-    func = partial(_hessian_block, b=b, db=db)
+    func = partial(_softmax_hessian_block, b=b, db=db)
     (packed,) = compute(map_reduce(blocks, func, add, yd, sd, split_every=split_every,
                                    shared={"W": W, "D": D}, keeps_block=False),
                         client=client)
