@@ -179,3 +179,18 @@ def test_bound_covers_the_intercept_error(iris, shift):
     gradient, rounding = bound_parts(problem, np.vstack([W, b]), G, H, coupling, 1.0)
     error = np.linalg.norm(W.T - reference.coef_)
     assert np.linalg.norm(G[:-1]) + rounding < error <= gradient + rounding < np.inf
+
+
+def test_a_class_of_no_weight_gets_probability_zero(iris):
+    """Its intercept has no finite optimum: the limit (coef 0, intercept -inf) and
+    the other classes fitted alone."""
+    X, y = iris
+    clf = fit(X, y, alpha=1.0, tol=1e-8, class_weight={0: 1.0, 1: 2.0, 2: 0.0})
+    assert clf.intercept_[2] == -np.inf and not clf.coef_[2].any()
+    assert np.all(clf.predict_proba(X)[:, 2] == 0.0)
+    assert set(clf.predict(X)) == {0, 1}
+    # two classes alone: the binary model at half the penalty, w = w_1 - w_0
+    binary = exact(X[y < 2], y[y < 2], 0.5, np.where(y[y < 2] == 1, 2.0, 1.0))
+    optimum = np.vstack([-binary.coef_ / 2, binary.coef_ / 2, np.zeros((1, 4))])
+    assert np.linalg.norm(clf.coef_ - optimum) <= clf.coef_error_bound_
+    assert clf.coef_error_bound_ <= 1e-8 * np.linalg.norm(clf.coef_)

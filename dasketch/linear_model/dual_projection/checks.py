@@ -107,8 +107,9 @@ def _check_targets(y, n, loss):
 
 
 def _warn(result, tol, solver, loss, diverged, lam):
-    relative = np.atleast_1d(result.coef_error_bound) / np.maximum(
-        np.linalg.norm(np.atleast_2d(result.coef), axis=1), np.finfo(float).tiny)
+    with np.errstate(over="ignore"):     # a bound at coef 0 is relatively infinite
+        relative = np.atleast_1d(result.coef_error_bound) / np.maximum(
+            np.linalg.norm(np.atleast_2d(result.coef), axis=1), np.finfo(float).tiny)
     worst = float(np.max(relative))
     if diverged:
         advice = (f"Algorithm 2 stopped contracting at round {result.n_iter}: "

@@ -85,7 +85,8 @@ _ATTRIBUTES_DOC = """
     history_ : list of dict
         Per iteration: passes so far, optimality residual, objective.
     naive_coef_, naive_intercept_ : ndarray
-        The naive solution ``R z / sqrt(m)`` of the first projected problem.
+        The naive solution ``R z / sqrt(m)`` of the first projected problem (NaN
+        for the multinomial model, fitted from the best constant model).
     best_iteration_ : int
     n_components_ : int
         The projection dimension the fit ended with (see ``n_components``).

@@ -199,7 +199,10 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
         float32 for float32 X, as ``decision_function`` and ``predict_proba``.
     intercept_ : ndarray (1,) or (n_classes,)
         Summing to 0 for the multinomial model (the softmax does not change
-        when every intercept is shifted by one constant), as ``LogisticRegression``.
+        when every intercept is shifted by one constant), as ``LogisticRegression``;
+        ``-inf`` for a class of no weight (``class_weight`` or ``sample_weight``
+        0), with its ``coef_`` 0: the limit the objective approaches, its
+        probability 0.
     multi_class_ : {"multinomial", "ovr"}
         How the classes were fitted (``"ovr"`` for two classes: one binary
         model).""" + _ATTRIBUTES_DOC + """

@@ -15,7 +15,7 @@ this smooth convex loss as for the binary ones, and the method is that of
 Armijo backtracking, its inner conjugate gradients preconditioned through the
 projection ``X_hat = X R / sqrt(m)`` (:mod:`.preconditioner`). The Hessian is
 block-structured over classes (:mod:`.softmax_passes`); the preconditioner
-(:class:`SoftmaxPreconditioner`) replaces X by its projection onto the range
+(:mod:`.softmax_preconditioner`) replaces X by its projection onto the range
 of ``[X_hat 1]`` in every block, which is exact when the rank of X is at most m,
 and is applied by Woodbury through the d x k basis shared by all classes.
 The Newton iteration starts from the best constant model.
@@ -30,6 +30,8 @@ stops when ``coef_error_bound <= tol ||W||_F`` and warns with a
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import scipy.linalg
 from scipy.special import logsumexp, softmax
@@ -40,14 +42,14 @@ from dasketch.kernels.embeddings import resolve_seed
 from dasketch.linear_model.dual_projection.checks import _check_alpha, _warn, check_weights
 from dasketch.linear_model.dual_projection.newton import ARMIJO, LAST_STEP, MAX_INNER_ITER
 from dasketch.linear_model.dual_projection.passes import projection_pass
-from dasketch.linear_model.dual_projection.preconditioner import (
-    SHIFT_FLOOR,
-    ProjectedBasis,
-)
+from dasketch.linear_model.dual_projection.preconditioner import ProjectedBasis
 from dasketch.linear_model.dual_projection.result import DualRandomProjectionResult
 from dasketch.linear_model.dual_projection.softmax_passes import (
     evaluate_softmax,
     softmax_hessian,
+)
+from dasketch.linear_model.dual_projection.softmax_preconditioner import (
+    SoftmaxPreconditioner,
 )
 from dasketch.linear_model.dual_projection.solvers import ROUNDING, STALL, STEPS, record
 from dasketch.linear_model.dual_projection.unpenalised import separable, warn_separable
@@ -70,69 +72,6 @@ def check_multi_class(multi_class, loss, solver):
             f"'multinomial', which needs loss='logistic' and solver='cg' (got "
             f"loss={loss!r}, solver={solver!r}); use multi_class='ovr' or 'auto'")
     return allowed and multi_class != "ovr"
-
-
-class SoftmaxPreconditioner:
-    """``M^{-1}`` for the block Hessian at one Newton point.
-
-    ``M`` is the Hessian with X replaced by ``P X``, ``P = Q Q^T`` the projector
-    onto the range of ``[X_hat 1]`` (see :mod:`.preconditioner`, whose
-    :class:`~.preconditioner.ProjectedBasis` ``B^T = X_a^T Q = [V S W^T; q^T]``
-    is shared): with ``C`` the projected block Hessian ``[Q^T D_kl Q]_{kl}``,
-    ``M_ww = (I (x) V S W^T) C (I (x) W S V^T) + lambda I`` on the range of
-    ``I (x) V`` and ``lambda`` plus its smallest eigenvalue outside (the rule
-    of Frangella, Tropp and Udell); the intercepts by a K x K Schur complement,
-    with ``spread`` added to the curvature along a common shift of all
-    intercepts (which changes no loss) so that M stays positive definite.
-    Everything is k x k or K k x K k except the basis ``V``.
-    """
-
-    def __init__(self, basis, curvature, lam, spread, n_classes):
-        size, K = basis.size, n_classes
-        m1, k = curvature.shape[0] // K, basis.SW.shape[0]
-        blocks = curvature.reshape(K, m1, K, m1)[:, :size, :, :size]
-        C = np.einsum("ai,kalb,bj->kilj", basis.T, blocks, basis.T)   # (K, k, K, k)
-        core = np.einsum("pi,kilj,qj->kplq", basis.SW, C, basis.SW).reshape(K * k, K * k)
-        core = 0.5 * (core + core.T)
-        eigenvalues, vectors = np.linalg.eigh(core)
-        eigenvalues = np.maximum(eigenvalues, 0.0)
-        shift = max(lam, SHIFT_FLOOR * float(eigenvalues[-1]), np.finfo(float).tiny)
-        # the smallest captured curvature across the classes (a common shift of
-        # all w_k changes no loss, so the core is singular along it)
-        across = np.kron(centring_basis(K), np.eye(k))
-        smallest = float(np.linalg.eigvalsh(across.T @ core @ across)[0]) if k else 0.0
-        self.outside = max(lam + max(smallest, 0.0), shift)
-        self.V, self.K, self.k = basis.V, K, k
-        # (core + shift I)^-1 from the eigenvalues: rounding may leave the
-        # computed core indefinite by a little along the common shift
-        self.inverse = (vectors / (eigenvalues + shift)) @ vectors.T
-        self.fit_intercept = basis.fit_intercept
-        if self.fit_intercept:
-            Cq = np.einsum("kilj,j->kil", C, basis.ones)                    # C (I (x) q)
-            self.c = np.einsum("pi,kil->kpl", basis.SW, Cq).reshape(K * k, K)
-            self.Ac = self.inverse @ self.c
-            e = np.einsum("i,kil->kl", basis.ones, Cq) + spread
-            schur = e - self.c.T @ self.Ac
-            schur = 0.5 * (schur + schur.T)
-            floor = max(1e-12 * float(np.trace(e)) / K, np.finfo(float).tiny)
-            ev, U = np.linalg.eigh(schur)
-            self.schur_inverse = (U / np.maximum(ev, floor)) @ U.T
-
-    def _solve_weights(self, R):
-        """``M_ww^{-1} R`` for ``R`` (d x K), by Woodbury through ``I (x) V``."""
-        inside = (self.V.T @ R).T.reshape(-1)                  # class-major
-        solved = (self.inverse @ inside).reshape(self.K, self.k).T
-        return self.V @ solved + (R - self.V @ (self.V.T @ R)) / self.outside
-
-    def apply(self, R):
-        """``M^{-1} R`` for ``R`` ((d [+1]) x K)."""
-        if not self.fit_intercept:
-            return self._solve_weights(R)
-        X = self._solve_weights(R[:-1])
-        inside = (self.V.T @ X).T.reshape(-1)
-        t = self.schur_inverse @ (R[-1] - self.c.T @ inside)
-        X = X - self.V @ (self.Ac @ t).reshape(self.K, self.k).T
-        return np.vstack([X, t])
 
 
 class _Softmax:
@@ -229,8 +168,8 @@ def bound_parts(problem, V, G, curvature, coupling, reference):
 
     coupled = row_norm * weight_sum * SOFTMAX_LIPSCHITZ
     exact = coupled * shift(gb) if gb > 0 else 0.0
-    rounded = coupled * shift(gb + rounding_b)
-    return (gw + exact) / problem.lam, (rounding + rounded - exact) / problem.lam
+    rounded = coupled * shift(gb + rounding_b) - exact if np.isfinite(exact) else 0.0
+    return (gw + exact) / problem.lam, (rounding + rounded) / problem.lam
 
 
 def centring_basis(K):
@@ -367,6 +306,14 @@ random_state, client, sample_weight, cache
     Y = (codes[:, None] == np.arange(K)).astype(np.float64)
     lam = float(_check_alpha(alpha, 1)[0])
     weights = check_weights(sample_weight, n)
+    total, counts = weights.sum(), weights @ Y
+    if not counts.all():
+        return _without_absent_classes(counts > 0, X, codes, alpha=alpha,
+                                       n_components=n_components, tol=tol,
+                                       max_iter=max_iter, fit_intercept=fit_intercept,
+                                       block_rows=block_rows, split_every=split_every,
+                                       random_state=random_state, client=client,
+                                       sample_weight=weights, cache=cache)
     seed = resolve_seed(random_state)
     blocks, cache_choice = cache_blocks(source, cache, client=client)
     blocks = run_eagerly(blocks, client)
@@ -377,7 +324,6 @@ random_state, client, sample_weight, cache
         raise ValueError("X contains NaN or infinity (or values so large that their "
                          "projection overflows); only finite values are accepted")
     column_sums, xty = products[:, m], -products[:, m + 1:]     # X^T s, X^T S Y
-    total, counts = weights.sum(), weights @ Y
     if fit_intercept:      # the best constant model: the weighted class frequencies
         b0 = np.log(np.maximum(counts / total, np.finfo(float).tiny))
         b0 -= b0.mean()
@@ -415,3 +361,23 @@ random_state, client, sample_weight, cache
     elif not converged:
         _warn(result, tol, "cg", "logistic", False, np.array([lam]))
     return result
+
+
+def _without_absent_classes(present, X, codes, **options):
+    """The fit when some classes have no weight (``class_weight`` or
+    ``sample_weight`` 0 for all their samples): the objective then has no
+    finite minimiser, its infimum being approached as their intercepts go to
+    ``-inf`` with their coefficients 0 (their probability 0), the other
+    classes fitted alone; that limit is returned."""
+    kept = np.flatnonzero(present)
+    if kept.size < 2:
+        raise ValueError(f"sample_weight (with class_weight) leaves {kept.size} class with "
+                         "weight > 0; a classifier needs two")
+    inner = np.where(present[codes], np.cumsum(present)[codes] - 1, 0)
+    result = multinomial_logistic_regression(X, inner, **options)
+    K, d = present.size, result.coef.shape[1]
+    coef, naive = np.zeros((K, d)), np.full((K, d), np.nan)
+    intercept = np.full(K, -np.inf)
+    coef[kept], intercept[kept] = result.coef, result.intercept
+    return dataclasses.replace(result, coef=coef, intercept=intercept, naive_coef=naive,
+                               naive_intercept=np.full(K, np.nan))
