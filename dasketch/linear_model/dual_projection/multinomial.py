@@ -8,6 +8,8 @@ of scikit-learn's ``LogisticRegression`` for more than two classes
 (``lambda = 1 / C``). The minimiser in ``W`` is unique for ``lambda > 0`` (and
 its columns sum to 0); the loss does not change when one constant is added to
 every ``b_k``, and the intercepts are taken to sum to 0, as scikit-learn's.
+A class of no weight has no finite optimum; its limit is returned (coefficients
+0, intercept ``-inf``; :func:`_without_absent_classes`).
 
 Zhang et al.'s recovery ``W = -X^T S (P - Y) / lambda`` (COLT 2013) holds for
 this smooth convex loss as for the binary ones, and the method is that of
