@@ -12,6 +12,7 @@ import os
 import pickle
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import cloudpickle
@@ -86,6 +87,8 @@ def _masked_anndata(tmp_path, X):
 
 
 def _cases(tmp_path):
+    from sklearn.exceptions import ConvergenceWarning
+
     import dasketch
     from dasketch._blocks import (
         as_row_blocks,
@@ -147,6 +150,12 @@ def _cases(tmp_path):
         return dual_random_projection(path, np.sign(y), loss="logistic", sketch_size=4,
                                       solver="paper", max_iter=2)
 
+    def drp_multinomial():
+        with warnings.catch_warnings():     # two Newton steps: a missed tolerance
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            return DualRandomProjectionClassifier(n_components=4, max_iter=2).fit(
+                path, np.digitize(y, [-2.0, 2.0]))
+
     runs = {
         "sketch": (lambda: dasketch.sketch(path, 3, block_rows=100), "sketch_block"),
         "estimate_error": (lambda: dasketch.estimate_error(
@@ -172,6 +181,8 @@ def _cases(tmp_path):
         "DRP recovery pass": (drp_paper, "recovery_block"),
         "DRP projected problem": (drp_paper, "projected_terms"),
         "cached block read": (lambda: cache_blocks(blocks, True), "read_block"),
+        "DRP multinomial gradient pass": (drp_multinomial, "softmax_evaluate_block"),
+        "DRP multinomial Hessian pass": (drp_multinomial, "softmax_hessian_block"),
         "sparse store pass": (lambda: dasketch.sketch(sparse_path, 3, block_rows=100),
                               "sketch_block"),
     }
@@ -216,7 +227,8 @@ PASSES = ["sketch", "estimate_error", "random projection", "X w", "X^T v",
           "DRP projection pass",
           "DRP gradient pass", "DRP recovery pass", "DRP projected problem",
           "DRP dual variables", "sparse store pass", "cached block read",
-          "folded sketch pass"]
+          "folded sketch pass", "DRP multinomial gradient pass",
+          "DRP multinomial Hessian pass"]
 
 
 def test_masked_anndata_genes_run_without_scikit_learn(worker_runs):

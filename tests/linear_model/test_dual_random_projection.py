@@ -316,7 +316,7 @@ def test_multiclass_one_vs_rest_matches_exact():
     X, y, lam, basis = low_rank_problem(300, 1500, 8, False, seed=4, classes=4)
     labels = np.array(["a", "b", "c", "d"])[y]
     clf = DualRandomProjectionClassifier(alpha=1e-2 * lam, sketch_size=160, tol=1e-10,
-                                         random_state=0).fit(X, labels)
+                                         multi_class="ovr", random_state=0).fit(X, labels)
     ovr = OneVsRestClassifier(_ExactBinaryLogistic(1e-2 * lam, basis)).fit(X, labels)
     assert clf.classes_.tolist() == ["a", "b", "c", "d"]
     for k, est in enumerate(ovr.estimators_):

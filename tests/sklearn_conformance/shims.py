@@ -119,6 +119,7 @@ class _Solving:
     block_rows = None
     split_every = None
     cache = "auto"
+    multi_class = "auto"
 
     def _refuse(self):
         if getattr(self, "positive", False):
@@ -181,7 +182,7 @@ class LogisticRegression(_Solving, DualRandomProjectionClassifier):
     ``tol``, ``max_iter``, ``solver``, ``random_state``, ``dual``,
     ``intercept_scaling``, ``warm_start``, ``verbose`` and ``n_jobs`` are
     ignored; an l1 or elastic-net penalty is refused, none is ``alpha=0``; more than two
-    classes are one-vs-rest)."""
+    classes are multinomial)."""
 
     _dasketch_params = _DRP
     loss = "logistic"

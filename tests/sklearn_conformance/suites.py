@@ -125,14 +125,13 @@ SUITES.update({
              r"\[|^test_logisticregression_liblinear_sample_weight\[.*-params0\]", "skip",
              SOLVER + "an l1 or elastic-net penalty (l1_ratio > 0), out of dasketch's scope "
              "(the shim refuses it)"),
-            (r"^test_multinomial_identifiability_on_iris\[|^test_logistic_cv_multinomial_score"
-             r"\[|^test_logreg_predict_proba_multinomial\[|^test_logistic_glmnet\[|"
-             r"^test_logistic_regression_solvers_multiclass\[|"
-             r"^test_logistic_cv_folds_with_classes_missing\[3-|"
-             r"^test_LogisticRegressionCV_on_folds$", "skip",
-             SOLVER + "the multinomial (softmax) objective of more than two classes; "
-             "dasketch fits them one-vs-rest (test_logistic_glmnet: its binary half passes, "
-             "its three-class half compares with glmnet's multinomial fit)"),
+            (r"^test_logreg_predict_proba_multinomial\[", "skip",
+             SOLVER + "compares predict_proba with scikit-learn's private one-vs-rest "
+             "probabilities (_predict_proba_lr), which the shim does not have"),
+            (r"^test_logistic_cv_multinomial_score\[neg_log_loss-", "skip",
+             SOLVER + "compares the multinomial log loss with lbfgs's at its default tol=1e-4 "
+             "to 6 decimals; lbfgs's is 3.3e-4 from the optimum's, dasketch's matches "
+             "newton-cg's at tol=1e-14"),
             (r"^test_penalty_none\[|^test_c_inf_no_warning\[|"
              r"^test_warm_start_newton_solver\[inf-|"
              r"^test_logistic_regression_solvers_multiclass_unpenalized\[", "skip",

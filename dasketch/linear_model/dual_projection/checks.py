@@ -108,8 +108,9 @@ def _check_targets(y, n, loss):
 
 
 def _warn(result, tol, solver, loss, diverged, lam):
-    relative = np.atleast_1d(result.coef_error_bound) / np.maximum(
-        np.linalg.norm(np.atleast_2d(result.coef), axis=1), np.finfo(float).tiny)
+    with np.errstate(over="ignore"):     # a bound at coef 0 is relatively infinite
+        relative = np.atleast_1d(result.coef_error_bound) / np.maximum(
+            np.linalg.norm(np.atleast_2d(result.coef), axis=1), np.finfo(float).tiny)
     worst = float(np.max(relative))
     if diverged:
         advice = (f"Algorithm 2 stopped contracting at round {result.n_iter}: "
@@ -119,7 +120,7 @@ def _warn(result, tol, solver, loss, diverged, lam):
     elif solver == "paper" and result.n_iter == 1:
         advice = ("this is the one-shot solution (Algorithm 1); use solver='cg' (or more "
                   "rounds, max_iter) for an accurate solution")
-    elif not np.isfinite(worst):
+    elif not np.isfinite(worst) and not np.any(lam):
         warnings.warn(f"unpenalised fit (alpha=0): relative optimality residual "
                       f"{float(np.max(result.optimality_residual)):.3g} > tol={tol:g} after "
                       f"{result.n_iter} Newton steps; increase max_iter, or use alpha > 0",

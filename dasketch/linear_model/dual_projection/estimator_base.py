@@ -91,7 +91,8 @@ _ATTRIBUTES_DOC = """
     history_ : list of dict
         Per iteration: passes so far, optimality residual, objective.
     naive_coef_, naive_intercept_ : ndarray
-        The naive solution ``R z / sqrt(m)`` of the first projected problem.
+        The naive solution ``R z / sqrt(m)`` of the first projected problem (NaN
+        for the multinomial model, fitted from the best constant model).
     best_iteration_ : int
     sketch_size_ : int
         The projection dimension the fit ended with (see ``sketch_size``).
@@ -155,19 +156,26 @@ class _DualRandomProjectionBase(BaseEstimator):
         tags.input_tags.sparse = True
         return tags
 
-    def _solve(self, X, targets, loss, smoothing=1.0, sample_weight=None):
-        result = dual_random_projection(
-            X, targets, loss=loss, alpha=self.alpha, smoothing=smoothing,
-            sketch_size=renamed_parameter(type(self).__name__, "n_components", "sketch_size",
-                                          self.n_components, self.sketch_size, 100),
-            solver=self.solver, tol=self.tol,
-            max_iter=self.max_iter, fit_intercept=self.fit_intercept,
-            block_rows=self.block_rows, split_every=self.split_every,
-            random_state=self.random_state, sample_weight=sample_weight, cache=self.cache)
+    def _solve(self, X, targets, loss, smoothing=1.0, sample_weight=None, solve=None):
+        """Fit through :func:`dual_random_projection`, or through ``solve`` (a
+        function of X, the targets and the shared parameters, returning its
+        result) when given."""
+        sketch_size = renamed_parameter(type(self).__name__, "n_components", "sketch_size",
+                                        self.n_components, self.sketch_size, 100)
+        options = dict(alpha=self.alpha, sketch_size=sketch_size, tol=self.tol,
+                       max_iter=self.max_iter, fit_intercept=self.fit_intercept,
+                       block_rows=self.block_rows, split_every=self.split_every,
+                       random_state=self.random_state, sample_weight=sample_weight,
+                       cache=self.cache)
+        result = solve(X, targets, **options) if solve is not None else \
+            dual_random_projection(X, targets, loss=loss, smoothing=smoothing,
+                                   solver=self.solver, **options)
         dtype = X.dtype if getattr(X, "dtype", None) == np.float32 else np.float64
         self.coef_ = np.asarray(result.coef, dtype=dtype)
         self.intercept_ = np.asarray(result.intercept, dtype=dtype)[()]
-        rounding = np.linalg.norm(np.atleast_2d(self.coef_ - result.coef), axis=1)
+        # one bound for all rows of coef_ when the result has one (multinomial)
+        rounding = np.linalg.norm(np.atleast_2d(self.coef_ - result.coef),
+                                  axis=None if np.size(result.objective) == 1 else 1)
         scalar = (lambda v: float(np.ravel(v)[0])) if np.size(result.objective) == 1 \
             else np.asarray
         self.coef_error_bound_ = scalar(result.coef_error_bound + rounding)

@@ -8,7 +8,7 @@ They hold no client: they compute on the current Dask scheduler (an active
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import expit
+from scipy.special import expit, softmax
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.metaestimators import available_if
@@ -24,6 +24,10 @@ from dasketch.linear_model.dual_projection.estimator_base import (
     _PARAMS_DOC,
     _REFERENCES_DOC,
     _DualRandomProjectionBase,
+)
+from dasketch.linear_model.dual_projection.multinomial import (
+    check_multi_class,
+    multinomial_logistic_regression,
 )
 from dasketch.utils._sklearn_compat import SparseCoefMixin, StrOptions, check_y
 from dasketch.utils.validation import validate_input
@@ -141,12 +145,16 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
     __doc__ = """Linear classifier by dual random projection (Zhang et al., COLT 2013).
 
     Minimises ``alpha/2 ||w||^2 + sum_i l(y_i (x_i^T w + b))`` with labels mapped
-    to ``{-1, +1}``; more than two classes are fitted one-vs-rest, all classes
-    sharing the projection and every pass over X. Losses:
+    to ``{-1, +1}``. More than two classes are fitted by the multinomial
+    (softmax) model with the logistic loss, as ``LogisticRegression``
+    (``multi_class``; :mod:`dasketch.linear_model.dual_projection.multinomial`),
+    and one-vs-rest otherwise, all classes sharing the projection and every
+    pass over X. Losses:
 
     * ``"logistic"``: ``log(1 + exp(-u))``; the minimiser is that of
-      ``LogisticRegression(C=1/alpha)`` (binary) or of ``OneVsRestClassifier``
-      around it.
+      ``LogisticRegression(C=1/alpha)`` (binary, and multinomial for more
+      classes), or of ``OneVsRestClassifier`` around it with
+      ``multi_class="ovr"``.
     * ``"smoothed_hinge"``: 0 for ``u >= 1``, ``1 - u - s/2`` for ``u <= 1 - s``,
       ``(1 - u)^2 / (2 s)`` between (``s = smoothing``).
     * ``"squared"``: ``(1 - u)^2 / 2``, i.e. ``Ridge(alpha)`` on ``+-1`` targets.
@@ -155,13 +163,16 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
     times the weight of its class from ``class_weight``).
 
     Differences from ``LogisticRegression``: ``alpha = 1 / C`` (``alpha=0``
-    for ``C=np.inf``, no penalty); more than two classes are always
-    one-vs-rest (never multinomial), and
-    ``predict_proba`` normalises the one-vs-rest sigmoids; ``class_weight=
-    "balanced"`` weighs the classes of the multiclass labels (by their weighted
-    counts, as ``LogisticRegression``), the same weights in every one-vs-rest
-    problem (``OneVsRestClassifier`` balances each binary problem); ``tol`` is
-    the certified relative accuracy of ``coef_`` (``coef_error_bound_``).
+    for ``C=np.inf``, no penalty); ``multi_class`` chooses between the
+    multinomial model and one-vs-rest (scikit-learn, which has no such
+    parameter, wraps ``LogisticRegression`` in ``OneVsRestClassifier`` for
+    the latter); one-vs-rest ``predict_proba`` normalises the sigmoids, and
+    ``class_weight="balanced"`` weighs the classes of the multiclass labels (by
+    their weighted counts, as ``LogisticRegression``), the same weights in
+    every one-vs-rest problem (``OneVsRestClassifier`` balances each binary
+    problem); ``tol`` is the certified relative accuracy of ``coef_``
+    (``coef_error_bound_``, over all classes together for the multinomial
+    model).
 
     Parameters
     ----------""" + _ALPHA_DOC + """
@@ -172,13 +183,28 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
     class_weight : "balanced" or dict, optional
         Weights of the classes, multiplied into ``sample_weight`` (see
         :func:`sklearn.utils.class_weight.compute_class_weight`, given the
-        sample weights, as in ``LogisticRegression``); default all 1.""" + _PARAMS_DOC + """
+        sample weights, as in ``LogisticRegression``); default all 1.
+    multi_class : {"auto", "multinomial", "ovr"}, default "auto"
+        How more than two classes are fitted: ``"multinomial"``, the softmax
+        model (logistic loss and ``solver="cg"`` only: the other losses have
+        none, and Algorithm 2 is one-vs-rest; either is refused with
+        ``InvalidParameterError``); ``"ovr"``, one binary model per class;
+        ``"auto"``, multinomial where it is allowed, one-vs-rest otherwise.
+        Two classes are one binary model either way.""" + _PARAMS_DOC + """
     Attributes
     ----------
     classes_ : ndarray (n_classes,)
     coef_ : ndarray (1, n_features) or (n_classes, n_features)
         float32 for float32 X, as ``decision_function`` and ``predict_proba``.
-    intercept_ : ndarray (1,) or (n_classes,)""" + _ATTRIBUTES_DOC + """
+    intercept_ : ndarray (1,) or (n_classes,)
+        Summing to 0 for the multinomial model (the softmax does not change
+        when every intercept is shifted by one constant), as ``LogisticRegression``;
+        ``-inf`` for a class of no weight (``class_weight`` or ``sample_weight``
+        0), with its ``coef_`` 0: the limit the objective approaches, its
+        probability 0.
+    multi_class_ : {"multinomial", "ovr"}
+        How the classes were fitted (``"ovr"`` for two classes: one binary
+        model).""" + _ATTRIBUTES_DOC + """
     See Also
     --------
     dual_random_projection : The solver, with its result and certificate.
@@ -201,12 +227,13 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
         **_DualRandomProjectionBase._parameter_constraints,
         **LOSS_CONSTRAINTS,
         "class_weight": [StrOptions({"balanced"}), dict, None],
+        "multi_class": [StrOptions({"auto", "multinomial", "ovr"})],
     }
 
     def __init__(self, alpha=1.0, *, loss="logistic", smoothing=1.0, class_weight=None,
-                 sketch_size=100, solver="cg", tol=1e-6, max_iter=100, fit_intercept=True,
-                 block_rows=None, split_every=None, random_state=None, cache="auto",
-                 n_components=DEPRECATED):
+                 multi_class="auto", sketch_size=100, solver="cg", tol=1e-6, max_iter=100,
+                 fit_intercept=True, block_rows=None, split_every=None, random_state=None,
+                 cache="auto", n_components=DEPRECATED):
         super().__init__(alpha=alpha, sketch_size=sketch_size, solver=solver, tol=tol,
                          max_iter=max_iter, fit_intercept=fit_intercept,
                          block_rows=block_rows, split_every=split_every,
@@ -214,9 +241,10 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
         self.loss = loss
         self.smoothing = smoothing
         self.class_weight = class_weight
+        self.multi_class = multi_class
 
     def fit(self, X, y, sample_weight=None):
-        """Fit one linear model per class (one for two classes).
+        """Fit the multinomial model, or one binary model per class (``multi_class``).
 
         Parameters
         ----------
@@ -224,7 +252,7 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
             A numpy array, pandas DataFrame, scipy.sparse matrix, Dask array,
             zarr array or zarr path.
         y : array-like of shape (n_samples,)
-            Class labels, two or more classes (one-vs-rest).
+            Class labels, two or more classes.
         sample_weight : array-like of shape (n_samples,), optional
             Weights ``>= 0`` of the loss terms; default all 1.
 
@@ -234,6 +262,7 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
             The fitted estimator.
         """
         self._validate_params()
+        multinomial = check_multi_class(self.multi_class, self.loss, self.solver)
         X, y = validate_input(self, X, y, reset=True)
         check_classification_targets(y)
         classes, codes = np.unique(y, return_inverse=True)
@@ -249,7 +278,11 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
             sample_weight = check_weights(sample_weight, y.shape[0])
             sample_weight = sample_weight * compute_class_weight(
                 self.class_weight, classes=classes, y=y, sample_weight=sample_weight)[codes]
-        self._solve(X, targets, self.loss, self.smoothing, sample_weight)
+        multinomial = multinomial and classes.size > 2
+        self.multi_class_ = "multinomial" if multinomial else "ovr"
+        self._solve(X, codes if multinomial else targets, self.loss, self.smoothing,
+                    sample_weight, solve=multinomial_logistic_regression if multinomial
+                    else None)
         self.n_iter_ = np.array([self.n_iter_])     # as LogisticRegression
         return self
 
@@ -301,10 +334,14 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
         Returns
         -------
         ndarray of shape (n_samples, n_classes)
-            ``sigmoid(X w + b)`` for two classes, normalised one-vs-rest sigmoids
-            otherwise (as scikit-learn's one-vs-rest).
+            ``sigmoid(X w + b)`` for two classes, the softmax of the scores for
+            the multinomial model, normalised one-vs-rest sigmoids otherwise (as
+            scikit-learn's one-vs-rest).
         """
-        p = expit(np.asarray(self._decision(X)))
+        scores = np.asarray(self._decision(X))
+        if self.multi_class_ == "multinomial":
+            return softmax(scores, axis=1)
+        p = expit(scores)
         if p.ndim == 1:
             return np.column_stack([1.0 - p, p])
         return p / p.sum(axis=1, keepdims=True)
