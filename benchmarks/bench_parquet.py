@@ -139,7 +139,7 @@ def plot(report, path):
     right.set_ylabel("peak resident memory above imports, MiB")
     right.set_title(f"one block + row group: {report['block_read_mib']:.0f} MiB", fontsize=9)
     for ax in (left, right):
-        ax.tick_params(axis="x", labelsize=8)
+        ax.tick_params(axis="x", labelsize=8, labelrotation=15)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

@@ -277,14 +277,16 @@ class ParquetReader:
         shape, groups = source.shape, source.offsets
         rows = options.dense_rows(shape)
         offsets = tuple(range(0, shape[0], rows)) + (shape[0],)
+        # A task holds its block and a row group as Arrow; one reading a whole row
+        # group also holds that group as numpy.
+        row_bytes = shape[1] * source.dtype.itemsize
         largest_group = int(np.diff(groups).max())
-        read_bytes = (largest_group + rows) * shape[1] * source.dtype.itemsize
         if decoded_rows(offsets, groups) <= MAX_DECODED * shape[0]:
             reader = (source, ParquetRows(options.name))
             return RowBlocks(reader_blocks(offsets, reader), offsets, shape[1], source.dtype,
-                             False, read_bytes, reader)
+                             False, (largest_group + rows) * row_bytes, reader)
         return RowBlocks(group_blocks(source, offsets, options.name), offsets, shape[1],
-                         source.dtype, False, read_bytes)
+                         source.dtype, False, (2 * largest_group + rows) * row_bytes)
 
 
 # A block task reads the row groups that hold its rows while that decodes at most
