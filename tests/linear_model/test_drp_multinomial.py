@@ -17,10 +17,10 @@ from scipy.special import logsumexp, softmax
 from sklearn.datasets import load_iris
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils._param_validation import InvalidParameterError
 
 from dasketch.linear_model import DualRandomProjectionClassifier
 from dasketch.linear_model.dual_projection.multinomial import bound_parts
+from dasketch.utils._sklearn_compat import InvalidParameterError
 
 
 def exact(X, y, alpha, sample_weight=None, **kwargs):

@@ -37,7 +37,6 @@ import dataclasses
 import numpy as np
 import scipy.linalg
 from scipy.special import logsumexp, softmax
-from sklearn.utils._param_validation import InvalidParameterError
 
 from dasketch._blocks import as_row_blocks, cache_blocks, run_eagerly
 from dasketch.kernels.embeddings import resolve_seed
@@ -55,6 +54,7 @@ from dasketch.linear_model.dual_projection.softmax_preconditioner import (
 )
 from dasketch.linear_model.dual_projection.solvers import ROUNDING, STALL, STEPS, record
 from dasketch.linear_model.dual_projection.unpenalised import separable, warn_separable
+from dasketch.utils._sklearn_compat import InvalidParameterError
 
 __all__ = ["check_multi_class", "multinomial_logistic_regression"]
 
