@@ -298,3 +298,30 @@ def test_product_rounding_is_the_derived_gamma():
     from dasketch.kernels.certificates import product_rounding
 
     assert product_rounding(sketch) == k / (1 - k) * (5.0 + sketch.alpha)
+
+
+def test_worst_case_rounding_terms_are_the_derived_ones():
+    """Rounding terms whose worst case no float64 run reaches (summation errors
+    grow as ``sqrt(n) u`` in practice, against Higham's ``gamma_n``): each is the
+    constant its docstring derives, with no factor to spare."""
+    from dasketch.kernels.sketch_checks import (
+        centring_rounding,
+        mean_error_bound,
+        merge_centring_rounding,
+    )
+    from dasketch.kernels.sparse_fd import randomized_rounding
+    from dasketch.kernels.shrink import shrink_rounding
+
+    n, frobenius_sq, mean = 1000, 4.0, np.array([3.0, 4.0])  # ||mean|| = 5
+    g = 6 * n * EPS / 2 / (1 - 6 * n * EPS / 2)  # gamma_{6n}
+    error = g * (5.0 + math.sqrt(frobenius_sq / n)) / (1 - g)
+    assert mean_error_bound(n, frobenius_sq, mean) == error
+    assert centring_rounding(n, frobenius_sq, mean) == n * error ** 2 + 1.5 * EPS * frobenius_sq
+    part = Sketch(B=np.zeros((0, 2)), shrinkage=0.0, n_rows=n, sketch_size=4, method="fd",
+                  frobenius_sq=frobenius_sq, mean=mean)
+    correction = np.array([[6.0, 8.0]])  # norm 10
+    e = math.sqrt(n) * 2 * error + 2 * EPS * 10.0
+    assert merge_centring_rounding([part], correction, n, frobenius_sq, mean) == \
+        (2 * 10.0 + e) * e
+    assert randomized_rounding(n, 50, 7, 3.0) == \
+        2 * shrink_rounding(n, 50, 3.0) + 4 * 7 * EPS * 3.0
