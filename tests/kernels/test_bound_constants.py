@@ -304,13 +304,13 @@ def test_worst_case_rounding_terms_are_the_derived_ones():
     """Rounding terms whose worst case no float64 run reaches (summation errors
     grow as ``sqrt(n) u`` in practice, against Higham's ``gamma_n``): each is the
     constant its docstring derives, with no factor to spare."""
+    from dasketch.kernels.shrink import shrink_rounding
     from dasketch.kernels.sketch_checks import (
         centring_rounding,
         mean_error_bound,
         merge_centring_rounding,
     )
     from dasketch.kernels.sparse_fd import randomized_rounding
-    from dasketch.kernels.shrink import shrink_rounding
 
     n, frobenius_sq, mean = 1000, 4.0, np.array([3.0, 4.0])  # ||mean|| = 5
     g = 6 * n * EPS / 2 / (1 - 6 * n * EPS / 2)  # gamma_{6n}
