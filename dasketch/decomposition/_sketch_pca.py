@@ -64,7 +64,9 @@ class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, BasePCA):
         defaults work on data of any size. ``"exact"`` is ``n_features + 1``
         whatever the rows: nothing is shrunk away, ``error_bound`` is the float64
         rounding term alone and the results are exact PCA's
-        up to rounding, at ``O(n d^2)`` time and ``d^2`` memory.
+        up to rounding (every singular value to about ``eps sigma_1``, as an SVD
+        of the data: an ill-conditioned stack is factored by QR, not through its
+        Gram matrix), at ``O(n d^2)`` time and ``d^2`` memory.
     method : {"rfd", "fd"}, default "rfd"
         Robust Frequent Directions or Frequent Directions (see
         :func:`dasketch.sketch`).

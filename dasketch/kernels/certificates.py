@@ -161,17 +161,26 @@ def _column_norms(matrix):
 
 def product_rounding(sketch):
     """Bound on ``||fl(E omega) - E omega|| / ||omega||`` for the products of
-    :func:`error_from_products`.
+    :func:`error_from_products`: ``gamma_k (||X||_F^2 + alpha)`` with
+    ``gamma_k = k u / (1 - k u)``, ``u = eps / 2`` and ``k = n + 3 d + l + 9``.
 
-    ``X^T (X omega)`` (inner dimensions ``d``, then ``n`` summed over blocks),
-    ``B^T (B omega)`` (``d``, then ``l``) and the centring term are each exact up to
-    ``gamma_k`` times the product of the absolute values, whose norm is at most
-    ``||X||_F^2`` (the raw rows: ``||A||_F^2 + n ||mu||^2`` when centred) or
-    ``||B||_F^2 <= ||X||_F^2`` per unit vector. Their sum is at most
-    ``(n + 2 d + l + 4) eps ||X||_F^2 + eps alpha``, doubled for second-order terms.
+    With Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., 2002
+    (eq. (3.5) for a product, Lemma 3.3 for ``gamma_j + gamma_k + gamma_j gamma_k
+    <= gamma_{j+k}``): ``X^T (X omega)`` (inner dimensions ``d``, then ``n`` summed
+    over blocks in any order) is exact up to ``gamma_{n+d} |X|^T |X| |omega|``,
+    ``B^T (B omega)`` up to ``gamma_{l+d} |B|^T |B| |omega|`` and the centring term
+    ``n mu (mu^T omega)`` up to ``gamma_{d+2}`` times its absolute value; the three
+    subtractions that combine them and ``(alpha - alpha0) omega`` add ``gamma_3``
+    to each. The norms of the absolute products are at most ``||X||_F^2`` (the raw
+    rows: ``||A||_F^2 + n ||mu||^2`` when centred), ``||B||_F^2 <= ||X||_F^2`` and
+    ``n ||mu||^2 <= ||X||_F^2`` per unit vector, so the sum is at most
+    ``gamma_{n+3d+l+9} (||X||_F^2 + alpha)``. No slack is left: a product rounded
+    as badly as (3.5) allows, on rank-one data with ``n`` much larger than ``d``
+    and ``l``, reaches more than half of it.
     """
     n, d, l = sketch.n_rows, sketch.n_features, sketch.sketch_size
     raw_norm_sq = sketch.frobenius_sq
     if sketch.centered:
         raw_norm_sq += n * float(sketch.mean @ sketch.mean)
-    return 2.0 * EPS * ((n + 2 * d + l + 4) * raw_norm_sq + sketch.alpha)
+    k = (n + 3 * d + l + 9) * EPS / 2
+    return k / (1.0 - k) * (raw_norm_sq + sketch.alpha)

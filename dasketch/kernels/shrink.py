@@ -35,6 +35,10 @@ _EIGH_FLOPS = 4.0
 # Flop equivalents of reading one float64 from memory in a skinny product (one
 # product X G with l = 32 columns, 32 flops per value read, is about balanced).
 _FLOPS_PER_VALUE_READ = 12.0
+# When nothing is shrunk away (l > d), a Gram whose smallest eigenvalue is below
+# this fraction of its largest gives the small singular values to worse than about
+# d eps / (2 GRAM_FLOOR) relative: the rows are then taken from a QR of the stack.
+GRAM_FLOOR = 1e-6
 # How much dearer than the cheapest chunk a larger chunk may be (fewer shrinks mean
 # a smaller Delta). Dense rows absorbed through the row Gram get a tighter slack: the
 # chunk Gram's cost grows linearly with the chunk there, and 2x would buy a b x b
@@ -61,7 +65,11 @@ def shrink(top, extra, sketch_size, *, return_extra_norm=False, top_orthogonal=F
     If C has fewer than ``l`` rows it is returned unchanged with ``delta = 0``.
 
     The SVD is taken from the eigendecomposition of the smaller Gram matrix,
-    ``C C^T`` (r x r) or ``C^T C`` (d x d). On the row side the new rows are
+    ``C C^T`` (r x r) or ``C^T C`` (d x d). When ``l > d`` (nothing is shrunk),
+    ``extra`` is dense and the Gram's condition exceeds ``1 / GRAM_FLOOR``, the
+    rows are those of the stack's own SVD (:func:`_stack_singular_rows`),
+    accurate to ``eps sigma_1`` in every singular value: the exact sketch keeps
+    PCA's near-null directions. On the row side the new rows are
     ``diag(sqrt(max(1 - delta / s_i^2, 0))) U^T C``, which never divides by a
     small singular value. ``extra`` may be scipy.sparse: it is only used in
     products, never densified (O(nnz l) work).
@@ -137,9 +145,34 @@ def shrink(top, extra, sketch_size, *, return_extra_norm=False, top_orthogonal=F
         delta = float(eigvals[keep]) if keep < d else 0.0
         lead = eigvals[:keep] - delta
         positive = lead > 0
-        new = np.sqrt(lead[positive])[:, None] * eigvecs[:, :keep][:, positive].T
+        if keep >= d and not sparse_extra and eigvals[-1] < GRAM_FLOOR * eigvals[0]:
+            # Nothing is shrunk away, and the Gram has lost the small singular
+            # values' relative accuracy: the rows come from the stack's own SVD.
+            new = _stack_singular_rows(top, extra)
+        else:
+            new = np.sqrt(lead[positive])[:, None] * eigvecs[:, :keep][:, positive].T
     new = _positive_largest_entries(np.ascontiguousarray(new))
     return (new, delta, extra_norm) if return_extra_norm else (new, delta)
+
+
+def _stack_singular_rows(top, extra):
+    """``S V^T`` of the thin SVD of the stack ``[top; extra]`` (r x d), zero rows
+    left out: ``R`` of Householder QRs over panels of ``8 d`` rows (TSQR: LAPACK's
+    ``dgeqrf`` of a tall stack at once is several times slower), then the SVD of
+    ``R``. Backward stable: every singular value to ``eps sigma_1``, as
+    :class:`sklearn.decomposition.IncrementalPCA`'s, where a Gram matrix gives
+    ``eps sigma_1^2 / sigma_i``."""
+    d = top.shape[1]
+    R, panel = top, 8 * d
+    for start in range(0, extra.shape[0], panel):
+        R = np.linalg.qr(np.vstack([R, extra[start:start + panel]]), mode="r")
+    try:
+        _, values, Vt = scipy.linalg.svd(R, full_matrices=False, check_finite=False)
+    except np.linalg.LinAlgError:
+        _, values, Vt = scipy.linalg.svd(R, full_matrices=False, check_finite=False,
+                                         lapack_driver="gesvd")
+    positive = values > 0
+    return values[positive, None] * Vt[positive]
 
 
 def _gram_eigh(gram):
@@ -182,7 +215,12 @@ def shrink_rounding(n_stack, n_features, stack_norm_sq):
       ||G||_2``; ``p(m) = 4 m`` is taken;
     * the new rows ``W^T C`` (inner dimension ``r``) are exact up to ``gamma_r``
       relative, which enters ``B^T B`` twice; dropping the off-diagonal of the top
-      rows' Gram (``top_orthogonal``) discards entries of the same order.
+      rows' Gram (``top_orthogonal``) discards entries of the same order;
+    * when ``l > d`` and the Gram is ill-conditioned, the rows are the stack's SVD ``S V^T``
+      (Householder QR, then the SVD of ``R``), backward stable with error ``p
+      eps ||C||_2`` (LAPACK Users' Guide, Section 4.9; Higham, Theorem 19.4),
+      which enters ``B^T B`` twice: with ``p`` taken as ``r + d + 4 min(r, d)``,
+      the same bound.
 
     The sum, ``(k + 2 r + 4 m) eps ||C||_F^2`` to first order, is doubled for the
     second-order terms and for ``k <= r + d``. A stack of fewer than ``l`` rows is

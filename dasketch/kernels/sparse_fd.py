@@ -60,6 +60,7 @@ from dasketch.kernels.certificates import (  # noqa: F401 - re-exported
 from dasketch.kernels.frequent_directions import Sketch, sketch_rows
 from dasketch.kernels.shrink import EPS, check_finite_rows, shrink, shrink_rounding
 from dasketch.kernels.sketch_checks import (
+    centring_rounding,
     check_sketch_parameters,
     checked_mass,
     scaled_mean,
@@ -79,8 +80,10 @@ POWER_ITERATIONS = 4
 
 # ------------------------------------------------------------ the row operator
 # Blocks whose largest entry is within 2**+-FLOAT32_SAFE_EXPONENT go to float32 as they
-# are; products of a few thousand such entries stay far inside float32's 2**+-126.
-FLOAT32_SAFE_EXPONENT = 48
+# are. A power iteration multiplies by C^T C twice before it orthonormalises (Y^T Y),
+# raising the scale to its fourth power: 2**64 leaves 2**62 for the sums of products
+# inside float32's 2**+-126.
+FLOAT32_SAFE_EXPONENT = 16
 
 class _CenteredRows:
     """``C = X - 1 mu^T`` (mu may be None) applied without densifying ``X``, in
@@ -275,7 +278,12 @@ def _sketch_active_columns(rows, sketch_size, method, alpha0, center, failure_pr
                            row_offset=row_offset)
     check_finite_rows(rows, row_offset)
     mean = scaled_mean(rows) if center else None
-    operator = _CenteredRows(rows, mean)
+    if center and not sparse:
+        # Dense rows are centred before any product: the products then round in
+        # proportion to the centred rows, not to ``n ||mu||^2`` (a mean of 1e12 and
+        # unit spread would otherwise leave a rounding term 1e24 times the data's).
+        rows = rows - mean
+    operator = _CenteredRows(rows, mean if sparse else None)
     rng = np.random.default_rng([int(seed), int(row_offset)])
     B = randomized_shrink(operator, d, sketch_size, rng, power_iterations)
 
@@ -285,17 +293,26 @@ def _sketch_active_columns(rows, sketch_size, method, alpha0, center, failure_pr
     theta, bound, steps = certified_largest_eigenvalue(loss_vec, d, failure_probability, rng)
     values = rows.data if sparse else rows
     raw_norm_sq = float(np.einsum("i,i->", values.ravel(), values.ravel()))
-    frobenius_sq = raw_norm_sq
-    if center:
-        frobenius_sq = max(raw_norm_sq - n_rows * float(mean @ mean), 0.0)
+    frobenius_sq = _centred_sparse_norm_sq(rows, mean) if center and sparse else raw_norm_sq
     frobenius_sq = checked_mass(frobenius_sq, lambda: scaled_norm(values),
                                 f"the block of rows [{row_offset}, {row_offset + n_rows})")
+    rounding = randomized_rounding(n_rows, d, steps, raw_norm_sq)
+    if center:
+        rounding += centring_rounding(n_rows, frobenius_sq, mean)
     empty = Sketch.empty(d, sketch_size, method=method, alpha0=alpha0, center=center)
     return replace(empty, B=B, shrinkage=theta, n_rows=n_rows, mean=mean,
                    frobenius_sq=frobenius_sq, shrinkage_bound=bound,
                    failure_probability=failure_probability,
-                   rounding=randomized_rounding(n_rows, d, steps, raw_norm_sq),
-                   _svd=[])
+                   rounding=rounding, _svd=[])
+
+
+def _centred_sparse_norm_sq(rows, mean):
+    """``||C - 1 mu^T||_F^2`` of sparse rows, summed as the squares of the centred
+    nonzeros plus ``mu_j^2`` for every zero of column ``j``: no cancellation of the
+    raw norm against ``n ||mu||^2``, never densified."""
+    centred = rows.data - mean[rows.indices]
+    zeros = rows.shape[0] - np.bincount(rows.indices, minlength=rows.shape[1])
+    return float(np.einsum("i,i->", centred, centred) + zeros @ (mean * mean))
 
 
 def randomized_rounding(n_rows, n_features, steps, data_norm_sq):

@@ -73,18 +73,44 @@ def error_bound(precond, x, residual, gradient, targets_norm):
 
 def _outside_sketch(precond, full_gradient, residual):
     """Per target, whether ``A^T r`` has a part outside the row space of the
-    sketch beyond ten times what rounding (``u sqrt(n) F ||r||``) and the
-    directions dropped as numerically null (singular values below
-    ``max(n, d) eps`` times the largest, which the embedding may shrink by
-    ``_EMBEDDING_SLACK``) can put there: the sketch then lost directions of the
-    row space of ``A`` that the targets see, and the error bound, which assumes
-    that it spans them, does not hold."""
-    n, d = residual.shape[0], full_gradient.shape[0]
+    sketch beyond what rounding and the directions dropped as numerically null
+    can put there (:func:`outside_allowance`): the sketch then lost directions of
+    the row space of ``A`` that the targets see, and the error bound, which
+    assumes that it spans them, does not hold."""
     V = precond.basis * precond.singular_values[:precond.rank]   # orthonormal
     part = np.linalg.norm(full_gradient - V @ (V.T @ full_gradient), axis=0)
+    return part > outside_allowance(precond, full_gradient, residual)
+
+
+def _gamma(k):
+    """Higham's ``gamma_k = k u / (1 - k u)``, ``u = eps / 2``."""
+    ku = k * np.finfo(np.float64).eps / 2
+    return ku / (1.0 - ku)
+
+
+def outside_allowance(precond, full_gradient, residual):
+    """The most of the computed ``A^T r`` that rounding and the directions dropped
+    as numerically null can put outside the sketch's row space, per target.
+
+    Three terms (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd
+    ed., 2002, eq. (3.5) and Lemma 3.3): ``fl(A^T r)`` is within ``gamma_{n+2}
+    |A|^T |r|`` of ``A^T r`` (inner dimension ``n``, one rounding more for the
+    centring term and one for the weights), of norm at most ``gamma_{n+2} F
+    ||r||``, ``F`` the Frobenius norm of the weighted rows before centring plus
+    ``sqrt(sum w) ||m||``; the directions dropped as null (singular values of
+    ``S A`` below ``max(n, d) eps sigma_1``, which the embedding may shrink by
+    ``_EMBEDDING_SLACK``) carry at most ``_EMBEDDING_SLACK max(n, d) eps sigma_1
+    ||r||`` of it; and the projection ``g - V (V^T g)`` on the ``k`` orthonormal
+    columns ``V`` rounds by at most ``gamma_{d+k+2} (2 sqrt(k) + 1) ||g||``
+    (``|| |V| ||_2 <= sqrt(k)``). The sum is the threshold itself, with no
+    factor of safety: a part of the gradient outside the sketch that exceeds it
+    cannot be rounding.
+    """
+    n, d = residual.shape[0], full_gradient.shape[0]
+    k = precond.rank
     frobenius = precond.frobenius + (0.0 if precond.mean is None else
                                      np.sqrt(precond.weight_sum) * np.linalg.norm(precond.mean))
     dropped = (_EMBEDDING_SLACK * max(n, d) * np.finfo(np.float64).eps
                * precond.singular_values[0])
-    allowed = (_ROUNDING * np.sqrt(n) * frobenius + dropped) * np.linalg.norm(residual, axis=0)
-    return part > 10.0 * allowed
+    return ((_gamma(n + 2) * frobenius + dropped) * np.linalg.norm(residual, axis=0)
+            + _gamma(d + k + 2) * (2 * np.sqrt(k) + 1) * np.linalg.norm(full_gradient, axis=0))

@@ -205,7 +205,8 @@ def test_error_estimate_upper_end_misses_at_most_as_often_as_it_states():
     norm 1: the upper end ``c sqrt(2/pi) max |u^T w_i|`` misses with probability
     about ``c ** -2``. With ``c = 10`` the count of misses is what a failure
     probability of ``10 ** -2`` allows; with ``c = 5`` it would be about 390,
-    beyond that claim at a p-value below ``1e-50``."""
+    beyond that claim at a p-value below ``1e-50``, and with ``c = 20`` about 25,
+    a claim four times too weak."""
     from threadpoolctl import threadpool_limits
 
     d, draws = 3, 10_000
@@ -223,7 +224,9 @@ def test_error_estimate_upper_end_misses_at_most_as_often_as_it_states():
             misses += estimate.upper < 1.0
     claim = estimate.failure_probability
     assert claim == 1e-2
-    assert misses > 0  # the constant is not larger than it needs to be by far
+    # The claim is tight: the miss rate is about 0.0997 ** 2 = claim, so a constant
+    # of 20 (rate about claim / 4, some 25 misses) would overstate it.
+    assert scipy.stats.binom.sf(misses - 1, draws, claim / 4) < 1e-6, misses
     # One-sided binomial test of "miss rate <= claim".
     assert scipy.stats.binom.sf(misses - 1, draws, claim) > 1e-6, misses
 
@@ -260,3 +263,65 @@ def test_error_estimate_of_a_centred_sketch_counts_the_rounding_of_the_mean():
         omega = rng.standard_normal((6, 5))
         estimate = error_from_products(sketch, omega, A.T @ (A @ omega))
         assert estimate.lower <= error <= estimate.upper, (seed, estimate, error)
+
+
+def test_error_estimate_lower_end_allows_the_worst_rounding_of_the_products():
+    """``A`` of ``n = 2500`` equal rows ``y = (1, 2, 2)`` and the exact sketch
+    ``B = 50 y`` (the error is exactly 0), seen through ``omega = y``. The product
+    ``A^T (A omega)`` is handed over rounded as badly as Higham's eq. (3.5)
+    allows, ``gamma_{n+d} |A|^T |A| |omega|`` upwards: the lower end must stay 0.
+    That perturbation is ``gamma_{n+3}`` of ``gamma_{n+3d+l+9}`` of
+    :func:`product_rounding`, so half of that rounding term would not cover it."""
+    from dasketch.kernels.certificates import product_rounding
+
+    n, y = 2500, np.array([1.0, 2.0, 2.0])
+    sketch = Sketch(B=50.0 * y[None, :], shrinkage=0.0, n_rows=n, sketch_size=8,
+                    method="fd", frobenius_sq=n * 9.0)
+    omega = y[:, None]
+    k = (n + 3) * EPS / 2
+    exact = n * np.outer(y, y) @ omega
+    worst = exact + k / (1 - k) * (n * np.outer(np.abs(y), np.abs(y)) @ np.abs(omega))
+    estimate = error_from_products(sketch, omega, worst)
+    assert estimate.lower == 0.0
+    assert estimate.upper > 0.0
+    # The perturbation is more than half of the allowance (which therefore has no
+    # factor of 2 to spare) and within it.
+    seen = np.linalg.norm(worst - exact) / np.linalg.norm(omega)
+    assert 0.5 * product_rounding(sketch) < seen <= product_rounding(sketch)
+
+
+def test_product_rounding_is_the_derived_gamma():
+    n, d, l = 1000, 20, 8
+    sketch = Sketch(B=np.ones((3, d)), shrinkage=0.0, n_rows=n, sketch_size=l,
+                    method="fd", frobenius_sq=5.0)
+    k = (n + 3 * d + l + 9) * EPS / 2
+    from dasketch.kernels.certificates import product_rounding
+
+    assert product_rounding(sketch) == k / (1 - k) * (5.0 + sketch.alpha)
+
+
+def test_worst_case_rounding_terms_are_the_derived_ones():
+    """Rounding terms whose worst case no float64 run reaches (summation errors
+    grow as ``sqrt(n) u`` in practice, against Higham's ``gamma_n``): each is the
+    constant its docstring derives, with no factor to spare."""
+    from dasketch.kernels.shrink import shrink_rounding
+    from dasketch.kernels.sketch_checks import (
+        centring_rounding,
+        mean_error_bound,
+        merge_centring_rounding,
+    )
+    from dasketch.kernels.sparse_fd import randomized_rounding
+
+    n, frobenius_sq, mean = 1000, 4.0, np.array([3.0, 4.0])  # ||mean|| = 5
+    g = 6 * n * EPS / 2 / (1 - 6 * n * EPS / 2)  # gamma_{6n}
+    error = g * (5.0 + math.sqrt(frobenius_sq / n)) / (1 - g)
+    assert mean_error_bound(n, frobenius_sq, mean) == error
+    assert centring_rounding(n, frobenius_sq, mean) == n * error ** 2 + 1.5 * EPS * frobenius_sq
+    part = Sketch(B=np.zeros((0, 2)), shrinkage=0.0, n_rows=n, sketch_size=4, method="fd",
+                  frobenius_sq=frobenius_sq, mean=mean)
+    correction = np.array([[6.0, 8.0]])  # norm 10
+    e = math.sqrt(n) * 2 * error + 2 * EPS * 10.0
+    assert merge_centring_rounding([part], correction, n, frobenius_sq, mean) == \
+        (2 * 10.0 + e) * e
+    assert randomized_rounding(n, 50, 7, 3.0) == \
+        2 * shrink_rounding(n, 50, 3.0) + 4 * 7 * EPS * 3.0

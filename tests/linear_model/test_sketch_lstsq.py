@@ -142,15 +142,15 @@ def test_a_solution_outside_the_sketch_is_not_certified(monkeypatch):
         assert res.rank == 0 and res.coef_error_bound == np.inf
 
 
-@pytest.mark.parametrize("part", [1.1e-5, 1e-3])
+@pytest.mark.parametrize("part", [1.5e-6, 1e-3])
 def test_a_target_just_outside_the_sketch_is_not_certified(monkeypatch, part):
     """``A`` of rank 5 whose smallest singular value ``1e-6`` the sketch loses (its
     factorisation made to drop one direction), and ``b`` with a part ``c`` along
     that direction: ``A^T r`` then has a part ``1e-6 c`` outside the sketch's row
-    space, ``1.1e-11`` or ``1e-9`` of ``||r||``, where rounding and the directions
-    dropped as null account for at most about ``8e-13`` (tenfold: ``8e-12``).
-    The solution misses ``c / 1e-6`` (11 or 1000) of ``x*``: the bound must not
-    be finite."""
+    space, ``1.5e-12`` or ``1e-9`` of ``||r||``, where rounding and the directions
+    dropped as null account for at most ``9.6e-13`` (1.56 times less than the
+    first: twice that allowance would let it through). The solution misses
+    ``c / 1e-6`` (1.5 or 1000) of ``x*``: the bound must not be finite."""
     from dasketch.linear_model import preconditioning
 
     factored = preconditioning._factored
@@ -171,3 +171,35 @@ def test_a_target_just_outside_the_sketch_is_not_certified(monkeypatch, part):
     error = np.linalg.norm(res.x - np.linalg.lstsq(A, b, rcond=None)[0])
     assert res.rank == 4 and error == pytest.approx(part / 1e-6, rel=1e-6)
     assert res.coef_error_bound >= error
+
+
+def test_a_direction_dropped_as_null_is_not_taken_for_a_lost_one():
+    """The worst case of a direction the sketch rightly drops: ``A`` with singular
+    values 1 and ``s`` just under ``_EMBEDDING_SLACK max(n, d) eps``, the
+    embedding shrinking the second by the whole slack (below the rank threshold),
+    and the residual along its left vector. ``A^T r`` then has a part ``s ||r||``
+    outside the sketch, 0.79 of the allowance: it must not be flagged, and half
+    the allowance would flag it."""
+    from types import SimpleNamespace
+
+    from dasketch.linear_model.lstsq_bounds import (
+        _EMBEDDING_SLACK,
+        _outside_sketch,
+        outside_allowance,
+    )
+
+    n, d = 1000, 2
+    s = 0.99 * _EMBEDDING_SLACK * max(n, d) * np.finfo(np.float64).eps
+    rng = np.random.default_rng(0)
+    U = np.linalg.qr(rng.standard_normal((n, d)))[0]
+    V = np.linalg.qr(rng.standard_normal((d, d)))[0]
+    A = (U * [1.0, s]) @ V.T
+    precond = SimpleNamespace(basis=V[:, :1], singular_values=np.array([1.0, s / _EMBEDDING_SLACK]),
+                              rank=1, frobenius=float(np.linalg.norm(A)), mean=None,
+                              weight_sum=float(n))
+    residual = U[:, 1:]
+    gradient = A.T @ residual
+    part = np.linalg.norm(gradient - V[:, :1] @ (V[:, :1].T @ gradient))
+    allowance = outside_allowance(precond, gradient, residual)[0]
+    assert 0.75 * allowance < part < allowance
+    assert not _outside_sketch(precond, gradient, residual)[0]

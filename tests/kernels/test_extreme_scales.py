@@ -1,0 +1,94 @@
+"""Every update keeps its stated bound on data of extreme and mixed scales.
+
+Rows of scale ``1e250``, ``1`` and ``1e-100`` in one block and in separate blocks
+merged; data of mean and spread up to ``1e12`` centred and merged, dense and
+sparse. The reference Gram matrices are formed in ``numpy.longdouble`` (64-bit
+mantissa, exponent range beyond ``1e4000``: squares of ``1e250`` are held), in the
+units of the sketch's ``scale_exponent``.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+from dasketch.kernels.frequent_directions import merge_sketches, sketch_rows
+from dasketch.kernels.sparse_fd import sketch_rows_randomized
+
+SCALES = (1e250, 1.0, 1e-100)
+UPDATES = ("auto", "block", "buffered", "randomized")
+
+
+def _sketch(rows, update, center, seed, offset=0):
+    if update == "randomized":
+        return sketch_rows_randomized(rows, 6, center=center, seed=seed, row_offset=offset)
+    return sketch_rows(rows, 6, update=update, center=center, row_offset=offset)
+
+
+def _error_in_scaled_units(A, sketch):
+    """``||A_s^T A_s + alpha0 I - (B^T B + alpha I)||_2`` of the scaled sketch,
+    ``A_s = A / 2**scale_exponent`` (centred when the sketch is), in extended
+    precision."""
+    A = A.toarray() if scipy.sparse.issparse(A) else A
+    A = np.ldexp(np.asarray(A, dtype=np.longdouble), -sketch.scale_exponent)
+    scaled = sketch.scaled()
+    if sketch.centered:
+        A = A - A.mean(axis=0)
+    B = scaled.B.astype(np.longdouble)
+    E = A.T @ A - B.T @ B
+    E[np.diag_indices_from(E)] -= np.longdouble(scaled.alpha - scaled.alpha0)
+    return float(np.abs(np.linalg.eigvalsh(E.astype(np.float64))).max()), scaled
+
+
+def _mixed_rows(rng, n, d, scales):
+    return rng.standard_normal((n, d)) * rng.permuted(np.resize(scales, n))[:, None]
+
+
+@pytest.mark.parametrize("center", [False, True])
+@pytest.mark.parametrize("update", UPDATES)
+def test_mixed_scale_rows_in_one_block_and_across_blocks_keep_the_bound(update, center):
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        d = 32  # wider than 4 l: the randomized update compresses (no exact fallback)
+        one_block = _mixed_rows(rng, 60, d, SCALES)
+        by_scale = [rng.standard_normal((30, d)) * s for s in SCALES]
+        stacked = np.vstack([one_block, *by_scale])
+        parts = [_sketch(one_block, update, center, seed)]
+        offset = one_block.shape[0]
+        for block in by_scale:
+            parts.append(_sketch(block, update, center, seed, offset))
+            offset += block.shape[0]
+        for rows, sketch in ((one_block, parts[0]), (stacked, merge_sketches(parts)),
+                             (stacked, merge_sketches(parts[::-1]))):
+            error, scaled = _error_in_scaled_units(rows, sketch)
+            assert np.isfinite(scaled.error_bound) and scaled.error_bound > 0
+            assert error <= scaled.error_bound, (seed, error, scaled.error_bound)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # no overflow in float32 steps
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("spread", [1.0, 1e12])
+@pytest.mark.parametrize("update", UPDATES)
+def test_data_of_mean_1e12_centred_and_merged_keep_the_bound(update, spread, sparse):
+    """Columns of mean ``1e12`` and spread 1 or ``1e12``, in four blocks, each
+    centred on its rounded mean and merged: the bound carries the rounding of the
+    means (``eps n |mu|``), which dominates when the spread is 1, and stays a small
+    fraction of ``||A_c||_F^2``, which is itself right (no cancellation of the raw
+    norm against ``n ||mu||^2``)."""
+    if sparse and update not in ("auto", "randomized"):
+        pytest.skip("the sparse path of the exact updates is the dense one's")
+    for seed in range(2):
+        rng = np.random.default_rng(seed)
+        X = 1e12 + spread * rng.standard_normal((240, 32)) * np.linspace(3, 1, 32)
+        if sparse:
+            X = scipy.sparse.csr_matrix(X * (rng.random(X.shape) < 0.4))
+        parts = [_sketch(X[i:i + 60], update, True, seed, i) for i in range(0, 240, 60)]
+        chained = parts[0]
+        for part in parts[1:]:
+            chained = chained.merge(part)
+        for merged in (merge_sketches(parts), chained):
+            error, scaled = _error_in_scaled_units(X, merged)
+            assert error <= scaled.error_bound, (seed, error, scaled.error_bound)
+            dense = X.toarray() if sparse else X
+            centred_norm_sq = float(np.sum((dense - dense.astype(np.longdouble).mean(axis=0)) ** 2))
+            assert scaled.frobenius_sq == pytest.approx(centred_norm_sq, rel=1e-6)
+            assert scaled.rounding <= 0.1 * scaled.frobenius_sq  # not vacuous
