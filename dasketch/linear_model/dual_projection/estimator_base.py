@@ -11,6 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from dasketch._blocks import RowBlocks, matvec
 from dasketch.linear_model.dual_projection.checks import SHARED_CONSTRAINTS
+from dasketch.linear_model.dual_projection.positive import check_positive
 from dasketch.linear_model.dual_projection.solve import dual_random_projection
 from dasketch.utils.validation import validate_input
 
@@ -63,6 +64,17 @@ _PARAMS_DOC = """
         (``"auto"``: when they fit within a fraction of the workers' free
         memory, see :mod:`dasketch._blocks.cache`); ``cache_`` records the
         choice. The model does not depend on it.
+    positive : bool, default False
+        Constrain the coefficients to be ``>= 0`` (the intercept stays free), as
+        scikit-learn's ``positive=True``: squared loss only, any other loss (and
+        ``solver="paper"``) raises ``InvalidParameterError`` before anything is
+        fitted. Solved by projected Newton with the projection's preconditioner
+        restricted to the free coefficients
+        (:mod:`dasketch.linear_model.dual_projection.positive`), or for
+        ``alpha=0`` by nonnegative least squares
+        (:mod:`dasketch.linear_model.nonnegative_lstsq`);
+        ``optimality_residual_`` is then the KKT residual (the projected
+        gradient) and ``coef_error_bound_`` its bound over ``alpha``.
 """
 
 _ATTRIBUTES_DOC = """
@@ -115,7 +127,7 @@ class _DualRandomProjectionBase(BaseEstimator):
 
     def __init__(self, alpha=1.0, *, n_components=100, solver="cg", tol=1e-6, max_iter=100,
                  fit_intercept=True, block_rows=None, split_every=None, random_state=None,
-                 cache="auto"):
+                 cache="auto", positive=False):
         self.alpha = alpha
         self.n_components = n_components
         self.solver = solver
@@ -126,11 +138,16 @@ class _DualRandomProjectionBase(BaseEstimator):
         self.split_every = split_every
         self.random_state = random_state
         self.cache = cache
+        self.positive = positive
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+
+    def _validate_params(self):
+        super()._validate_params()
+        check_positive(self.positive, getattr(self, "loss", "squared"), self.solver)
 
     def _solve(self, X, targets, loss, smoothing=1.0, sample_weight=None):
         result = dual_random_projection(
@@ -138,7 +155,8 @@ class _DualRandomProjectionBase(BaseEstimator):
             n_components=self.n_components, solver=self.solver, tol=self.tol,
             max_iter=self.max_iter, fit_intercept=self.fit_intercept,
             block_rows=self.block_rows, split_every=self.split_every,
-            random_state=self.random_state, sample_weight=sample_weight, cache=self.cache)
+            random_state=self.random_state, sample_weight=sample_weight, cache=self.cache,
+            positive=self.positive)
         dtype = X.dtype if getattr(X, "dtype", None) == np.float32 else np.float64
         self.coef_ = np.asarray(result.coef, dtype=dtype)
         self.intercept_ = np.asarray(result.intercept, dtype=dtype)[()]
