@@ -12,8 +12,8 @@ inexact, preconditioned steps, as in the trust-region Newton method of Lin and
 Moré (SIAM J. Optim. 9(4), 1999):
 
 1. the binding set ``A = {i in B : v_i <= eps, g_i > 0}`` (``eps`` the natural
-   residual ``||min(v_B, g_B)||``, at most 1e-3 of the largest coefficient); the
-   other rows are free;
+   residual ``||min(v_B, g_B)||``, at most :data:`EPS` times the largest
+   coefficient); the other rows are free;
 2. a Newton step on the free rows, ``H_FF d_F = -g_F``, by conjugate gradients
    preconditioned with the principal submatrix ``M_FF`` of the caller's
    preconditioner ``M`` of ``H`` (the binding rows step to 0). Restriction keeps
@@ -58,6 +58,9 @@ BLOCKING_ROUNDS = 3
 ROUNDING = 2.0 * np.finfo(np.float64).eps
 # Iterations without a smaller error bound after which a target stops.
 STALL = 10
+# Coefficients at most this fraction of the largest (and of the natural
+# residual) with a positive gradient are binding.
+EPS = 1e-9
 
 
 def projected_gradient(W, G):
@@ -164,7 +167,7 @@ def _free_rows(bounded, V, G):
     """Per target (column), the rows not in the binding set."""
     residual = np.where(bounded[:, None], np.minimum(V, G), 0.0)
     scale = np.where(bounded[:, None], V, 0.0).max(axis=0, initial=0.0)
-    eps = np.minimum(column_norms(residual), 1e-3 * scale)
+    eps = np.minimum(column_norms(residual), EPS * scale)
     binding = bounded[:, None] & (V <= eps) & (G > 0)
     return ~binding
 
