@@ -77,9 +77,7 @@ def _modulus_and_rounding(precond, x, residual_norm, targets_norm, n):
     ``F >= ||A||`` (see :func:`~dasketch.linear_model.lstsq_bounds.error_bound`),
     ``u F (sqrt(d) F ||x|| + ||b||) + u sqrt(n) F ||r||``."""
     d = x.shape[0]
-    frobenius = precond.frobenius
-    if precond.mean is not None:
-        frobenius += np.sqrt(precond.weight_sum) * np.linalg.norm(precond.mean)
+    frobenius = _frobenius(precond)
     mu = 0.0
     if precond.rank == d and precond.check_singular_values is not None:
         low = precond.check_singular_values[-1] / _EMBEDDING_SLACK
@@ -88,6 +86,14 @@ def _modulus_and_rounding(precond, x, residual_norm, targets_norm, n):
         np.sqrt(d) * frobenius * column_norms(x) + targets_norm
         + np.sqrt(n) * residual_norm)
     return mu, rounding
+
+
+def _frobenius(precond):
+    """``F >= ||A||_F`` for the centred ``A``: that of the weighted rows before
+    centring plus ``sqrt(sum w) ||m||``."""
+    centring = 0.0 if precond.mean is None else \
+        np.sqrt(precond.weight_sum) * np.linalg.norm(precond.mean)
+    return precond.frobenius + centring
 
 
 class _NonnegativeProblem:
@@ -102,9 +108,8 @@ class _NonnegativeProblem:
         self.f_zero = 0.5 * column_norms(centred) ** 2
         self.reference = np.where(column_norms(self.g_zero) > 0, column_norms(self.g_zero),
                                   1.0)
-        frobenius = precond.frobenius + (0.0 if precond.mean is None else np.sqrt(
-            precond.weight_sum) * np.linalg.norm(precond.mean))
-        self.lipschitz = np.full(centred.shape[1], max(frobenius ** 2, np.finfo(float).tiny))
+        self.lipschitz = np.full(centred.shape[1],
+                                 max(_frobenius(precond) ** 2, np.finfo(float).tiny))
         self.target_norms = column_norms(centred)
 
     def product(self, P, columns):
