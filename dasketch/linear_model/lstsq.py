@@ -50,6 +50,9 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         As for :func:`sketch_lstsq`.
     cache : {"auto", True, False}, default "auto"
         As for :func:`sketch_lstsq`; ``cache_`` records the choice.
+    positive : bool, default False
+        Constrain the coefficients to be ``>= 0``, as
+        ``LinearRegression(positive=True)``: as for :func:`sketch_lstsq`.
 
     Attributes
     ----------
@@ -122,11 +125,13 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         "random_state": ["random_state"],
         "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "cache": [StrOptions({"auto"}), "boolean"],
+        "positive": ["boolean"],
     }
 
     @deprecate_positional_args(version="0.3")
     def __init__(self, *, fit_intercept=True, tol=1e-10, max_iter=None, sketch_size=None,
-                 embedding="osnap", random_state=None, block_rows=None, cache="auto"):
+                 embedding="osnap", random_state=None, block_rows=None, cache="auto",
+                 positive=False):
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
@@ -135,6 +140,7 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.block_rows = block_rows
         self.cache = cache
+        self.positive = positive
 
     def fit(self, X, y, sample_weight=None):
         """Fit the coefficients and intercept by sketch-preconditioned LSQR.
@@ -161,7 +167,8 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
                           sketch_size=self.sketch_size, embedding=self.embedding,
                           random_state=self.random_state, block_rows=self.block_rows,
                           name="X", sample_weight=weights, fit_intercept=self.fit_intercept,
-                          exact_singular_values=True, cache=self.cache)
+                          exact_singular_values=True, cache=self.cache,
+                          positive=self.positive)
         self._set_coef(res.x, res.intercept if self.fit_intercept else None, dtype)
         rounding = np.linalg.norm(np.atleast_2d(self.coef_) - np.atleast_2d(res.x.T), axis=1)
         self.coef_error_bound_ = _scalar_per_target(res.coef_error_bound + rounding,

@@ -37,6 +37,7 @@ from dasketch.linear_model.lstsq_bounds import (  # noqa: F401 - re-exported
     _outside_sketch,
     error_bound,
 )
+from dasketch.linear_model.nonnegative_lstsq import positive_bound, solve_nonnegative
 from dasketch.linear_model.preconditioning import precondition_blocks
 from dasketch.utils._sklearn_compat import validate_parameter_constraints
 from dasketch.utils.params import POSITIVE_INT, Interval
@@ -120,7 +121,7 @@ _LSTSQ_CONSTRAINTS = {"tol": [Interval(numbers.Real, 0, 1, closed="neither")],
 
 def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding="osnap",
                  nnz_per_column=None, random_state=None, client=None, block_rows=None,
-                 cache="auto", sample_weight=None, fit_intercept=False):
+                 cache="auto", sample_weight=None, fit_intercept=False, positive=False):
     """Solve weighted least squares by LSQR right-preconditioned with a sketch.
 
     ``min_x sum_i w_i (a_i^T x - b_i)^2``; the minimum-norm solution when ``A`` is
@@ -188,6 +189,14 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
         ``A`` stays sparse); ``intercept = mean(b) - mean(A) x``. With a rank
         deficient ``A`` the intercept is not part of the minimised norm, as in
         ``sklearn.linear_model.LinearRegression``.
+    positive : bool, default False
+        Constrain ``x >= 0`` (an intercept stays free), as
+        ``LinearRegression(positive=True)``: projected Newton preconditioned
+        by the same sketch (:mod:`~dasketch.linear_model.nonnegative_lstsq`)
+        instead of LSQR; ``optimality_residual`` is then the KKT residual
+        ``||pg|| / ||A^T b||`` (``pg`` the projected gradient),
+        ``coef_error_bound`` its bound over ``sigma_min(A)^2`` (infinite below
+        full column rank) and ``istop`` 1 when certified to ``tol``, else 7.
 
     Returns
     -------
@@ -231,7 +240,8 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
                        sketch_size=sketch_size, embedding=embedding,
                        nnz_per_column=nnz_per_column, random_state=random_state,
                        client=client, block_rows=block_rows, cache=cache,
-                       sample_weight=weights, fit_intercept=fit_intercept)
+                       sample_weight=weights, fit_intercept=fit_intercept,
+                       positive=bool(positive))
 
 
 def _check_targets(b, n):
@@ -261,14 +271,16 @@ def _scalar_per_target(values, one_target):
 
 def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
                 nnz_per_column=None, client=None, block_rows=None, name="A", cache="auto",
-                sample_weight=None, fit_intercept=False, exact_singular_values=False):
+                sample_weight=None, fit_intercept=False, exact_singular_values=False,
+                positive=False):
     """:func:`sketch_lstsq` on validated input: ``A`` an ndarray, a sparse matrix
     (products in place) or :class:`~dasketch._blocks.RowBlocks`, ``b`` a finite
     float64 array (n,) or (n, k), ``sample_weight`` None or checked weights;
     errors about the data name it ``name``. With ``exact_singular_values`` the
     result's ``singular_values`` are those of the (centred, weighted) ``A``
     itself, from one more pass (:func:`data_singular_values`), instead of the
-    sketch's."""
+    sketch's. With ``positive`` the coefficients are constrained ``>= 0``
+    (:mod:`~dasketch.linear_model.nonnegative_lstsq`)."""
     blocks, cache = cache_blocks(as_row_blocks(A, block_rows=block_rows, name=name), cache,
                                  client=client)
     blocks = run_eagerly(blocks, client)
@@ -295,7 +307,7 @@ def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
         rmatvec=lambda u: N.T @ products.adjoint(np.ravel(u)))
     starts = precond.singular_values[:k, None] ** 2 * (N.T @ precond.x0.reshape(d, -1))
     Z, istops, optimality, n_iter = np.zeros((k, targets.shape[1])), [], [], 0
-    for j in range(targets.shape[1] if k else 0):
+    for j in range(targets.shape[1] if k and not positive else 0):
         z = starts[:, j]
         # LSQR updates its residual by a recurrence that drifts from b - A N z at
         # about 1e-8 relative accuracy in x when cond(A) = 1e6; one restart from
@@ -318,12 +330,16 @@ def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
     if not k:
         istops, optimality = [0] * targets.shape[1], [0.0] * targets.shape[1]
     X = N @ Z
+    if positive:
+        X, n_iter, istops, optimality = solve_nonnegative(precond, products, centred, tol=tol,
+                                                          max_iter=max_iter)
     residual = centred - products.forward(X)
     full_gradient = products.adjoint(residual)
     gradient = N.T @ full_gradient
     targets_norm = np.linalg.norm(targets if root_w is None else targets * root_w[:, None],
                                   axis=0) + np.sqrt(precond.weight_sum) * np.abs(shift)
-    bound = error_bound(precond, X, residual, gradient, targets_norm)
+    bound = error_bound(precond, X, residual, gradient, targets_norm) if not positive else \
+        positive_bound(precond, X, full_gradient, residual, targets_norm)
     outside = _outside_sketch(precond, full_gradient, residual)
     if np.any(outside):
         bound = np.where(outside, np.inf, bound)

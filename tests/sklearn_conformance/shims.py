@@ -3,8 +3,8 @@
 Each shim has the scikit-learn class's name and constructor, so
 ``get_params``, ``clone``, ``repr`` and ``get_feature_names_out`` behave as the
 original's; the parameters that choose scikit-learn's solver are stored and
-ignored, and what dasketch cannot fit (positive coefficients, l1 penalties) is
-refused, never ignored. The PCA shims sketch exactly (``sketch_size="exact"``,
+ignored, and what dasketch cannot fit (l1 penalties) is refused, never
+ignored. The PCA shims sketch exactly (``sketch_size="exact"``,
 ``n_features + 1`` rows), so results equal exact PCA's up to rounding; the
 linear-model shims precondition exactly (projection dimension
 ``min(n_samples, n_features)``) and certify their coefficients to relative
@@ -122,9 +122,7 @@ class _Solving:
     multi_class = "auto"
 
     def _refuse(self):
-        if getattr(self, "positive", False):
-            raise ValueError(f"positive=True: the {type(self).__name__} shim has no "
-                             "constrained solver")
+        pass
 
     def fit(self, X, y, sample_weight=None):
         FITS.append(type(self).__name__)
@@ -150,7 +148,7 @@ class Ridge(_Solving, DualRandomProjectionRegressor):
     """:class:`sklearn.linear_model.Ridge` as
     :class:`dasketch.linear_model.DualRandomProjectionRegressor` (exact
     preconditioner, ``tol=1e-10``; ``solver``, ``tol``, ``max_iter``,
-    ``random_state`` and ``copy_X`` are ignored; ``positive=True`` is refused)."""
+    ``random_state`` and ``copy_X`` are ignored)."""
 
     _dasketch_params = _DRP
 
@@ -187,6 +185,7 @@ class LogisticRegression(_Solving, DualRandomProjectionClassifier):
     _dasketch_params = _DRP
     loss = "logistic"
     smoothing = 1.0
+    positive = False
 
     def __init__(self, penalty="deprecated", *, C=1.0, l1_ratio=0.0, dual=False, tol=1e-4,
                  fit_intercept=True, intercept_scaling=1, class_weight=None,
@@ -214,7 +213,7 @@ class LogisticRegression(_Solving, DualRandomProjectionClassifier):
 class LinearRegression(_Solving, SketchLstsqRegressor):
     """:class:`sklearn.linear_model.LinearRegression` as
     :class:`dasketch.linear_model.SketchLstsqRegressor` (``tol=1e-10``;
-    ``copy_X`` and ``n_jobs`` are ignored; ``positive=True`` is refused)."""
+    ``copy_X`` and ``n_jobs`` are ignored)."""
 
     _dasketch_params = {"tol": 1e-10}
     max_iter = None

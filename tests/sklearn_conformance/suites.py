@@ -70,9 +70,9 @@ SUITES = {
 ARRAY_API = (r"array_api|^test_array_api_", "skip",
              SOLVER + "array API dispatch (torch, CuPy, array_api_strict arrays); dasketch "
              "computes with numpy, scipy.sparse and Dask")
-POSITIVE = (SOLVER + "positive=True (coefficients constrained >= 0) exists only in "
-            "scikit-learn's lbfgs solver; dasketch has no constrained solver and the shim "
-            "refuses it")
+POSITIVE = (SOLVER + "which solvers refuse positive=True, and what lbfgs does at "
+            "max_iter=1 (the shim ignores solver and max_iter: positive=True is fitted "
+            "by dasketch's projected Newton method)")
 ALPHA_ZERO = ("alpha=0 (unpenalised least squares, solved by sketch-preconditioned LSQR "
               "and tested against LinearRegression in tests/linear_model/"
               "test_drp_unpenalised.py): not yet enabled here; the unpenalised problem is "
@@ -90,9 +90,8 @@ SUITES.update({
             (r"^test_ridge_regression_unpenalized|^test_ridge_vs_lstsq$", "skip", ALPHA_ZERO),
             (r"^test_ridge_individual_penalties$", "skip",
              ALPHA_ZERO + " (its per-target alphas are 0, 1, 2, 3, 4)"),
-            (r"positive|^test_ridge_sample_weight_consistency\[.*lbfgs|"
-             r"^test_ridge_fit_intercept_sparse\[.*lbfgs\]|^test_dtype_match\[lbfgs\]|"
-             r"^test_lbfgs_solver_error$", "skip", POSITIVE),
+            (r"^test_ridge_positive_error_test\[|^test_lbfgs_solver_error$", "skip",
+             POSITIVE),
             (r"^test_ridge_fit_intercept_sparse_error\[", "skip",
              SOLVER + "which solvers refuse sparse X with an intercept"),
             (r"^test_ridge_fit_intercept_sparse_sag\[", "skip",
@@ -170,9 +169,9 @@ SUITES.update({
         replace={"sklearn.linear_model.LinearRegression": "LinearRegression"},
         exceptions=[
             ARRAY_API,
-            (r"positive", "skip",
-             SOLVER + "positive=True, non-negative least squares by scipy.optimize.nnls; "
-             "dasketch has no constrained solver and the shim refuses it"),
+            (r"^test_raises_value_error_if_positive_and_sparse$", "xfail",
+             "extension: dasketch fits positive=True on sparse X (projected Newton on "
+             "products with the sparse X) where scikit-learn's nnls raises TypeError"),
             (r"^test_inplace_data_preprocessing\[.*-None\]", "xfail",
              "copy_X=False: dasketch never modifies X, where scikit-learn centres a dense X "
              "in place and the test checks that it did (its checks that X, y and the "

@@ -40,6 +40,7 @@ SHARED_CONSTRAINTS = {
     "split_every": [FAN_IN, None],
     "random_state": RANDOM_STATE,
     "cache": [StrOptions({"auto"}), "boolean"],
+    "positive": ["boolean"],
 }
 # The loss and its smoothing (the regressor's loss is always "squared").
 LOSS_CONSTRAINTS = {

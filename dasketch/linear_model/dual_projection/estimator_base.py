@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from dasketch._blocks import RowBlocks, matvec
 from dasketch.kernels.deprecation import DEPRECATED, REMOVED_IN, renamed_parameter
 from dasketch.linear_model.dual_projection.checks import SHARED_CONSTRAINTS
+from dasketch.linear_model.dual_projection.positive import check_positive
 from dasketch.linear_model.dual_projection.solve import dual_random_projection
 from dasketch.utils.validation import validate_input
 
@@ -66,6 +67,17 @@ _PARAMS_DOC = """
         (``"auto"``: when they fit within a fraction of the workers' free
         memory, the Dask config ``dasketch.cache-fraction``); ``cache_`` records the
         choice. The model does not depend on it.
+    positive : bool, default False
+        Constrain the coefficients to be ``>= 0`` (the intercept stays free), as
+        scikit-learn's ``positive=True``: squared loss only, any other loss (and
+        ``solver="paper"``) raises ``InvalidParameterError`` before anything is
+        fitted. Solved by projected Newton with the projection's preconditioner
+        restricted to the free coefficients
+        (:mod:`dasketch.linear_model.dual_projection.positive`), or for
+        ``alpha=0`` by nonnegative least squares
+        (:mod:`dasketch.linear_model.nonnegative_lstsq`);
+        ``optimality_residual_`` is then the KKT residual (the projected
+        gradient) and ``coef_error_bound_`` its bound over ``alpha``.
     n_components : int, default "deprecated"
         The former name of ``sketch_size``, served with a ``FutureWarning``
         until its removal in 0.3.
@@ -122,7 +134,7 @@ class _DualRandomProjectionBase(BaseEstimator):
 
     def __init__(self, alpha=1.0, *, sketch_size=100, solver="cg", tol=1e-6, max_iter=100,
                  fit_intercept=True, block_rows=None, split_every=None, random_state=None,
-                 cache="auto", n_components=DEPRECATED):
+                 cache="auto", positive=False, n_components=DEPRECATED):
         self.alpha = alpha
         self.sketch_size = sketch_size
         self.n_components = n_components
@@ -134,6 +146,7 @@ class _DualRandomProjectionBase(BaseEstimator):
         self.split_every = split_every
         self.random_state = random_state
         self.cache = cache
+        self.positive = positive
 
     def __setstate__(self, state):
         # an estimator pickled before n_components was renamed sketch_size
@@ -156,6 +169,10 @@ class _DualRandomProjectionBase(BaseEstimator):
         tags.input_tags.sparse = True
         return tags
 
+    def _validate_params(self):
+        super()._validate_params()
+        check_positive(self.positive, getattr(self, "loss", "squared"), self.solver)
+
     def _solve(self, X, targets, loss, smoothing=1.0, sample_weight=None, solve=None):
         """Fit through :func:`dual_random_projection`, or through ``solve`` (a
         function of X, the targets and the shared parameters, returning its
@@ -169,7 +186,7 @@ class _DualRandomProjectionBase(BaseEstimator):
                        cache=self.cache)
         result = solve(X, targets, **options) if solve is not None else \
             dual_random_projection(X, targets, loss=loss, smoothing=smoothing,
-                                   solver=self.solver, **options)
+                                   solver=self.solver, positive=self.positive, **options)
         dtype = X.dtype if getattr(X, "dtype", None) == np.float32 else np.float64
         self.coef_ = np.asarray(result.coef, dtype=dtype)
         self.intercept_ = np.asarray(result.intercept, dtype=dtype)[()]

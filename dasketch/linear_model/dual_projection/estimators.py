@@ -233,11 +233,12 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
     def __init__(self, alpha=1.0, *, loss="logistic", smoothing=1.0, class_weight=None,
                  multi_class="auto", sketch_size=100, solver="cg", tol=1e-6, max_iter=100,
                  fit_intercept=True, block_rows=None, split_every=None, random_state=None,
-                 cache="auto", n_components=DEPRECATED):
+                 cache="auto", positive=False, n_components=DEPRECATED):
         super().__init__(alpha=alpha, sketch_size=sketch_size, solver=solver, tol=tol,
                          max_iter=max_iter, fit_intercept=fit_intercept,
                          block_rows=block_rows, split_every=split_every,
-                         random_state=random_state, cache=cache, n_components=n_components)
+                         random_state=random_state, cache=cache, positive=positive,
+                         n_components=n_components)
         self.loss = loss
         self.smoothing = smoothing
         self.class_weight = class_weight

@@ -29,7 +29,9 @@ class DualRandomProjectionResult:
         ``||grad F(w, b)|| / ||grad F(0, b0)||`` of the full problem at the
         returned solution: ``grad F = [lambda w + X^T S l'; sum s l']`` with
         ``l' = l'(X w + b, y)``, ``b0`` the optimal constant (0 without an
-        intercept). Computed in the last pass over X, not estimated.
+        intercept). Computed in the last pass over X, not estimated. With
+        ``positive=True`` the coefficients' part of ``grad F`` is the projected
+        gradient (the KKT residual, see :mod:`.positive`).
     coef_error_bound : float or ndarray (n_targets,)
         ``||w - w*|| <= coef_error_bound`` for the exact minimiser ``w*``: the
         norm of the gradient of the objective with the intercept profiled out,

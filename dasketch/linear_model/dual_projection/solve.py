@@ -56,6 +56,7 @@ from dasketch.linear_model.dual_projection.passes import (
     curvature_at_constant,
     projection_pass,
 )
+from dasketch.linear_model.dual_projection.positive import check_positive, positive_squared
 from dasketch.linear_model.dual_projection.result import DualRandomProjectionResult
 from dasketch.linear_model.dual_projection.solvers import FullProblem, pcg_squared, record
 from dasketch.linear_model.dual_projection.unpenalised import (
@@ -83,7 +84,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
                            sketch_size=100, solver="cg", tol=1e-6, max_iter=100,
                            fit_intercept=True, block_rows=None, split_every=None,
                            random_state=None, client=None, sample_weight=None, cache="auto",
-                           n_components=DEPRECATED):
+                           positive=False, n_components=DEPRECATED):
     """Fit a regularised linear model by dual random projection (Zhang et al., COLT 2013).
 
     Solves ``min_{w,b} alpha/2 ||w||^2 + sum_i s_i l(x_i^T w + b, y_i)`` for one or
@@ -149,6 +150,13 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         they fit within a fraction of the workers' free memory
         (the Dask config ``dasketch.cache-fraction``; X in memory is never copied). The
         result's ``cache`` records the choice; the solution does not depend on it.
+    positive : bool, default False
+        Constrain ``w >= 0`` (the intercept stays free), squared loss only:
+        projected Newton with the projection's preconditioner restricted to the
+        free coefficients (:mod:`.positive`), or for ``alpha=0`` nonnegative
+        least squares (:mod:`dasketch.linear_model.nonnegative_lstsq`); the
+        certificate is then the KKT residual (the projected gradient). Other
+        losses and ``solver="paper"`` raise ``InvalidParameterError``.
     n_components : int, default "deprecated"
         The former name of ``sketch_size``, served with a ``FutureWarning``
         until its removal in 0.3.
@@ -200,6 +208,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     (True, True, True)
     """
     validate_parameter_constraints(DRP_CONSTRAINTS, locals(), caller_name="dual_random_projection")
+    check_positive(positive, loss, solver)
     sketch_size = renamed_parameter("dual_random_projection", "n_components", "sketch_size",
                                     n_components, sketch_size, new_default=100)
     smoothing, m, max_iter, tol = float(smoothing), int(sketch_size), int(max_iter), \
@@ -220,7 +229,8 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         if loss == "squared":
             return least_squares(X, source, Y, weights, fit_intercept=fit_intercept, tol=tol,
                                  max_iter=max_iter, seed=seed, client=client, cache=cache,
-                                 block_rows=block_rows, squeeze=np.ndim(y) == 1)
+                                 block_rows=block_rows, squeeze=np.ndim(y) == 1,
+                                 positive=positive)
     b0 = intercept_only(Y, loss, smoothing, weights) if fit_intercept else np.zeros(K)
     blocks, cache_choice = cache_blocks(source, cache, client=client)
     blocks = run_eagerly(blocks, client)
@@ -266,7 +276,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
                         total_mass=row_norms[0])
         if loss == "squared":
             g_zero = full.stack(-target_products, -(s * Y).sum(axis=0))
-            V, cert, f, n_iter, G = pcg_squared(
+            V, cert, f, n_iter, G = (positive_squared if positive else pcg_squared)(
                 full, V, V0, g_v0, g_zero, 0.5 * np.sum(s * Y ** 2, axis=0), growth,
                 reference, tol, max_iter, history)
         else:

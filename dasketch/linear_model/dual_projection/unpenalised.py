@@ -53,7 +53,7 @@ def check_unpenalised(loss, solver):
 
 
 def least_squares(X, source, Y, weights, *, fit_intercept, tol, max_iter, seed, client,
-                  cache, block_rows, squeeze):
+                  cache, block_rows, squeeze, positive=False):
     """Unpenalised least squares by sketch-preconditioned LSQR, as a
     :class:`DualRandomProjectionResult`.
 
@@ -61,7 +61,9 @@ def least_squares(X, source, Y, weights, *, fit_intercept, tol, max_iter, seed, 
     ``naive_coef`` the sketch-and-solve solution LSQR starts from (its
     ``naive_intercept`` is not computed: NaN), ``n_passes`` the passes over X
     (the sketch, two per LSQR iteration, the final residual), and
-    ``dual_coef`` is not available."""
+    ``dual_coef`` is not available. With ``positive`` the coefficients are
+    constrained ``>= 0``
+    (:mod:`~dasketch.linear_model.nonnegative_lstsq`)."""
     from dasketch.linear_model.lstsq_solver import solve_lstsq
 
     in_memory = isinstance(X, np.ndarray) or scipy.sparse.issparse(X)
@@ -69,7 +71,7 @@ def least_squares(X, source, Y, weights, *, fit_intercept, tol, max_iter, seed, 
                       max_iter=max_iter, sketch_size=None, embedding="osnap",
                       random_state=seed, client=client, sample_weight=weights,
                       fit_intercept=fit_intercept, cache=cache,
-                      block_rows=block_rows)
+                      block_rows=block_rows, positive=positive)
     cert = np.atleast_1d(res.optimality_residual)
     bound = np.atleast_1d(res.coef_error_bound)
     istop = np.atleast_1d(res.istop)
