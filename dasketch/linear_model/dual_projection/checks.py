@@ -39,6 +39,8 @@ SHARED_CONSTRAINTS = {
     "split_every": [FAN_IN, None],
     "random_state": RANDOM_STATE,
     "cache": [StrOptions({"auto"}), "boolean"],
+    "penalty": [StrOptions({"l2", "l1", "elasticnet"})],
+    "l1_ratio": [Interval(numbers.Real, 0, 1, closed="both"), None],
 }
 # The loss and its smoothing (the regressor's loss is always "squared").
 LOSS_CONSTRAINTS = {

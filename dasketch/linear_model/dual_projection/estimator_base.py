@@ -11,6 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from dasketch._blocks import RowBlocks, matvec
 from dasketch.linear_model.dual_projection.checks import SHARED_CONSTRAINTS
+from dasketch.linear_model.dual_projection.proximal import l1_share
 from dasketch.linear_model.dual_projection.solve import dual_random_projection
 from dasketch.utils.validation import validate_input
 
@@ -63,6 +64,20 @@ _PARAMS_DOC = """
         (``"auto"``: when they fit within a fraction of the workers' free
         memory, see :mod:`dasketch._blocks.cache`); ``cache_`` records the
         choice. The model does not depend on it.
+    penalty : {"l2", "l1", "elasticnet"}, default "l2"
+        As scikit-learn's ``LogisticRegression`` names it, weighted by
+        ``alpha``: ``alpha (l1_ratio ||w||_1 + (1 - l1_ratio) ||w||^2 / 2)``
+        (``l1_ratio = 1`` for ``"l1"``), so ``Lasso(alpha=alpha / n)`` and
+        ``ElasticNet(alpha=alpha / n, l1_ratio=l1_ratio)`` for the squared
+        loss and ``LogisticRegression(C=1 / alpha)``. An l1 part (squared and
+        logistic losses, ``solver="cg"``) is fitted by a sketch-preconditioned
+        proximal Newton method and certified by its duality gap
+        (``duality_gap_``, :mod:`dasketch.linear_model.dual_projection.proximal`):
+        ``tol`` then bounds ``duality_gap_`` relative to the objective of the
+        best constant model.
+    l1_ratio : float in [0, 1], optional
+        The share of ``||w||_1`` in ``penalty="elasticnet"``, which needs it;
+        ignored by the other penalties.
 """
 
 _ATTRIBUTES_DOC = """
@@ -93,6 +108,9 @@ _ATTRIBUTES_DOC = """
         Whether the decoded blocks of X were kept in (worker) memory after the
         first pass (``cached``), why (``reason``), the decoded size of X
         (``nbytes``) and the budget ``cache="auto"`` compared it with.
+    duality_gap_ : float, ndarray (n_targets,) or None
+        With an l1 part in the penalty, a bound on ``objective_`` minus the
+        minimum (a duality gap); None for ``penalty="l2"``.
     n_features_in_ : int
     feature_names_in_ : ndarray, only for DataFrame input
 """
@@ -115,7 +133,7 @@ class _DualRandomProjectionBase(BaseEstimator):
 
     def __init__(self, alpha=1.0, *, n_components=100, solver="cg", tol=1e-6, max_iter=100,
                  fit_intercept=True, block_rows=None, split_every=None, random_state=None,
-                 cache="auto"):
+                 cache="auto", penalty="l2", l1_ratio=None):
         self.alpha = alpha
         self.n_components = n_components
         self.solver = solver
@@ -126,6 +144,14 @@ class _DualRandomProjectionBase(BaseEstimator):
         self.split_every = split_every
         self.random_state = random_state
         self.cache = cache
+        self.penalty = penalty
+        self.l1_ratio = l1_ratio
+
+    def _validate_params(self):
+        super()._validate_params()
+        # the rules between parameters, before fit sets anything
+        l1_share(self.penalty, self.l1_ratio, solver=self.solver,
+                 loss=getattr(self, "loss", "squared"))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -138,7 +164,8 @@ class _DualRandomProjectionBase(BaseEstimator):
             n_components=self.n_components, solver=self.solver, tol=self.tol,
             max_iter=self.max_iter, fit_intercept=self.fit_intercept,
             block_rows=self.block_rows, split_every=self.split_every,
-            random_state=self.random_state, sample_weight=sample_weight, cache=self.cache)
+            random_state=self.random_state, sample_weight=sample_weight, cache=self.cache,
+            penalty=self.penalty, l1_ratio=self.l1_ratio)
         dtype = X.dtype if getattr(X, "dtype", None) == np.float32 else np.float64
         self.coef_ = np.asarray(result.coef, dtype=dtype)
         self.intercept_ = np.asarray(result.intercept, dtype=dtype)[()]
@@ -156,6 +183,7 @@ class _DualRandomProjectionBase(BaseEstimator):
         self.best_iteration_ = result.best_iteration
         self.n_components_ = result.n_components
         self.cache_ = result.cache
+        self.duality_gap_ = result.duality_gap
         return self
 
     def _decision(self, X):

@@ -206,11 +206,13 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
 
     def __init__(self, alpha=1.0, *, loss="logistic", smoothing=1.0, class_weight=None,
                  n_components=100, solver="cg", tol=1e-6, max_iter=100, fit_intercept=True,
-                 block_rows=None, split_every=None, random_state=None, cache="auto"):
+                 block_rows=None, split_every=None, random_state=None, cache="auto",
+                 penalty="l2", l1_ratio=None):
         super().__init__(alpha=alpha, n_components=n_components, solver=solver, tol=tol,
                          max_iter=max_iter, fit_intercept=fit_intercept,
                          block_rows=block_rows, split_every=split_every,
-                         random_state=random_state, cache=cache)
+                         random_state=random_state, cache=cache, penalty=penalty,
+                         l1_ratio=l1_ratio)
         self.loss = loss
         self.smoothing = smoothing
         self.class_weight = class_weight
