@@ -2,6 +2,7 @@
 proximal Newton method, its duality gap, and agreement with scikit-learn."""
 
 import warnings
+from types import SimpleNamespace
 
 import dask.array as da
 import numpy as np
@@ -157,3 +158,37 @@ def test_bad_parameters_fit_nothing(data, params, name):
     with pytest.raises(InvalidParameterError, match=f"'{name}' parameter"):
         dual_random_projection(X, labels, loss=function_params.pop("loss", "logistic"),
                                **function_params)
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+@pytest.mark.parametrize("rho", [1.0, 0.7])
+def test_gap_bounds_the_suboptimality_anywhere(data, loss, rho):
+    """The gap of arbitrary points, intercepts far off included (the dual point
+    must be made feasible for the intercept), bounds their suboptimality."""
+    from dasketch.linear_model.dual_projection.duality_gap import duality_gaps
+
+    X, y, labels = data
+    target = y if loss == "squared" else labels
+    alpha = 40.0 if loss == "squared" else 2.0
+    best = dual_random_projection(X, target, loss=loss, alpha=alpha, penalty="elasticnet",
+                                  l1_ratio=rho, n_components=20, tol=1e-13, random_state=0)
+    rng = np.random.default_rng(0)
+    for shift in (-3.0, 0.0, 3.0):
+        w = best.coef + 0.05 * rng.standard_normal(X.shape[1]) * (best.coef != 0)
+        b = best.intercept + shift
+        t = X @ w + b
+        theta = t - target if loss == "squared" else -target / (1 + np.exp(target * t))
+        state = SimpleNamespace(
+            value=np.array([0.5 * np.sum((t - target) ** 2) if loss == "squared"
+                            else np.logaddexp(0, -target * t).sum()]),
+            xt_dual=(X.T @ theta)[:, None], dual_sum=np.array([theta.sum()]),
+            xt_positive=(X.T @ (theta * (target > 0)))[:, None],
+            positive_sum=np.array([theta[target > 0].sum()]))
+        P, D, gap = duality_gaps(w[:, None], np.array([b]), state, loss=loss,
+                                 l1=np.array([alpha * rho]), l2=np.array([alpha * (1 - rho)]),
+                                 fit_intercept=True, column_sums=X.sum(axis=0),
+                                 weight_sum=float(X.shape[0]),
+                                 weighted_target_sums=np.array([target.sum()]))
+        assert np.isclose(P[0], primal(X, target, w, b, alpha, rho, loss), rtol=1e-12)
+        assert D[0] <= best.objective * (1 + 1e-12)
+        assert P[0] - best.objective <= gap[0]
