@@ -44,8 +44,16 @@ from dasketch.linear_model import dual_random_projection
 
 if __package__ in (None, ""):  # run as a file: python benchmarks/bench_l1.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks._common import machine_facts, parser, write_results  # noqa: E402
-from benchmarks.bench_drp import BLOCK_ROWS, DECAY, NOISE, Clock, targets, timed  # noqa: E402
+from benchmarks._common import machine_facts, write_results  # noqa: E402
+from benchmarks.bench_drp import (  # noqa: E402
+    BLOCK_ROWS,
+    DECAY,
+    NOISE,
+    Clock,
+    problem_size,
+    targets,
+    timed,
+)
 
 ACCURACY = 1e-6
 TOLS = (1e-4, 1e-6, 1e-8, 1e-10)
@@ -190,18 +198,10 @@ def run(n, d, rank, m):
 
 
 def main(argv=None):
-    options = parser(__doc__)
-    options.add_argument("--n", type=int, default=None)
-    options.add_argument("--d", type=int, default=None)
-    options.add_argument("--rank", type=int, default=None)
-    options.add_argument("--m", type=int, default=None, help="n_components (default 4 r)")
-    args = options.parse_args(argv)
-    n = args.n or (400 if args.quick else 3000)
-    d = args.d or (1600 if args.quick else 12000)
-    rank = args.rank or (5 if args.quick else 20)
+    quick, n, d, rank, m = problem_size(__doc__, argv)
     with threadpool_limits(limits=1), dask.config.set(scheduler="synchronous"):
-        result = run(n, d, rank, args.m or 4 * rank)
-    write_results("l1", result, plot, quick=args.quick)
+        result = run(n, d, rank, m)
+    write_results("l1", result, plot, quick=quick)
 
 
 if __name__ == "__main__":
