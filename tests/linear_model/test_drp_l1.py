@@ -192,3 +192,21 @@ def test_gap_bounds_the_suboptimality_anywhere(data, loss, rho):
         assert np.isclose(P[0], primal(X, target, w, b, alpha, rho, loss), rtol=1e-12)
         assert D[0] <= best.objective * (1 + 1e-12)
         assert P[0] - best.objective <= gap[0]
+
+
+def test_without_intercept_and_one_vs_rest(data):
+    X, y, _ = data
+    model = DualRandomProjectionRegressor(alpha=40.0, penalty="l1", fit_intercept=False,
+                                          n_components=20, tol=1e-12, random_state=0)
+    exact = Lasso(alpha=40.0 / X.shape[0], fit_intercept=False, tol=1e-14,
+                  max_iter=200_000).fit(X, y)
+    np.testing.assert_allclose(model.fit(X, y).coef_, exact.coef_,
+                               atol=1e-6 * np.abs(exact.coef_).max())
+    labels = np.digitize(y, np.quantile(y, [0.3, 0.6]))      # three classes
+    clf = DualRandomProjectionClassifier(alpha=2.0, penalty="l1", n_components=20,
+                                         tol=1e-11, random_state=0).fit(X, labels)
+    for k in range(3):      # each class's model is its binary problem's
+        alone = dual_random_projection(X, np.where(labels == k, 1, -1), loss="logistic",
+                                       alpha=2.0, penalty="l1", n_components=20, tol=1e-11,
+                                       random_state=0)
+        np.testing.assert_allclose(clf.coef_[k], alone.coef, atol=1e-5 * np.abs(alone.coef).max())

@@ -145,8 +145,9 @@ def _faces(faces, new, W_end, columns, full_step):
         if new.face is None or not full_step[i]:
             continue
         own = np.flatnonzero(W_end[:, i])
-        where = np.append(np.searchsorted(new.support, own), new.support.size)
-        if np.array_equal(new.support[where[:-1]], own):
+        where = np.searchsorted(new.support, own)
+        if np.all(where < new.support.size) and np.array_equal(new.support[where], own):
+            where = np.append(where, new.support.size)     # the intercept
             faces[k] = (own, new.face[i][np.ix_(where, where)])
 
 
