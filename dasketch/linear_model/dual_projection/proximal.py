@@ -230,7 +230,10 @@ def proximal_newton(full, setup, *, l1, l2, tol, max_iter, history):
         _faces(faces, new, full.split(V[:, run])[0], run, eta[np.isin(run_all, run)] == 1.0)
         primal[run], _, gap[run] = duality_gaps(*full.split(V[:, run]),
                                                 _columns(state, run), **_columns_of(terms, run))
-        stalled[run] |= gap[run] >= before[np.isin(run_all, run)]
+        # a step taken below the rounding of the objective that did not lower
+        # the gap: rounding, not the iteration, limits the certificate
+        moved = np.isin(run_all, run)
+        stalled[run] |= unseen[moved] & (gap[run] >= before[moved])
         _record(history, n_iter, full.passes, gap / reference, primal, eta)
     return V, primal, gap, reference, n_iter
 
