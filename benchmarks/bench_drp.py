@@ -365,22 +365,27 @@ def run(n, d, rank, m):
     }
 
 
-def main(argv=None):
-    options = parser(__doc__)
+def problem_size(doc, argv=None):
+    """``(quick, n, d, rank, m)`` from the command line: ``--quick``, ``--n``,
+    ``--d``, ``--rank`` and ``--m`` (default 4 r)."""
+    options = parser(doc)
     options.add_argument("--n", type=int, default=None)
     options.add_argument("--d", type=int, default=None)
     options.add_argument("--rank", type=int, default=None)
     options.add_argument("--m", type=int, default=None, help="sketch_size (default 4 r)")
     args = options.parse_args(argv)
-    n = args.n or (400 if args.quick else 3000)
-    d = args.d or (1600 if args.quick else 12000)
     rank = args.rank or (5 if args.quick else 20)
-    m = args.m or 4 * rank
+    return (args.quick, args.n or (400 if args.quick else 3000),
+            args.d or (1600 if args.quick else 12000), rank, args.m or 4 * rank)
+
+
+def main(argv=None):
+    quick, n, d, rank, m = problem_size(__doc__, argv)
     with threadpool_limits(limits=1), dask.config.set(scheduler="synchronous"), \
             warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*fuse_ave_width", category=FutureWarning)
         result = run(n, d, rank, m)
-    write_results("drp", result, plot, quick=args.quick)
+    write_results("drp", result, plot, quick=quick)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,10 @@ scikit-learn estimators on top. The losses
 (:mod:`.losses`), the blocked passes over X (:mod:`.passes`), the preconditioner
 built from the projection (:mod:`.preconditioner`) and its growth
 (:mod:`.growth`), the preconditioned solvers of the full problem (:mod:`.solvers`,
-:mod:`.newton`) and the paper's Algorithms 1 and 2
-(:mod:`.paper`) live in their own modules. Names are imported on first use, so a
+:mod:`.newton`), the paper's Algorithms 1 and 2
+(:mod:`.paper`), and the l1 and elastic-net penalties (:mod:`.proximal`, its
+pass :mod:`.l1_passes` and certificate :mod:`.duality_gap`) live in their own
+modules. Names are imported on first use, so a
 worker unpickling a block task loads only the modules it runs.
 """
 

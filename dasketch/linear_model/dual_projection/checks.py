@@ -41,6 +41,8 @@ SHARED_CONSTRAINTS = {
     "random_state": RANDOM_STATE,
     "cache": [StrOptions({"auto"}), "boolean"],
     "positive": ["boolean"],
+    "penalty": [StrOptions({"l2", "l1", "elasticnet"})],
+    "l1_ratio": [Interval(numbers.Real, 0, 1, closed="both"), None],
 }
 # The loss and its smoothing (the regressor's loss is always "squared").
 LOSS_CONSTRAINTS = {

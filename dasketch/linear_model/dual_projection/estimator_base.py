@@ -15,6 +15,7 @@ from dasketch._blocks import RowBlocks, matvec
 from dasketch.kernels.deprecation import DEPRECATED, REMOVED_IN, renamed_parameter
 from dasketch.linear_model.dual_projection.checks import SHARED_CONSTRAINTS
 from dasketch.linear_model.dual_projection.positive import check_positive
+from dasketch.linear_model.dual_projection.proximal import l1_share
 from dasketch.linear_model.dual_projection.solve import dual_random_projection
 from dasketch.utils.validation import validate_input
 
@@ -78,6 +79,20 @@ _PARAMS_DOC = """
         (:mod:`dasketch.linear_model.nonnegative_lstsq`);
         ``optimality_residual_`` is then the KKT residual (the projected
         gradient) and ``coef_error_bound_`` its bound over ``alpha``.
+    penalty : {"l2", "l1", "elasticnet"}, default "l2"
+        As scikit-learn's ``LogisticRegression`` names it, weighted by
+        ``alpha``: ``alpha (l1_ratio ||w||_1 + (1 - l1_ratio) ||w||^2 / 2)``
+        (``l1_ratio = 1`` for ``"l1"``), so ``Lasso(alpha=alpha / n)`` and
+        ``ElasticNet(alpha=alpha / n, l1_ratio=l1_ratio)`` for the squared
+        loss and ``LogisticRegression(C=1 / alpha)``. An l1 part (squared and
+        logistic losses, ``solver="cg"``) is fitted by a sketch-preconditioned
+        proximal Newton method and certified by its duality gap
+        (``duality_gap_``, :mod:`dasketch.linear_model.dual_projection.proximal`):
+        ``tol`` then bounds ``duality_gap_`` relative to the objective of the
+        best constant model.
+    l1_ratio : float in [0, 1], optional
+        The share of ``||w||_1`` in ``penalty="elasticnet"``, which needs it;
+        ignored by the other penalties.
     n_components : int, default "deprecated"
         The former name of ``sketch_size``, served with a ``FutureWarning``
         until its removal in 0.3.
@@ -112,6 +127,9 @@ _ATTRIBUTES_DOC = """
         Whether the decoded blocks of X were kept in (worker) memory after the
         first pass (``cached``), why (``reason``), the decoded size of X
         (``nbytes``) and the budget ``cache="auto"`` compared it with.
+    duality_gap_ : float, ndarray (n_targets,) or None
+        With an l1 part in the penalty, a bound on ``objective_`` minus the
+        minimum (a duality gap); None for ``penalty="l2"``.
     n_features_in_ : int
     feature_names_in_ : ndarray, only for DataFrame input
 """
@@ -134,7 +152,8 @@ class _DualRandomProjectionBase(BaseEstimator):
 
     def __init__(self, alpha=1.0, *, sketch_size=100, solver="cg", tol=1e-6, max_iter=100,
                  fit_intercept=True, block_rows=None, split_every=None, random_state=None,
-                 cache="auto", positive=False, n_components=DEPRECATED):
+                 cache="auto", positive=False, penalty="l2", l1_ratio=None,
+                 n_components=DEPRECATED):
         self.alpha = alpha
         self.sketch_size = sketch_size
         self.n_components = n_components
@@ -147,6 +166,8 @@ class _DualRandomProjectionBase(BaseEstimator):
         self.random_state = random_state
         self.cache = cache
         self.positive = positive
+        self.penalty = penalty
+        self.l1_ratio = l1_ratio
 
     def __setstate__(self, state):
         # an estimator pickled before n_components was renamed sketch_size
@@ -171,7 +192,10 @@ class _DualRandomProjectionBase(BaseEstimator):
 
     def _validate_params(self):
         super()._validate_params()
-        check_positive(self.positive, getattr(self, "loss", "squared"), self.solver)
+        # the rules between parameters, before fit sets anything
+        loss = getattr(self, "loss", "squared")
+        check_positive(self.positive, loss, self.solver,
+                       l1_share(self.penalty, self.l1_ratio, solver=self.solver, loss=loss))
 
     def _solve(self, X, targets, loss, smoothing=1.0, sample_weight=None, solve=None):
         """Fit through :func:`dual_random_projection`, or through ``solve`` (a
@@ -186,7 +210,9 @@ class _DualRandomProjectionBase(BaseEstimator):
                        cache=self.cache)
         result = solve(X, targets, **options) if solve is not None else \
             dual_random_projection(X, targets, loss=loss, smoothing=smoothing,
-                                   solver=self.solver, positive=self.positive, **options)
+                                   solver=self.solver, positive=self.positive,
+                                   penalty=self.penalty, l1_ratio=self.l1_ratio,
+                                   **options)
         dtype = X.dtype if getattr(X, "dtype", None) == np.float32 else np.float64
         self.coef_ = np.asarray(result.coef, dtype=dtype)
         self.intercept_ = np.asarray(result.intercept, dtype=dtype)[()]
@@ -206,6 +232,7 @@ class _DualRandomProjectionBase(BaseEstimator):
         self.best_iteration_ = result.best_iteration
         self.sketch_size_ = result.n_components
         self.cache_ = result.cache
+        self.duality_gap_ = result.duality_gap
         return self
 
     def _decision(self, X):

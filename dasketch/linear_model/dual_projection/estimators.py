@@ -186,9 +186,10 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
         sample weights, as in ``LogisticRegression``); default all 1.
     multi_class : {"auto", "multinomial", "ovr"}, default "auto"
         How more than two classes are fitted: ``"multinomial"``, the softmax
-        model (logistic loss and ``solver="cg"`` only: the other losses have
-        none, and Algorithm 2 is one-vs-rest; either is refused with
-        ``InvalidParameterError``); ``"ovr"``, one binary model per class;
+        model (logistic loss, ``solver="cg"`` and ``penalty="l2"`` only: the
+        other losses have none, Algorithm 2 and the l1 penalties are
+        one-vs-rest; any of them is refused with ``InvalidParameterError``);
+        ``"ovr"``, one binary model per class;
         ``"auto"``, multinomial where it is allowed, one-vs-rest otherwise.
         Two classes are one binary model either way.""" + _PARAMS_DOC + """
     Attributes
@@ -233,11 +234,13 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
     def __init__(self, alpha=1.0, *, loss="logistic", smoothing=1.0, class_weight=None,
                  multi_class="auto", sketch_size=100, solver="cg", tol=1e-6, max_iter=100,
                  fit_intercept=True, block_rows=None, split_every=None, random_state=None,
-                 cache="auto", positive=False, n_components=DEPRECATED):
+                 cache="auto", positive=False, penalty="l2", l1_ratio=None,
+                 n_components=DEPRECATED):
         super().__init__(alpha=alpha, sketch_size=sketch_size, solver=solver, tol=tol,
                          max_iter=max_iter, fit_intercept=fit_intercept,
                          block_rows=block_rows, split_every=split_every,
-                         random_state=random_state, cache=cache, positive=positive,
+                         random_state=random_state, cache=cache, positive=positive, penalty=penalty,
+                         l1_ratio=l1_ratio,
                          n_components=n_components)
         self.loss = loss
         self.smoothing = smoothing
@@ -263,7 +266,7 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
             The fitted estimator.
         """
         self._validate_params()
-        multinomial = check_multi_class(self.multi_class, self.loss, self.solver)
+        multinomial = check_multi_class(self.multi_class, self.loss, self.solver, self.penalty)
         X, y = validate_input(self, X, y, reset=True)
         check_classification_targets(y)
         classes, codes = np.unique(y, return_inverse=True)

@@ -63,16 +63,17 @@ __all__ = ["check_multi_class", "multinomial_logistic_regression"]
 SOFTMAX_LIPSCHITZ = 0.5
 
 
-def check_multi_class(multi_class, loss, solver):
+def check_multi_class(multi_class, loss, solver, penalty="l2"):
     """Whether more than two classes are fitted by the multinomial model:
-    ``"auto"`` where it is allowed (logistic loss, ``solver="cg"``);
-    ``"multinomial"`` elsewhere is refused."""
-    allowed = loss == "logistic" and solver == "cg"
+    ``"auto"`` where it is allowed (logistic loss, ``solver="cg"``, the l2
+    penalty); ``"multinomial"`` elsewhere is refused."""
+    allowed = loss == "logistic" and solver == "cg" and penalty == "l2"
     if multi_class == "multinomial" and not allowed:
         raise InvalidParameterError(
             f"The 'multi_class' parameter of DualRandomProjectionClassifier is "
-            f"'multinomial', which needs loss='logistic' and solver='cg' (got "
-            f"loss={loss!r}, solver={solver!r}); use multi_class='ovr' or 'auto'")
+            f"'multinomial', which needs loss='logistic', solver='cg' and penalty='l2' "
+            f"(got loss={loss!r}, solver={solver!r}, penalty={penalty!r}); use "
+            f"multi_class='ovr' or 'auto'")
     return allowed and multi_class != "ovr"
 
 

@@ -45,10 +45,17 @@ from dasketch.utils._sklearn_compat import InvalidParameterError
 EXACT = 1e-8
 
 
-def check_positive(positive, loss, solver):
-    """Refuse ``positive=True`` where there is no method for it (before any pass)."""
+def check_positive(positive, loss, solver, l1_share=0.0):
+    """Refuse ``positive=True`` where there is no method for it (before any pass):
+    another loss than the squared one, ``solver="paper"`` or an l1 part in the
+    penalty (``l1_share > 0``)."""
     if not positive:
         return
+    if l1_share > 0:
+        raise InvalidParameterError(
+            "positive=True needs penalty='l2' (projected Newton on a quadratic "
+            "objective); an l1 or elastic-net penalty with positive=True is not fitted; "
+            "use positive=False")
     if loss != "squared":
         raise InvalidParameterError(
             f"positive=True needs loss='squared' (ridge: a quadratic objective), got "

@@ -86,6 +86,7 @@ class Preconditioner:
         self.captured = basis.captured
         # the curvature of the captured part, averaged over its mass
         self.mean_curvature = float(np.trace(core)) / max(basis.captured, np.finfo(float).tiny)
+        self.core, self.shift = core, shift
         self.factor = scipy.linalg.cho_factor(core + shift * np.eye(core.shape[0]))
         self.fit_intercept = basis.fit_intercept
         if self.fit_intercept:
@@ -93,6 +94,7 @@ class Preconditioner:
             self.c = self.V @ (basis.SW @ Cq)                             # B^T C q
             self.Ac = self._solve_weights(self.c)
             e = float(basis.ones @ Cq) + intercept_curvature
+            self.intercept_curvature = e
             self.schur = max(e - float(self.c @ self.Ac), 1e-12 * e, np.finfo(float).tiny)
 
     def uncaptured_dimension(self, total_mass):
@@ -113,6 +115,17 @@ class Preconditioner:
         inside = self.V.T @ r
         return (self.V @ scipy.linalg.cho_solve(self.factor, inside)
                 + (r - self.V @ inside) / self.outside)
+
+    def metric(self):
+        """``M`` itself, as ``(U, a, o, c, e)``: the weights' block
+        ``o I + U diag(a) U^T`` (``U`` orthonormal, d x k), the intercept's
+        coupling ``c`` (zeros without an intercept) and curvature ``e`` (0
+        without)."""
+        eigenvalues, vectors = np.linalg.eigh(self.core)
+        a = np.maximum(eigenvalues, 0.0) + self.shift - self.outside
+        c = self.c if self.fit_intercept else np.zeros(self.V.shape[0])
+        e = self.intercept_curvature if self.fit_intercept else 0.0
+        return np.ascontiguousarray(self.V @ vectors), a, self.outside, c, e
 
     def apply(self, r):
         """``M^{-1} r`` for ``r`` of length d (+1 with the intercept)."""

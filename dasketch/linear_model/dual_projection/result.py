@@ -32,16 +32,23 @@ class DualRandomProjectionResult:
         intercept). Computed in the last pass over X, not estimated. With
         ``positive=True`` the coefficients' part of ``grad F`` is the projected
         gradient (the KKT residual, see :mod:`.positive`).
+        With an l1 part in the penalty: the relative duality gap
+        ``duality_gap / F(0, b0)``.
     coef_error_bound : float or ndarray (n_targets,)
         ``||w - w*|| <= coef_error_bound`` for the exact minimiser ``w*``: the
         norm of the gradient of the objective with the intercept profiled out,
         divided by ``lambda`` (see :meth:`.solvers.FullProblem.error_bound`);
         for ``alpha=0`` that of sketch-preconditioned LSQR (squared loss) or
         infinite (logistic: no strong convexity, see :mod:`.unpenalised`).
+        With an l1 part: ``sqrt(2 duality_gap / (alpha (1 - l1_ratio)))``,
+        infinite for ``penalty="l1"``.
     objective : float or ndarray (n_targets,)
-        ``lambda/2 ||w||^2 + sum_i s_i l(x_i^T w + b, y_i)`` at the solution.
+        ``lambda/2 ||w||^2 + sum_i s_i l(x_i^T w + b, y_i)`` at the solution
+        (the penalty ``alpha (l1_ratio ||w||_1 + (1 - l1_ratio) ||w||^2 / 2)``
+        with an l1 part).
     converged : bool
-        Whether every target reached ``coef_error_bound <= tol ||w||``.
+        Whether every target reached ``coef_error_bound <= tol ||w||`` (with an
+        l1 part: ``duality_gap <= tol F(0, b0)``).
     n_iter : int
         Iterations run (the most over targets): conjugate-gradient iterations
         (squared loss), Newton steps (other losses) or rounds of Algorithm 2.
@@ -54,7 +61,8 @@ class DualRandomProjectionResult:
         and for Newton-CG ``cg_iterations`` and ``step_size``.
     naive_coef, naive_intercept : ndarray or float
         The naive solution ``R z / sqrt(m)`` of the first projected problem, the
-        baseline the paper shows to be far off.
+        baseline the paper shows to be far off (zeros with an l1 part: no
+        projected problem is solved).
     best_iteration : int
         ``solver="paper"``: the round returned (the one with the lowest
         objective when the iteration stopped contracting), else ``n_iter``.
@@ -68,6 +76,12 @@ class DualRandomProjectionResult:
     cache : CacheChoice, optional
         Whether the decoded blocks of X were kept in (worker) memory after the
         first pass, and why.
+    duality_gap : float or ndarray (n_targets,), optional
+        With an l1 part in the penalty (``penalty="l1"`` or ``"elasticnet"``):
+        ``objective - D(theta) >= objective - min F``, the duality gap of a
+        dual feasible point built from the solution's dual variables
+        (:mod:`dasketch.linear_model.dual_projection.duality_gap`); None for
+        the ridge penalty.
     _dual : tuple, optional
         What :meth:`dual_coef` needs; never pass it.
 
@@ -102,6 +116,7 @@ class DualRandomProjectionResult:
     n_components: int
     random_state: int
     cache: CacheChoice = None
+    duality_gap: object = None
     _dual: tuple = field(default=None, repr=False)
 
     def dual_coef(self):

@@ -30,6 +30,8 @@ coefficients, ``||w - w*|| <= coef_error_bound`` (strong convexity, see
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from dasketch._blocks import as_row_blocks, cache_blocks, run_eagerly
@@ -57,6 +59,7 @@ from dasketch.linear_model.dual_projection.passes import (
     projection_pass,
 )
 from dasketch.linear_model.dual_projection.positive import check_positive, positive_squared
+from dasketch.linear_model.dual_projection.proximal import fit_l1, l1_share
 from dasketch.linear_model.dual_projection.result import DualRandomProjectionResult
 from dasketch.linear_model.dual_projection.solvers import FullProblem, pcg_squared, record
 from dasketch.linear_model.dual_projection.unpenalised import (
@@ -84,11 +87,14 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
                            sketch_size=100, solver="cg", tol=1e-6, max_iter=100,
                            fit_intercept=True, block_rows=None, split_every=None,
                            random_state=None, client=None, sample_weight=None, cache="auto",
-                           positive=False, n_components=DEPRECATED):
+                           positive=False, penalty="l2", l1_ratio=None,
+                           n_components=DEPRECATED):
     """Fit a regularised linear model by dual random projection (Zhang et al., COLT 2013).
 
     Solves ``min_{w,b} alpha/2 ||w||^2 + sum_i s_i l(x_i^T w + b, y_i)`` for one or
-    several targets at once.
+    several targets at once; with an l1 part in the penalty,
+    ``alpha (l1_ratio ||w||_1 + (1 - l1_ratio) ||w||^2 / 2)`` in place of
+    ``alpha/2 ||w||^2`` (:mod:`.proximal`).
 
     Parameters
     ----------
@@ -157,6 +163,16 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         least squares (:mod:`dasketch.linear_model.nonnegative_lstsq`); the
         certificate is then the KKT residual (the projected gradient). Other
         losses and ``solver="paper"`` raise ``InvalidParameterError``.
+    penalty : {"l2", "l1", "elasticnet"}, default "l2"
+        The penalty, as scikit-learn's ``LogisticRegression`` names it, weighted
+        by ``alpha`` (``alpha = 1/C``, the loss summed, not averaged). ``"l1"``
+        and ``"elasticnet"`` (squared and logistic losses, ``solver="cg"``) are
+        fitted by a sketch-preconditioned proximal Newton method and certified
+        by their duality gap: the iteration stops when it is at most ``tol``
+        times the objective of the best constant model (:mod:`.proximal`).
+    l1_ratio : float in [0, 1], optional
+        ``rho`` of ``"elasticnet"``, which needs it (ignored otherwise): the
+        penalty is ``alpha (rho ||w||_1 + (1 - rho) ||w||^2 / 2)``.
     n_components : int, default "deprecated"
         The former name of ``sketch_size``, served with a ``FutureWarning``
         until its removal in 0.3.
@@ -208,7 +224,8 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     (True, True, True)
     """
     validate_parameter_constraints(DRP_CONSTRAINTS, locals(), caller_name="dual_random_projection")
-    check_positive(positive, loss, solver)
+    rho = l1_share(penalty, l1_ratio, solver=solver, loss=loss)
+    check_positive(positive, loss, solver, rho)
     sketch_size = renamed_parameter("dual_random_projection", "n_components", "sketch_size",
                                     n_components, sketch_size, new_default=100)
     smoothing, m, max_iter, tol = float(smoothing), int(sketch_size), int(max_iter), \
@@ -252,6 +269,11 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     reference = np.where(reference > 0, reference, 1.0)
     full.reference = reference
     f_v0 = (s * loss_value(b0, Y, loss, smoothing)).sum(axis=0)
+    if rho > 0 and not unpenalised:
+        setup = SimpleNamespace(Y=Y, weights=weights, b0=b0, column_sums=column_sums,
+                                products=products, gram=gram)
+        return fit_l1(full, setup, lam=lam, rho=rho, tol=tol, max_iter=max_iter,
+                      squeeze=np.ndim(y) == 1, seed=seed, cache=cache_choice, source=source)
     history = []
     diverged, best = False, None
     if solver == "paper":

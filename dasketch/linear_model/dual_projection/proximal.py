@@ -1,0 +1,319 @@
+r"""l1 and elastic-net penalties: sketch-preconditioned proximal Newton.
+
+Solves, per target,
+
+.. math:: \min_{w, b} \sum_i s_i l(x_i^T w + b, y_i)
+          + \alpha \left(\rho \|w\|_1 + \frac{1 - \rho}{2} \|w\|^2\right)
+
+(``rho = l1_ratio``; the squared and logistic losses) by a proximal Newton
+method (Lee, Sun, Saunders, SIAM J. Optim. 2014) whose quadratic model uses
+the projection's approximation ``M`` of the Hessian (:mod:`.preconditioner`:
+the exact Hessian when the rank of X is at most the projection dimension, the
+randomized Nystrom approximation for the squared loss) in place of the
+Hessian. The model, ``M`` a multiple of the identity plus a low-rank part, is
+minimised by coordinate descent in memory
+(:func:`dasketch.kernels.proximal_model.model_descent`, no pass over X); the
+step is then taken with an Armijo backtracking line search on the true
+objective, whose values along the step come from the same pass that gives
+the gradient, the curvature and the dual variables at its end
+(:mod:`.l1_passes`): one pass per iteration, two when the step is shortened.
+
+Every iterate is certified by its duality gap (:mod:`.duality_gap`), a bound on
+``F(w, b) - F*`` computed from that pass; the iteration stops when
+``gap <= tol F(0, b0)`` (``b0`` the best constant model), and warns with
+:class:`~sklearn.exceptions.ConvergenceWarning` exactly when a target does not
+reach it. With a ridge part (``rho < 1``) strong convexity also bounds the
+coefficients: ``||w - w*|| <= sqrt(2 gap / (alpha (1 - rho)))``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from types import SimpleNamespace
+
+import numpy as np
+import scipy.linalg
+from sklearn.exceptions import ConvergenceWarning
+
+from dasketch.kernels.proximal_model import model_descent, within_orthant
+from dasketch.linear_model.dual_projection.duality_gap import duality_gaps
+from dasketch.linear_model.dual_projection.l1_passes import l1_pass
+from dasketch.linear_model.dual_projection.preconditioner import Preconditioner, ProjectedBasis
+from dasketch.utils._sklearn_compat import InvalidParameterError
+
+PENALTIES = ("l2", "l1", "elasticnet")
+ARMIJO = 1e-4
+# The relative rounding of an objective summed over many terms.
+ROUNDING = 64 * np.finfo(np.float64).eps
+# Step lengths of the line search, all evaluated in the pass at the full step.
+STEPS = 2.0 ** -np.arange(0, 31)
+# Minimisation of the model: relative tolerance and rounds (of coordinate
+# descent and a face solve) at most.
+MODEL_TOL = 1e-10
+MODEL_ROUNDS = 50
+# The exact Hessian on the support is computed in the pass when the support
+# has settled and has at most FACE_LIMIT sqrt(d K) columns (its cost, n J^2 K,
+# is then at most about four times the pass's own, about 4 n d K).
+FACE_LIMIT = 4.0
+
+
+def l1_share(penalty, l1_ratio, *, solver="cg", loss="squared"):
+    """The weight ``rho`` of ``||w||_1`` in the penalty (0 for ``"l2"``), after the
+    rules that need several arguments: ``"elasticnet"`` needs an ``l1_ratio``,
+    and an l1 part needs ``solver="cg"`` and the squared or logistic loss.
+    Raises :class:`~sklearn.utils._param_validation.InvalidParameterError`."""
+    if penalty == "l2":
+        return 0.0
+    if penalty == "elasticnet" and l1_ratio is None:
+        raise InvalidParameterError("The 'l1_ratio' parameter must be a float in [0, 1] "
+                                    "with penalty='elasticnet', got None.")
+    rho = 1.0 if penalty == "l1" else float(l1_ratio)
+    if rho > 0 and solver != "cg":
+        raise InvalidParameterError(f"The 'solver' parameter must be 'cg' with "
+                                    f"penalty={penalty!r} (an l1 part), got {solver!r}.")
+    if rho > 0 and loss not in ("squared", "logistic"):
+        raise InvalidParameterError(f"The 'penalty' parameter must be 'l2' with "
+                                    f"loss={loss!r}; l1 and elastic-net penalties take the "
+                                    f"squared or logistic loss, got {penalty!r}.")
+    return rho
+
+
+def _store(state, new, columns):
+    for name in ("value", "dual_sum", "positive_sum"):
+        if getattr(new, name, None) is not None:
+            getattr(state, name)[columns] = getattr(new, name)
+    for name in ("xt_dual", "xt_positive", "diagonal"):
+        if getattr(new, name, None) is not None:
+            getattr(state, name)[:, columns] = getattr(new, name)
+    if new.curvature is not None:
+        state.curvature[columns] = new.curvature
+
+
+def _direction(full, basis, gram, V, state, faces, k, l1, l2):
+    """The minimiser of the model around target ``k``, stacked, and the model's
+    predicted decrease ``g^T D + l1 (||w + D_w||_1 - ||w||_1)`` (< 0 unless optimal)."""
+    W, b = full.split(V)
+    w = np.ascontiguousarray(W[:, k])
+    curvature = gram if full.loss == "squared" else state.curvature[k]
+    U, a, o, c, e = Preconditioner(basis, curvature, l2[k]).metric()
+    # the diagonal the low-rank part misses (columns of X outside the range of
+    # the projection), added back: the metric is then exact on the diagonal
+    o = o + np.maximum(state.diagonal[:, k] + l2[k] - o - (U * U) @ a, 0.0)
+    g = state.xt_dual[:, k] + l2[k] * w
+    gb = float(state.dual_sum[k]) if full.fit_intercept else 0.0
+    dz, db, _ = model_descent(w, g, U, a, o, c, e, gb, l1[k], MODEL_TOL, MODEL_ROUNDS)
+    if k in faces:
+        dz, db = _face_newton(w, dz, db, g, gb, faces[k], l1[k], l2[k], full.fit_intercept)
+    decrease = g @ dz + gb * db + l1[k] * np.sum(np.abs(w + dz) - np.abs(w))
+    return full.stack(dz[:, None], np.array([db]))[:, 0], decrease
+
+
+def _face_newton(w, dz, db, g, gb, face, l1, l2, fit_intercept):
+    """The Newton step on the face of ``w``'s support and signs, with the exact
+    Hessian ``face = (support, [X_J 1]^T diag(s l'') [X_J 1])`` from the last
+    pass, in place of the model's step ``(dz, db)`` when that keeps the support
+    and signs of ``w`` (the face is then settled and Newton's method on it
+    converges quadratically); the step stops where a coordinate reaches 0."""
+    support, hessian = face
+    z = w + dz
+    if not np.array_equal(np.flatnonzero(z), support) \
+            or not np.array_equal(np.flatnonzero(w), support) \
+            or np.any(np.sign(z[support]) != np.sign(w[support])):
+        return dz, db
+    size = support.size + 1 if fit_intercept else support.size
+    H = hessian[:size, :size].copy()
+    H[np.arange(support.size), np.arange(support.size)] += l2
+    rhs = -(g[support] + l1 * np.sign(w[support]))
+    if fit_intercept:
+        rhs = np.append(rhs, -gb)
+    try:
+        step = scipy.linalg.solve(H, rhs, assume_a="pos")
+    except (np.linalg.LinAlgError, ValueError):
+        return dz, db
+    out = np.zeros_like(dz)
+    target, t = within_orthant(w[support], w[support] + step[:support.size])
+    out[support] = target - w[support]
+    return out, t * step[-1] if fit_intercept else 0.0
+
+
+def _faces(faces, new, W_end, columns, full_step):
+    """Keep the Hessian on the support of each target's new point ``W_end``,
+    reached by a ``full_step`` (a shortened one says that the model, or the
+    Newton step on the face, is not yet to be trusted)."""
+    for i, k in enumerate(columns):
+        faces.pop(k, None)
+        if new.face is None or not full_step[i]:
+            continue
+        own = np.flatnonzero(W_end[:, i])
+        where = np.searchsorted(new.support, own)
+        if np.all(where < new.support.size) and np.array_equal(new.support[where], own):
+            where = np.append(where, new.support.size)     # the intercept
+            faces[k] = (own, new.face[i][np.ix_(where, where)])
+
+
+def _support(W, W_end):
+    """The union of the supports of the columns of ``W_end`` that have the
+    support of ``W`` (settled), if small enough (else None)."""
+    settled = np.all((W != 0) == (W_end != 0), axis=0)
+    union = np.flatnonzero(np.any(W_end[:, settled] != 0, axis=1))
+    return union if 0 < union.size <= FACE_LIMIT * np.sqrt(W.size) else None
+
+
+def _objective_path(W, Dw, path, l1, l2):
+    """``F(W + eta Dw)`` for every ``eta`` of :data:`STEPS` from the loss sums ``path``."""
+    out = np.empty_like(path)
+    for i, eta in enumerate(STEPS):
+        Z = W + eta * Dw
+        out[i] = path[i] + l1 * np.abs(Z).sum(axis=0) + 0.5 * l2 * np.einsum("ij,ij->j", Z, Z)
+    return out
+
+
+def proximal_newton(full, setup, *, l1, l2, tol, max_iter, history):
+    """Fit every target; see the module docstring.
+
+    ``setup`` holds what the projection pass gave (``Y``, ``weights``, ``b0``,
+    ``column_sums``, ``products``, ``gram``). Returns
+    ``(V, objective, gap, reference, n_iter)``: the stacked solutions, their
+    objective and duality gap, the objective of the best constant model the gap
+    is measured against, and the iterations run.
+    """
+    Y, weights = setup.Y, setup.weights
+    K, m1 = Y.shape[1], setup.gram.shape[0]
+    basis = ProjectedBasis(setup.products[:, :m1], setup.gram[:, :m1], full.fit_intercept)
+    gram = setup.gram[:, :m1]
+    V = full.stack(np.zeros((full.blocks.shape[1], K)), setup.b0)
+    full.passes += 1
+    state = l1_pass(full.blocks, full.xhat, full.yd, full.sd, *full.split(V),
+                    loss=full.loss, **_pass_options(full))
+    faces = {}
+    terms = dict(loss=full.loss, l1=l1, l2=l2, fit_intercept=full.fit_intercept,
+                 column_sums=setup.column_sums, weight_sum=weights.sum(),
+                 weighted_target_sums=weights @ Y)
+    primal, _, gap = duality_gaps(*full.split(V), state, **terms)
+    reference = np.where(primal > 0, primal, 1.0)
+    stalled = np.zeros(K, dtype=bool)
+    n_iter = 0
+    _record(history, 0, full.passes, gap / reference, primal)
+    while n_iter < max_iter:
+        run = np.flatnonzero((gap > tol * reference) & ~stalled)
+        if not run.size:
+            break
+        n_iter += 1
+        D, decrease = np.zeros((V.shape[0], run.size)), np.zeros(run.size)
+        for i, k in enumerate(run):
+            D[:, i], decrease[i] = _direction(full, basis, gram, V, state, faces, k, l1, l2)
+        W, b = full.split(V[:, run])
+        Dw, db = full.split(D)
+        full.passes += 1
+        new = l1_pass(full.blocks, full.xhat, full.yd[:, run], full.sd, W, b, (Dw, db),
+                      STEPS, _support(W, W + Dw), loss=full.loss, **_pass_options(full))
+        values = _objective_path(W, Dw, new.path, l1[run], l2[run])
+        accepted = values <= primal[run] + ARMIJO * STEPS[:, None] * decrease
+        # a decrease below the rounding of the objective cannot be checked: the
+        # full step is taken (the gap of the new point is computed all the same)
+        unseen = -decrease <= ROUNDING * (np.abs(primal[run]) + l1[run] * np.abs(W).sum(axis=0))
+        accepted[0] |= unseen & (decrease < 0)
+        ok = accepted.any(axis=0) & (decrease < 0)
+        eta = np.where(ok, STEPS[np.argmax(accepted, axis=0)], 0.0)
+        stalled[run[~ok]] = True
+        V[:, run] += eta * D
+        run_all, before = run, gap[run]
+        if np.any(eta[ok] < 1.0):
+            W_end, b = full.split(V[:, run])
+            full.passes += 1
+            new = l1_pass(full.blocks, full.xhat, full.yd[:, run], full.sd, W_end, b,
+                          support=_support(W, W_end), loss=full.loss,
+                          **_pass_options(full))
+        elif not ok.all():     # keep the state of the targets that did not move
+            run, new = _subset(run, ok, new)
+        _store(state, new, run)
+        _faces(faces, new, full.split(V[:, run])[0], run, eta[np.isin(run_all, run)] == 1.0)
+        primal[run], _, gap[run] = duality_gaps(*full.split(V[:, run]),
+                                                _columns(state, run), **_columns_of(terms, run))
+        # a step taken below the rounding of the objective that did not lower
+        # the gap: rounding, not the iteration, limits the certificate
+        moved = np.isin(run_all, run)
+        stalled[run] |= unseen[moved] & (gap[run] >= before[moved])
+        _record(history, n_iter, full.passes, gap / reference, primal, eta)
+    return V, primal, gap, reference, n_iter
+
+
+def _pass_options(full):
+    return {"split_every": full.options["split_every"], "client": full.options["client"]}
+
+
+def _subset(run, ok, new):
+    """The pass's results for the targets ``run[ok]`` only."""
+    picked = SimpleNamespace(curvature=None if new.curvature is None else new.curvature[ok],
+                             face=None if new.face is None else new.face[ok],
+                             support=new.support)
+    for name in ("value", "dual_sum", "positive_sum"):
+        value = getattr(new, name)
+        setattr(picked, name, None if value is None else value[ok])
+    for name in ("xt_dual", "xt_positive", "diagonal"):
+        value = getattr(new, name)
+        setattr(picked, name, None if value is None else value[:, ok])
+    return run[ok], picked
+
+
+def _columns(state, run):
+    picked = SimpleNamespace(value=state.value[run], dual_sum=state.dual_sum[run],
+                             xt_dual=state.xt_dual[:, run])
+    if state.xt_positive is not None:
+        picked.xt_positive = state.xt_positive[:, run]
+        picked.positive_sum = state.positive_sum[run]
+    return picked
+
+
+def _columns_of(terms, run):
+    return {**terms, "l1": terms["l1"][run], "l2": terms["l2"][run],
+            "weighted_target_sums": terms["weighted_target_sums"][run]}
+
+
+def _record(history, iteration, passes, relative_gap, objective, step=None):
+    entry = {"iteration": iteration, "passes": passes,
+             "optimality_residual": relative_gap.tolist() if relative_gap.size > 1
+             else float(relative_gap[0]),
+             "objective": objective.tolist() if objective.size > 1 else float(objective[0])}
+    if step is not None:
+        entry["step_size"] = step.tolist() if step.size > 1 else float(step[0])
+    history.append(entry)
+
+
+def warn_gap(gap, reference, tol, n_iter, sketch_size):
+    """The :class:`ConvergenceWarning` of a fit whose duality gap misses ``tol``."""
+    relative = float(np.max(gap / reference))
+    warnings.warn(f"proximal Newton: relative duality gap {relative:.3g} > tol={tol:g} "
+                  f"(gap {float(np.max(gap)):.3g} over the objective of the best constant "
+                  f"model) after {n_iter} iterations; increase max_iter, or sketch_size "
+                  f"(now {sketch_size}) to precondition better, or a tol above the "
+                  "rounding of the objective", ConvergenceWarning, stacklevel=4)
+
+
+def fit_l1(full, setup, *, lam, rho, tol, max_iter, squeeze, seed, cache, source):
+    """:func:`proximal_newton` for ``alpha = lam`` (per target) and ``l1_ratio = rho``,
+    as a :class:`~.result.DualRandomProjectionResult` (warning when it misses
+    ``tol``)."""
+    from dasketch.linear_model.dual_projection.result import DualRandomProjectionResult
+
+    l1, l2 = lam * rho, lam * (1.0 - rho)
+    history = []
+    V, f, gap, reference, n_iter = proximal_newton(full, setup, l1=l1, l2=l2, tol=tol,
+                                                   max_iter=max_iter, history=history)
+    W, b = full.split(V)
+    bound = np.sqrt(2.0 * gap / np.where(l2 > 0, l2, 1.0))
+    bound[l2 == 0] = np.inf        # no strong convexity: nothing bounds ||w - w*||
+    relative = gap / reference
+    pick = (lambda a: float(a[0])) if squeeze else (lambda a: a)
+    result = DualRandomProjectionResult(
+        coef=W[:, 0] if squeeze else W.T, intercept=pick(b),
+        optimality_residual=pick(relative), coef_error_bound=pick(bound), objective=pick(f),
+        converged=bool(np.all(relative <= tol)), n_iter=int(n_iter), n_passes=full.passes,
+        history=history, naive_coef=np.zeros_like(W[:, 0] if squeeze else W.T),
+        naive_intercept=pick(setup.b0), best_iteration=int(n_iter),
+        n_components=full.n_components, random_state=seed, cache=cache,
+        duality_gap=pick(gap),
+        _dual=(source, full.yd, full.sd, W, b, full.loss, full.smoothing, squeeze))
+    if not result.converged:
+        warn_gap(gap, reference, tol, n_iter, full.n_components)
+    return result
