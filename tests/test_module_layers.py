@@ -140,3 +140,35 @@ def test_the_package_reaches_the_bridge_through_its_face():
              for path in outside for line, module in _dasketch_imports(path)
              if module.startswith("dasketch._blocks.")]
     assert not found, "imports past the face of dasketch._blocks:\n" + "\n".join(found)
+
+
+# What SketchPCA (dasketch/decomposition/) imports from the package besides itself, the
+# bridge and the kernels, and why it stays above the bridge.
+DECOMPOSITION_ALLOWED = {
+    # The public blocked sketch: its defaults (update, working size, fan-in, rows per
+    # block) and its check of the workers' memory (dasketch.sketch_memory) live there.
+    "dasketch.sketching": "the blocked sketch with its defaults and memory check",
+    # Sets and checks the estimator's n_features_in_ / feature_names_in_ through
+    # scikit-learn's validate_data: the estimator's side, not the bridge's.
+    "dasketch.utils.validation": "validate_input, estimator state",
+    "dasketch.utils._sklearn_compat": "the only module importing private scikit-learn names",
+    "dasketch.utils.params": "parameter constraints shared by every estimator",
+    "dasketch.utils.blockwise": "transform and predict out of core, shared by every estimator",
+}
+
+
+def test_decomposition_reaches_only_itself_the_bridge_and_the_kernels():
+    """A walk of ``SketchPCA.fit`` stays in ``dasketch/decomposition/``, the bridge
+    and the kernels, but for :data:`DECOMPOSITION_ALLOWED`, each of which it uses."""
+    sources = _sources(PACKAGE / "decomposition")
+    imports = [(path, line, module) for path in sources
+               for line, module in _dasketch_imports(path)]
+    assert PACKAGE / "decomposition" / "_transposed.py" in sources and len(imports) > 10
+    own = ("dasketch.decomposition", "dasketch._blocks", "dasketch.kernels")
+    found = [f"{path.relative_to(PACKAGE.parent)}:{line}: {module}"
+             for path, line, module in imports
+             if not any(module == layer or module.startswith(layer + ".") for layer in own)
+             and module not in DECOMPOSITION_ALLOWED]
+    assert not found, "dasketch/decomposition/ imports past its layers:\n" + "\n".join(found)
+    unused = set(DECOMPOSITION_ALLOWED) - {module for _, _, module in imports}
+    assert not unused, f"allowed but no longer imported (remove them): {sorted(unused)}"

@@ -24,7 +24,9 @@ Other packages import from here only, never from the submodules: the
 primitives above, the functions tasks run (:mod:`.block_functions`), the
 column scaling in the tasks (:mod:`.scaling`), the plans of stores read along
 their columns (:mod:`.column_reads`, :mod:`.transposed_store`,
-:mod:`.stacked_store`) and the bridge's clients and tasks.
+:mod:`.stacked_store`), the store opener they use
+(:func:`~dasketch.storage.reading.open_store_array`), whether an input is read
+block by block (:func:`is_out_of_core`) and the bridge's clients and tasks.
 """
 
 from dasketch._blocks.block_functions import (
@@ -46,7 +48,7 @@ from dasketch._blocks.block_functions import (
 from dasketch._blocks.cache import CacheChoice, cache_blocks
 from dasketch._blocks.cluster_wait import worker_timeout
 from dasketch._blocks.column_reads import plan_column_reads
-from dasketch._blocks.inputs import as_row_blocks
+from dasketch._blocks.inputs import as_row_blocks, is_out_of_core
 from dasketch._blocks.mapping import block_tasks, map_reduce, map_rows, side_by_side
 from dasketch._blocks.operators import (
     gather_rows,
@@ -87,6 +89,7 @@ from dasketch._blocks.stacked_store import (
 from dasketch._blocks.stores import open_zarr_array
 from dasketch._blocks.tasks import DEFAULT_SPLIT_EVERY, add, check_split_every, task, tree_reduce
 from dasketch._blocks.transposed_store import stored_array, transposed_store_blocks
+from dasketch.storage.reading import open_store_array
 
 __all__ = [
     "CacheChoice", "DEFAULT_SPLIT_EVERY", "ParquetSource", "RowBlocks", "add", "affine_block",
@@ -94,9 +97,10 @@ __all__ = [
     "centred_rows", "check_split_every", "chunk_blocks", "class_labels", "column_summary",
     "compute", "default_block_rows", "default_client", "dense_block_rows", "embed_block",
     "gather_rows", "gaussian_log_likelihood_block", "gram_block", "is_dask_collection",
+    "is_out_of_core",
     "iter_row_blocks", "known_row_chunks", "leverage_block", "map_reduce", "map_rows",
     "masked_weighted", "matvec", "matvec_block", "merge_all_sketches", "open_parquet",
-    "open_zarr_array",
+    "open_store_array", "open_zarr_array",
     "persist", "plan_column_reads", "progress_wanted", "project_block", "random_projection",
     "rechunk_rows",
     "resized_sketch", "rmatvec", "run_eagerly", "scaled_blocks", "select_columns",

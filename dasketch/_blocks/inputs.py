@@ -11,6 +11,8 @@ any chunking, scheduler or number of workers.
 
 from __future__ import annotations
 
+import os
+
 from dasketch._blocks.readers import ReadOptions, read_row_blocks
 from dasketch._blocks.readers.in_memory import in_memory_row_blocks as _in_memory_row_blocks
 from dasketch._blocks.readers.options import check_block_rows as _check_block_rows
@@ -19,16 +21,18 @@ from dasketch._blocks.readers.options import check_shape as _check_shape
 from dasketch._blocks.readers.options import csr_block_bytes as _csr_block_bytes
 from dasketch._blocks.readers.options import dense_block_rows as _block_rows
 from dasketch._blocks.readers.options import sparse_block_rows as _sparse_block_rows
+from dasketch._blocks.readers.parquet import ParquetSource
 from dasketch._blocks.readers.zarr_stores import is_zarr_array as _is_zarr_array
 from dasketch._blocks.readers.zarr_stores import is_zip_store as _is_zip_store
 from dasketch._blocks.readers.zarr_stores import open_zip_array as _open_zip_array
 from dasketch._blocks.row_blocks import RowBlocks
+from dasketch._blocks.scheduler import is_dask_collection
 
 # Names this module defined before the readers held them.
 __all__ = [
     "_block_rows", "_check_block_rows", "_check_dtype", "_check_shape", "_csr_block_bytes",
     "_in_memory_row_blocks", "_is_zarr_array", "_is_zip_store", "_open_zip_array",
-    "_sparse_block_rows", "as_row_blocks",
+    "_sparse_block_rows", "as_row_blocks", "is_out_of_core",
 ]
 
 
@@ -87,3 +91,19 @@ scipy.sparse matrix or array (any format), zarr.Array, pyarrow.Table, str or os.
         block_rows=block_rows, name=name, component=component,
         storage_options=storage_options, missing_chunks=missing_chunks,
         default_rows=default_rows, columns=columns))
+
+
+def is_out_of_core(X):
+    """Whether ``X`` is read lazily block by block: a Dask collection, a
+    ``zarr.Array``, a path or URL, a Parquet dataset (``dasketch.read_parquet``)
+    or :class:`RowBlocks`.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> is_out_of_core(da.ones((4, 2))), is_out_of_core("data.zarr"), is_out_of_core(np.ones(2))
+    (True, True, False)
+    """
+    if isinstance(X, (RowBlocks, ParquetSource, str, os.PathLike)) or is_dask_collection(X):
+        return True
+    return type(X).__module__.split(".")[0] == "zarr"

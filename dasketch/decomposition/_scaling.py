@@ -13,9 +13,15 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from dasketch._blocks import RowBlocks, as_row_blocks, column_summary, compute, scaled_blocks
+from dasketch._blocks import (
+    RowBlocks,
+    as_row_blocks,
+    column_summary,
+    compute,
+    is_out_of_core,
+    scaled_blocks,
+)
 from dasketch.kernels.column_scaling import ColumnScaler, column_scaling
-from dasketch.utils.validation import is_out_of_core
 
 
 class ColumnScaling:

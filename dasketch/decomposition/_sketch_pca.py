@@ -11,6 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 from dasketch._blocks import (
     RowBlocks,
     as_row_blocks,
+    is_out_of_core,
     run_eagerly,
     scaled_blocks,
     transposed_store_blocks,
@@ -24,7 +25,7 @@ from dasketch.kernels.frequent_directions import SKETCH_METHODS
 from dasketch.utils._sklearn_compat import BasePCA, RealNotInt, StrOptions
 from dasketch.utils.blockwise import affine_rows
 from dasketch.utils.params import Interval
-from dasketch.utils.validation import is_out_of_core, validate_input
+from dasketch.utils.validation import validate_input
 
 
 class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, BasePCA):

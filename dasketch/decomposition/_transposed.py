@@ -43,6 +43,7 @@ from dasketch._blocks import (
     centred_rows,
     compute,
     dense_block_rows,
+    open_store_array,
     plan_column_reads,
     stored_array,
     transformed_blocks,
@@ -50,7 +51,6 @@ from dasketch._blocks import (
     tree_reduce,
 )
 from dasketch.sketching import sketch
-from dasketch.storage.reading import open_store_array
 
 logger = logging.getLogger("dasketch")
 

@@ -8,31 +8,13 @@ by the kernels during the pass that reads them.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import scipy.sparse
 from sklearn.utils.validation import column_or_1d, validate_data
 
-from dasketch._blocks import ParquetSource, RowBlocks, as_row_blocks, compute, is_dask_collection
+from dasketch._blocks import as_row_blocks, compute, is_dask_collection, is_out_of_core
 
 FLOAT_DTYPES = (np.float64, np.float32)
-
-
-def is_out_of_core(X):
-    """Whether ``X`` is read lazily block by block: a Dask collection, a
-    ``zarr.Array``, a path or URL, a Parquet dataset (``dasketch.read_parquet``)
-    or :class:`~dasketch._blocks.RowBlocks`.
-
-    Examples
-    --------
-    >>> import numpy as np, dask.array as da
-    >>> is_out_of_core(da.ones((4, 2))), is_out_of_core("data.zarr"), is_out_of_core(np.ones(2))
-    (True, True, False)
-    """
-    if isinstance(X, (RowBlocks, ParquetSource, str, os.PathLike)) or is_dask_collection(X):
-        return True
-    return type(X).__module__.split(".")[0] == "zarr"
 
 
 def _check_out_of_core_features(estimator, blocks, reset):
