@@ -66,7 +66,10 @@ def duality_gaps(W, b, state, *, loss, l1, l2, fit_intercept, column_sums, weigh
     the penalties per target; ``column_sums`` is ``X^T s``, ``weight_sum``
     ``sum_i s_i`` and ``weighted_target_sums`` ``sum_i s_i y_i`` per target.
 
-    Returns ``(primal, dual, gap)``, arrays of one value per target, ``gap >= 0``.
+    Returns ``(primal, dual, gap)``, arrays of one value per target; ``gap`` is
+    ``primal - dual`` plus the rounding of their evaluation from the pass's sums
+    (inner products of length ``d``, :func:`_evaluation_rounding`), so it is
+    positive even where the two meet in floating point.
     """
     K = W.shape[1]
     primal, dual = np.empty(K), np.empty(K)
@@ -100,4 +103,15 @@ def duality_gaps(W, b, state, *, loss, l1, l2, fit_intercept, column_sums, weigh
             def conjugate(c, least=least, entropy=negative_entropy):
                 return c * least * entropy
         dual[k] = _best_scale(conjugate, v, l1[k], l2[k])
-    return primal, dual, np.maximum(primal - dual, 0.0)
+    rounding = _evaluation_rounding(W.shape[0], primal, dual)
+    return primal, dual, np.maximum(primal - dual, 0.0) + rounding
+
+
+def _evaluation_rounding(d, primal, dual):
+    """``gamma_{d+4} (|P| + |D|)``: the rounding of ``P`` and ``D`` computed from
+    the pass's sums by inner products of length ``d`` and a few operations more
+    (Higham, Accuracy and Stability of Numerical Algorithms, 2002, eq. 3.5);
+    ``P``'s terms are nonnegative, so ``|P|`` bounds their absolute sum."""
+    unit = np.finfo(np.float64).eps / 2
+    k = d + 4
+    return k * unit / (1 - k * unit) * (np.abs(primal) + np.abs(dual))

@@ -20,9 +20,9 @@ class SoftmaxPreconditioner:
 
     ``M`` is the Hessian with X replaced by ``P X``, ``P = Q Q^T`` the projector
     onto the range of ``[X_hat 1]`` (see :mod:`.preconditioner`, whose
-    :class:`~.preconditioner.ProjectedBasis` ``B^T = X_a^T Q = [V S W^T; q^T]``
+    :class:`~.preconditioner.ProjectedBasis` ``B^T = X_a^T Q = [V F; q^T]``
     is shared): with ``C`` the projected block Hessian ``[Q^T D_kl Q]_{kl}``,
-    ``M_ww = (I (x) V S W^T) C (I (x) W S V^T) + lambda I`` on the range of
+    ``M_ww = (I (x) V F) C (I (x) F^T V^T) + lambda I`` on the range of
     ``I (x) V`` and ``lambda`` plus its smallest eigenvalue outside (the rule
     of Frangella, Tropp and Udell); the intercepts by a K x K Schur complement,
     with ``spread`` added to the curvature along a common shift of all
@@ -32,12 +32,12 @@ class SoftmaxPreconditioner:
 
     def __init__(self, basis, curvature, lam, spread, n_classes):
         size, K = basis.size, n_classes
-        m1, k = curvature.shape[0] // K, basis.SW.shape[0]
+        m1, k = curvature.shape[0] // K, basis.F.shape[0]
         blocks = curvature.reshape(K, m1, K, m1)[:, :size, :, :size].reshape(K * size, -1)
         T = np.kron(np.eye(K), basis.T)
         C = T.T @ blocks @ T                                      # [Q^T D_kl Q]_kl
-        SW = np.kron(np.eye(K), basis.SW)
-        core = SW @ C @ SW.T
+        F = np.kron(np.eye(K), basis.F)
+        core = F @ C @ F.T
         # a common shift of all w_k changes no loss, so the core is singular along
         # it; the Newton directions have none of it (:func:`_centred`), and a
         # curvature above all others there leaves the smallest eigenvalue that
@@ -56,7 +56,7 @@ class SoftmaxPreconditioner:
         if self.fit_intercept:
             ones = np.kron(np.eye(K), basis.ones[:, None])
             Cq = C @ ones                                           # C (I (x) q)
-            self.c = SW @ Cq
+            self.c = F @ Cq
             self.Ac = scipy.linalg.cho_solve(self.factor, self.c)
             e = ones.T @ Cq + spread
             schur = e - self.c.T @ self.Ac
