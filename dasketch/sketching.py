@@ -56,7 +56,7 @@ def choose_update(update, sparse, n_features, sketch_size):
     """Resolve ``update="auto"``: ``"randomized"`` for sparse rows with ``d >=
     32 l``, where one randomized compression per block beats the exact shrinks'
     O(n d l) on error per second (benchmarks/bench_sparse_wide.py), else the exact
-    cost model of :func:`~dasketch.kernels.frequent_directions.rows_per_shrink`."""
+    cost model of :func:`~dasketch.kernels.shrink_schedule.rows_per_shrink`."""
     if update == "auto" and sparse and n_features >= RANDOMIZED_WIDTH_RATIO * sketch_size:
         return "randomized"
     return update

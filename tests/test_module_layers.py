@@ -1,9 +1,11 @@
 """The layers of the package: only the bridge (``dasketch/_blocks/``) builds Dask
 graphs, the kernels never import Dask, and each layer imports only from itself
 and the layers below it (read from the source, so a lazy import inside a
-function counts as much as one at the top)."""
+function counts as much as one at the top). Modules stay short and the bridge's
+functions simple."""
 
 import ast
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -172,3 +174,40 @@ def test_decomposition_reaches_only_itself_the_bridge_and_the_kernels():
     assert not found, "dasketch/decomposition/ imports past its layers:\n" + "\n".join(found)
     unused = set(DECOMPOSITION_ALLOWED) - {module for _, _, module in imports}
     assert not unused, f"allowed but no longer imported (remove them): {sorted(unused)}"
+
+
+MAX_MODULE_LINES = 400
+# Modules allowed past MAX_MODULE_LINES, each to be split: the command-line entry
+# point is to be split into one module per subcommand.
+LONG_MODULES = {PACKAGE / "cli.py"}
+MAX_BRIDGE_COMPLEXITY = 12
+
+
+def test_no_module_exceeds_the_line_limit():
+    sources = _sources(PACKAGE)
+    lines = {path: len(path.read_text().splitlines()) for path in sources}
+    found = [f"{path.relative_to(PACKAGE.parent)}: {n} lines"
+             for path, n in lines.items() if n > MAX_MODULE_LINES and path not in LONG_MODULES]
+    assert len(sources) > 50 and LONG_MODULES <= set(sources)
+    assert not found, (f"modules over {MAX_MODULE_LINES} lines (split them along a seam "
+                       "of meaning, re-exporting the names they held):\n" + "\n".join(found))
+
+
+def _ruff():
+    """The ruff executable of this interpreter's environment, else on the PATH."""
+    beside = Path(sys.executable).with_name("ruff")
+    return str(beside) if beside.exists() else shutil.which("ruff")
+
+
+def test_bridge_functions_stay_simple():
+    """No function of ``dasketch/_blocks/`` has a McCabe complexity (ruff's C901)
+    over :data:`MAX_BRIDGE_COMPLEXITY`."""
+    ruff = _ruff()
+    if ruff is None:
+        pytest.skip("ruff is not installed")
+    out = subprocess.run(
+        [ruff, "check", "--no-cache", "--isolated", "--select", "C901", "--config",
+         f"lint.mccabe.max-complexity={MAX_BRIDGE_COMPLEXITY}", "--output-format",
+         "concise", str(BRIDGE)], capture_output=True, text=True)
+    assert out.returncode == 0, (f"functions of dasketch/_blocks/ over complexity "
+                                 f"{MAX_BRIDGE_COMPLEXITY}:\n{out.stdout}{out.stderr}")

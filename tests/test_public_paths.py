@@ -71,7 +71,26 @@ MOVED += [("dasketch.kernels.frequent_directions", name, f"dasketch.kernels.{mod
                                   "with_scale_exponent", "_unscaled", "_underflow_rounding")),
               ("sketch_checks", ("check_mergeable", "_merged_norm")),
               ("shrink", ("_squared_norm",)),
+              ("shrink_schedule", ("rows_per_shrink",)),
+              ("merging", ("merge_sketches",)),
           ] for name in names]
+MOVED += [("dasketch.kernels.shrink", name, "dasketch.kernels.shrink_schedule")
+          for name in ("SHRINK_UPDATES", "rows_per_shrink", "_shrink_flops",
+                       "_CALL_OVERHEAD_FLOPS", "_EIGH_FLOPS", "_FLOPS_PER_VALUE_READ",
+                       "_CHUNK_SLACK", "_WIDE_CHUNK_SLACK")]
+MOVED += [(old, "merge_sketches", "dasketch.kernels.merging")
+          for old in ("dasketch", "dasketch.kernels")]
+MOVED += [("dasketch.kernels._online_newton_loop", name, "dasketch.kernels._online_newton_sketch")
+          for name in ("RCOND", "BASIS_TOL", "T", "SHRINKAGE", "TRACE", "GRAD_MAX", "ROW_MAX",
+                       "FLOOR", "INV_ALPHA", "TOP", "V_NORM_SQ", "N_FLOAT_STATE", "N_ROWS",
+                       "RANK", "HAS_INVERSE", "FACTORED", "N_EIG", "N_SHRINKS", "N_INT_STATE",
+                       "ALPHA0", "BOUND", "ETA", "MU", "N_FLOAT_PARAMS", "SKETCH_SIZE",
+                       "CAPACITY", "LOSS", "METHOD", "USE_FLOOR", "N_INT_PARAMS",
+                       "METHOD_CODES", "_RFD", "_FULL", "current_alpha",
+                       "add_basis_combination", "rebuild_inverse", "shrink", "append",
+                       "update_floor")]
+MOVED += [("dasketch.linear_model.pwsgd", "check_bounds", "dasketch.linear_model._pwsgd_setup"),
+          ("dasketch.linear_model.pwsgd", "STREAM_DRAWS", "dasketch.linear_model.preconditioner")]
 
 # (module path users import from, the modules that define its names now)
 MOVED_MODULES = [

@@ -18,9 +18,15 @@ from sklearn.exceptions import ConvergenceWarning
 from dasketch._blocks import as_row_blocks, gather_rows, run_eagerly
 from dasketch.kernels.embeddings import EMBEDDINGS
 from dasketch.kernels.weighted_sgd import run_pwsgd, step_schedule, to_metric
+from dasketch.linear_model._pwsgd_setup import (
+    check_bounds,
+    default_steps,
+    draw_rows,
+    metric_factor,
+)
 from dasketch.linear_model._regression_passes import row_power
 from dasketch.linear_model._sketched_regression import SketchedRegressorMixin
-from dasketch.linear_model.preconditioner import (
+from dasketch.linear_model.preconditioner import (  # noqa: F401 - STREAM_DRAWS is re-exported
     STREAM_DRAWS,
     leverage_scores,
     metric_singular_values,
@@ -37,33 +43,6 @@ _WORSE_THAN_START = 0.01
 # Draws whose importance-weighted residuals estimate the objective for
 # ``objective_history_``.
 _OBJECTIVE_SAMPLE = 2000
-
-
-def check_bounds(bounds, n_features):
-    """``bounds=(lower, upper)`` as two float arrays of length ``n_features``
-    (scalars broadcast, infinities allowed), or None."""
-    if bounds is None:
-        return None
-    if not isinstance(bounds, (tuple, list)) or len(bounds) != 2:
-        raise ValueError("bounds must be a pair (lower, upper) of scalars or arrays of "
-                         f"length n_features={n_features}, got {bounds!r}")
-    out = []
-    for name, value in zip(("lower", "upper"), bounds):
-        value = np.asarray(value, dtype=np.float64)
-        if value.ndim == 0:
-            value = np.full(n_features, float(value))
-        if value.shape != (n_features,):
-            raise ValueError(f"bounds: {name} must be a scalar or have length "
-                             f"n_features={n_features}, got shape {value.shape}")
-        if np.any(np.isnan(value)):
-            raise ValueError(f"bounds: {name} contains NaN")
-        out.append(value)
-    lower, upper = out
-    if np.any(lower > upper):
-        j = int(np.argmax(lower > upper))
-        raise ValueError(f"bounds are inconsistent: lower[{j}]={lower[j]} > "
-                         f"upper[{j}]={upper[j]}")
-    return lower, upper
 
 
 class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
@@ -300,7 +279,7 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
         ``precond`` of the weighted rows: a deterministic function of
         ``precond`` (and its seed)."""
         start_time = time.perf_counter() if start_time is None else start_time
-        n, d = blocks.shape
+        n = blocks.shape[0]
         p = int(self.p)
         weights = leverage_scores(blocks, precond, p=p, exact=self.leverage == "exact")
         scale = None
@@ -313,25 +292,11 @@ class PWSGDRegressor(SketchedRegressorMixin, BaseEstimator):
             raise ValueError("X has no row with nonzero leverage; is it all zeros?")
         probs = weights / total
 
-        if self.preconditioner == "full":
-            P = precond.R
-        elif self.preconditioner == "diag":
-            P = np.sqrt(np.einsum("ij,ij->j", precond.R, precond.R))
-            P[P == 0] = 1.0
-        else:
-            P = np.ones(d)
+        P = metric_factor(self.preconditioner, precond.R)
         sv = metric_singular_values(precond, P)
         fro2, smin2 = float(np.sum(sv ** 2)), float(sv[-1] ** 2)
-        if self.n_iter is None:
-            ratio = fro2 / smin2 if smin2 > 0 else np.inf
-            n_iter = int(min(500 * ratio, 1_000_000))
-        else:
-            n_iter = int(self.n_iter)
-
-        rng = np.random.default_rng([precond.seed, STREAM_DRAWS])
-        cdf = np.cumsum(probs)
-        drawn = np.minimum(np.searchsorted(cdf / cdf[-1], rng.random(n_iter), side="right"),
-                           n - 1)
+        n_iter = default_steps(fro2, smin2) if self.n_iter is None else int(self.n_iter)
+        drawn = draw_rows(probs, n_iter, precond.seed)
         distinct, draws, counts = np.unique(drawn, return_inverse=True, return_counts=True)
         rows = gather_rows(blocks, distinct)
         if scale is not None:
