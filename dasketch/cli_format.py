@@ -35,3 +35,15 @@ def rate(nbytes, seconds):
 def percent(fraction):
     """A fraction as a percentage."""
     return f"{number(100 * fraction)}%"
+
+
+def times_power_of_two(value, exponent):
+    """``value * 2**exponent`` written as ``%.6g`` would, also beyond float64's range."""
+    if not exponent or value == 0:
+        return f"{value:.6g}"
+    decimal = math.log10(value) + exponent * math.log10(2.0)
+    power = math.floor(decimal)
+    mantissa = 10.0 ** (decimal - power)
+    if mantissa >= 9.999995:  # rounds up to 10 at six digits
+        mantissa, power = 1.0, power + 1
+    return f"{mantissa:.6g}e{power:+03d}"
