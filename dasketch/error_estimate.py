@@ -9,6 +9,7 @@ from functools import partial
 from dasketch._blocks import (
     add,
     as_row_blocks,
+    check_estimate_memory,
     check_split_every,
     compute,
     default_client,
@@ -20,7 +21,6 @@ from dasketch.kernels.certificates import error_from_products
 from dasketch.kernels.embeddings import gaussian_rows, resolve_seed
 from dasketch.kernels.frequent_directions import Sketch
 from dasketch.kernels.sketch_scaling import _unscaled_bound, divide_by_power_of_two
-from dasketch.sketch_memory import check_estimate_memory
 from dasketch.utils._sklearn_compat import validate_parameter_constraints
 from dasketch.utils.params import PASS_CONSTRAINTS, POSITIVE_INT, RANDOM_STATE
 

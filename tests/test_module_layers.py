@@ -147,9 +147,6 @@ def test_the_package_reaches_the_bridge_through_its_face():
 # What SketchPCA (dasketch/decomposition/) imports from the package besides itself, the
 # bridge and the kernels, and why it stays above the bridge.
 DECOMPOSITION_ALLOWED = {
-    # The public blocked sketch: its defaults (update, working size, fan-in, rows per
-    # block) and its check of the workers' memory (dasketch.sketch_memory) live there.
-    "dasketch.sketching": "the blocked sketch with its defaults and memory check",
     # Sets and checks the estimator's n_features_in_ / feature_names_in_ through
     # scikit-learn's validate_data: the estimator's side, not the bridge's.
     "dasketch.utils.validation": "validate_input, estimator state",

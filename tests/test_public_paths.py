@@ -53,6 +53,11 @@ MOVED = [
     ("dasketch.linear_model.dual_projection.solve", "check_weights",
      "dasketch.linear_model.dual_projection.checks"),
 ]
+MOVED += [("dasketch.sketching", name, "dasketch._blocks.blocked_sketch")
+          for name in ("SKETCH_UPDATES", "MERGE_VALUES", "RANDOMIZED_WIDTH_RATIO",
+                       "RANDOMIZED_BLOCK_NONZEROS", "RANDOMIZED_MAX_BLOCK_ROWS",
+                       "WIDE_BLOCK_VALUES", "choose_update", "randomized_block_rows",
+                       "default_working_size", "default_split_every")]
 MOVED += [("dasketch.linear_model.preconditioning", name, "dasketch.linear_model.preconditioner")
           for name in ("SketchPreconditioner", "leverage_scores", "metric_singular_values",
                        "STREAM_SKETCH", "STREAM_CHECK", "STREAM_LEVERAGE", "STREAM_DRAWS",
@@ -103,6 +108,7 @@ MOVED_MODULES = [
     ("dasketch._transposed_pca", ("dasketch.decomposition._transposed",)),
     ("dasketch._pca_variance", ("dasketch.decomposition._variance",)),
     ("dasketch._pca_scaling", ("dasketch.decomposition._scaling",)),
+    ("dasketch.sketch_memory", ("dasketch._blocks.task_memory",)),
 ]
 
 # (path imported from, name there, module that defines it now, its name there)
@@ -120,7 +126,9 @@ RENAMED = [("dasketch._blocks.inputs", old, f"dasketch._blocks.readers.{module}"
                ("_open_zip_array", "zarr_stores", "open_zip_array"),
            ]]
 RENAMED += [("dasketch._blocks.row_blocks", "_transformed", "dasketch._blocks",
-             "transformed_blocks")]
+             "transformed_blocks"),
+            ("dasketch.sketching", "dense_block_rows", "dasketch._blocks.blocked_sketch",
+             "sketch_dense_block_rows")]
 
 
 @pytest.mark.parametrize("old,name,new", MOVED, ids=[f"{o}.{n}" for o, n, _ in MOVED])

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse
 
 import dasketch
-from dasketch._blocks import as_row_blocks, default_block_rows
+from dasketch._blocks import as_row_blocks, blocked_sketch, default_block_rows
 from dasketch.datasets import write_sparse_synthetic
 from dasketch.sketching import (
     choose_update,
@@ -156,7 +156,7 @@ def test_randomized_blocks_are_larger_while_they_hold_many_nonzeros_per_column()
 def test_sketch_cuts_randomized_blocks_by_randomized_block_rows(monkeypatch):
     # Scaled down: blocks of 2^12 nonzeros, 8 a row -> 512 rows (the exact update's
     # default would be one block).
-    monkeypatch.setattr(dasketch.sketching, "RANDOMIZED_BLOCK_NONZEROS", 2 ** 12)
+    monkeypatch.setattr(blocked_sketch, "RANDOMIZED_BLOCK_NONZEROS", 2 ** 12)
     rng = np.random.default_rng(3)
     cols = np.stack([rng.choice(256, 8, replace=False) for _ in range(2000)])
     X = scipy.sparse.csr_matrix((rng.standard_normal(cols.size), cols.ravel(),

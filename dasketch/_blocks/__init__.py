@@ -20,6 +20,10 @@ computes on a client or the active scheduler, then lists again the remote
 stores the computation read (:mod:`.store_watch`). Only small per-block results
 travel between workers.
 
+The blocked sketch of :func:`dasketch.sketch` and :class:`dasketch.SketchPCA`,
+its defaults and its check of one task's memory against the workers' limit
+(:mod:`.task_memory`) live in :mod:`.blocked_sketch` (:func:`sketch_blocks`).
+
 Other packages import from here only, never from the submodules: the
 primitives above, the functions tasks run (:mod:`.block_functions`), the
 column scaling in the tasks (:mod:`.scaling`), the plans of stores read along
@@ -44,6 +48,11 @@ from dasketch._blocks.block_functions import (
     sketch_block,
     squared_norms_block,
     transposed_pca_pass,
+)
+from dasketch._blocks.blocked_sketch import (
+    SKETCH_UPDATES,
+    sketch_blocks,
+    sketch_dense_block_rows,
 )
 from dasketch._blocks.cache import CacheChoice, cache_blocks
 from dasketch._blocks.cluster_wait import worker_timeout
@@ -87,6 +96,7 @@ from dasketch._blocks.stacked_store import (
     stacked_transposed_blocks,
 )
 from dasketch._blocks.stores import open_zarr_array
+from dasketch._blocks.task_memory import check_estimate_memory
 from dasketch._blocks.tasks import DEFAULT_SPLIT_EVERY, add, check_split_every, task, tree_reduce
 from dasketch._blocks.transposed_store import stored_array, transposed_store_blocks
 from dasketch.storage.reading import open_store_array
@@ -108,4 +118,5 @@ __all__ = [
     "stacked_plan", "stacked_store_blocks", "stacked_transposed_blocks", "stored_array",
     "task", "transformed_blocks", "transposed_pca_pass", "transposed_store_blocks",
     "tree_reduce", "worker_timeout",
+    "SKETCH_UPDATES", "check_estimate_memory", "sketch_blocks", "sketch_dense_block_rows",
 ]

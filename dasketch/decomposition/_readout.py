@@ -10,7 +10,7 @@ from functools import partial
 
 import numpy as np
 
-from dasketch._blocks import transformed_blocks
+from dasketch._blocks import sketch_blocks, transformed_blocks
 from dasketch.decomposition._transposed import fit_transposed
 from dasketch.decomposition._variance import (
     candidate_axes,
@@ -22,7 +22,6 @@ from dasketch.decomposition._variance import (
     sketch_variances,
 )
 from dasketch.kernels.sketch_scaling import divide_by_power_of_two
-from dasketch.sketching import sketch
 
 
 class SketchReadOut:
@@ -78,8 +77,8 @@ class SketchReadOut:
         return self._read_out(self._sketch(blocks, sketch_size), k, blocks, blocks.dtype)
 
     def _sketch(self, blocks, sketch_size):
-        return sketch(blocks, sketch_size, method=self.method, center=True,
-                      split_every=self.split_every, random_state=self.random_state)
+        return sketch_blocks(blocks, sketch_size, method=self.method, center=True,
+                             split_every=self.split_every, random_state=self.random_state)
 
     def _read_out(self, sk, k, blocks, dtype):
         """Set the fitted attributes from the centred sketch ``sk``: the variances

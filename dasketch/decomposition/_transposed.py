@@ -45,12 +45,12 @@ from dasketch._blocks import (
     dense_block_rows,
     open_store_array,
     plan_column_reads,
+    sketch_blocks,
     stored_array,
     transformed_blocks,
     transposed_pca_pass,
     tree_reduce,
 )
-from dasketch.sketching import sketch
 
 logger = logging.getLogger("dasketch")
 
@@ -113,8 +113,8 @@ def fit_transposed(blocks, sketch_size, *, method="rfd", split_every=None, rando
     """
     n = blocks.n_features
     centred = transformed_blocks(blocks, centred_rows, n)
-    sk = sketch(centred, sketch_size, method=method, center=False, split_every=split_every,
-                random_state=random_state)
+    sk = sketch_blocks(centred, sketch_size, method=method, center=False,
+                       split_every=split_every, random_state=random_state)
     s = sk.singular_values()
     keep = s > s[:1].max(initial=0.0) * KEPT_SINGULAR_RATIO
     directions, s = sk.components()[keep], s[keep]
