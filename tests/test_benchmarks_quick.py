@@ -37,6 +37,7 @@ SCRIPTS = {
     # this tree's code also as the "before" checkout: the subprocess path runs
     "bench_lstsq_store": (["--before", "."], "lstsq_store", (), True),
     "bench_parquet": ([], "parquet", ("pyarrow",), True),
+    "bench_l1": ([], "l1", (), True),
 }
 
 

@@ -278,6 +278,7 @@ def test_unwritable_out_fails_before_any_compute(dense_store, tmp_path):
     assert ".tmp" not in result.stderr
 
 
+@pytest.mark.slow  # heavy; run in CI by .ci/run's slow step
 def test_unreachable_scheduler_is_one_line_naming_it(dense_store, tmp_path):
     for address in ("tcp://127.0.0.1:1", "not-an-address", "tcp://127.0.0.1:99999"):
         result = run("sketch", dense_store, "--scheduler", address, "--out",
@@ -294,6 +295,7 @@ def test_group_without_component_lists_its_arrays(tmp_path):
     assert_user_error(result, "zarr group", "'features'", "'more/labels'", "--component")
 
 
+@pytest.mark.slow  # heavy; run in CI by .ci/run's slow step
 def test_worker_errors_are_one_line(tmp_path):
     """NaN rows and a deleted chunk, found on the workers of an embedded cluster:
     one line naming the rows or the chunk, no worker log, nothing written."""
@@ -515,6 +517,7 @@ def test_block_rows_of_a_few_rows_each_are_refused_before_any_cluster(dense_stor
     assert not (tmp_path / "s.npz").exists()
 
 
+@pytest.mark.slow  # heavy; run in CI by .ci/run's slow step
 def test_demo_keeps_no_data_store_it_was_not_asked_to_keep(tmp_path):
     """A demo that fails after writing its data (here: a scheduler that refuses)
     removes the store; a demo without --out removes it after the run."""

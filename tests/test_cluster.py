@@ -170,6 +170,7 @@ _SCRIPT = """import dasketch
 
 
 @pytest.mark.timeout(300)  # a hang guard only
+@pytest.mark.slow  # heavy; run in CI by .ci/run's slow step
 def test_a_script_without_the_main_guard_is_told_so_in_one_line(tmp_path):
     """Each worker process imports the script again; without the guard its
     get_client would start a cluster there: refused with one line naming the

@@ -513,6 +513,7 @@ def _blas_threads():
                    if pool["user_api"] == "blas"})
 
 
+@pytest.mark.slow  # heavy; run in CI by .ci/run's slow step
 def test_compose_cluster_runs_sketch_pca_and_cli(compose_cluster, compose_store, tmp_path,
                                                   monkeypatch):
     cluster = compose_cluster

@@ -251,6 +251,7 @@ def test_store_ten_times_the_workers_memory(tmp_path_factory):
 
 # ------------------------------------------------------------------ scheduler loss
 @pytest.mark.timeout(240)
+@pytest.mark.slow  # heavy; run in CI by .ci/run's slow step
 def test_scheduler_lost_gives_a_clear_error_then_a_restart_works(procs, fault_store):
     from distributed.client import FutureCancelledError
 

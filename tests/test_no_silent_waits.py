@@ -126,6 +126,7 @@ def test_embedded_cluster_listens_on_loopback_only():
 
 
 @pytest.mark.timeout(150)  # a hang guard only: distributed's own ttl is 5 minutes
+@pytest.mark.slow  # heavy; run in CI by .ci/run's slow step
 def test_a_stopped_worker_of_the_embedded_cluster_is_replaced(tmp_path):
     """A worker that stops heart-beating (SIGSTOP) is restarted by its nanny
     after ``dasketch.worker-timeout``; its tasks run elsewhere and the job ends
