@@ -44,9 +44,9 @@ CHOLESKY_QR_CONDITION = 1e6
 
 
 def _inverse_transpose(lower):
-    """``L^{-T}`` of a lower-triangular ``k x k`` ``L``: applied to the tall
-    factor by one matrix product, faster than a triangular solve with its
-    ``d`` right-hand sides."""
+    """``L^{-T}`` of a lower-triangular ``k x k`` ``L``, applied to the tall
+    factor by one matrix product (a level-3 product of ``d x k`` by ``k x k``
+    instead of a triangular solve with ``d`` right-hand sides)."""
     eye = np.eye(lower.shape[0])
     return scipy.linalg.solve_triangular(lower, eye, lower=True, check_finite=False).T
 
@@ -56,12 +56,13 @@ def orthonormal_factor(A):
     ``F`` (k x k), for a tall ``A`` of full column rank.
 
     CholeskyQR2: two Cholesky factorisations of ``k x k`` Grams, each followed
-    by a product with the inverse transposed factor, matrix-matrix products
-    throughout (``A``'s tall SVD is
-    several times slower). Falls back to the thin SVD ``A = V (S W^T)`` when the
-    Gram is not numerically positive definite or ``A`` is too ill-conditioned
-    (:data:`CHOLESKY_QR_CONDITION`). The preconditioner depends on the factor
-    only through ``V F``, so either gives the same ``M``.
+    by a product with the inverse transposed factor: matrix-matrix products
+    throughout, where the tall SVD needs Householder reflections and a
+    bidiagonalisation (Yamamoto et al., ETNA 2015). Falls back to the thin SVD
+    ``A = V (S W^T)`` when the Gram is not numerically positive definite or
+    ``A`` is too ill-conditioned (:data:`CHOLESKY_QR_CONDITION`). The
+    preconditioner depends on the factor only through ``V F``, so either gives
+    the same ``M``.
     """
     try:
         first = scipy.linalg.cholesky(A.T @ A, lower=True, check_finite=False)
