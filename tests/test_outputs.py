@@ -187,6 +187,7 @@ def sketch_store(tmp_path_factory):
     return path
 
 
+@pytest.mark.cluster  # _signal_moments runs the CLI's embedded cluster
 def test_signals_leave_nothing_behind(tmp_path, sketch_store):
     out = tmp_path / "out"
     out.mkdir()
