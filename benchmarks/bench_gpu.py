@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 import dasketch
-from dasketch._blocks.block_functions import merge_all_sketches, sketch_block
+from dasketch._blocks import merge_all_sketches, sketch_block
 
 if __package__ in (None, ""):  # run as a file: python benchmarks/bench_gpu.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

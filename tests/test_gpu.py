@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import dasketch
+from dasketch._blocks import merge_all_sketches, sketch_block
 from dasketch._blocks.array_libraries import block_namespace, to_host
-from dasketch._blocks.block_functions import merge_all_sketches, sketch_block
 
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
