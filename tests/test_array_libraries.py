@@ -90,6 +90,7 @@ CASES = {  # shape, sketch size, center, update, scale
     "buffered": ((90, 30), 5, True, "buffered", 1.0),
     "huge entries": ((60, 20), 5, False, "auto", 1e250),
     "tiny entries": ((60, 20), 5, False, "auto", 1e-300),
+    "subnormal entries": ((60, 20), 5, True, "auto", 1e-318),
     "l above d": ((200, 5), 9, False, "auto", 1.0),
     "fewer rows than l": ((3, 10), 6, False, "auto", 1.0),
 }
