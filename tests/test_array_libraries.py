@@ -77,6 +77,7 @@ def test_the_namespace_of_a_block():
     strict = xps.asarray(np.ones((2, 2)))
     assert block_namespace(strict) is xps
     assert not is_numpy_block(strict) and is_numpy_block(np.ones(2))
+    assert is_numpy_block([[1.0, 2.0]])  # array-likes stay on the numpy path
     host = to_host(strict)
     assert isinstance(host, np.ndarray) and np.array_equal(host, np.ones((2, 2)))
     with pytest.raises(TypeError, match="names no array namespace"):

@@ -63,5 +63,10 @@ def _register_cupy():
 
 
 def is_numpy_block(block):
-    """Whether ``block`` is computed on the CPU path (numpy and scipy)."""
-    return block_namespace.dispatch(type(block)) is _numpy_namespace
+    """Whether ``block`` is computed on the CPU path (numpy and scipy): a numpy or
+    scipy.sparse block, or any other object that names no array namespace (read
+    by ``numpy.asarray`` there, as it always was)."""
+    resolve = block_namespace.dispatch(type(block))
+    if resolve is _standard_namespace:
+        return not hasattr(block, "__array_namespace__")
+    return resolve is _numpy_namespace
