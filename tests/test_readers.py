@@ -103,7 +103,7 @@ def test_an_unknown_input_names_the_argument_and_the_kinds():
 
 def test_readers_are_tried_in_order(row_file_reader):
     names = [reader.name for reader in registered_readers()]
-    assert names == ["parquet", "anndata", "dask", "in-memory", "arrow", "zarr",
+    assert names == ["array-type-check", "parquet", "anndata", "dask", "in-memory", "arrow", "zarr",
                      "array-like", "row-file"]
     with pytest.raises(ValueError, match="registered already"):
         register_reader(RowFileReader())
@@ -111,7 +111,7 @@ def test_readers_are_tried_in_order(row_file_reader):
     with pytest.raises(ValueError, match="no reader named 'netcdf'"):
         register_reader(row_file_reader, before="netcdf")
     register_reader(row_file_reader, before="dask")
-    assert [reader.name for reader in registered_readers()][2] == "row-file"
+    assert [reader.name for reader in registered_readers()][3] == "row-file"
 
 
 class Tagged:

@@ -67,6 +67,7 @@ from dasketch._blocks.operators import (
     rmatvec,
     sparse_embed_streams,
 )
+from dasketch._blocks.readers import check_array_library
 from dasketch._blocks.readers.options import dense_block_rows
 from dasketch._blocks.readers.parquet import ParquetSource, open_parquet
 from dasketch._blocks.row_blocks import (
@@ -119,4 +120,5 @@ __all__ = [
     "task", "transformed_blocks", "transposed_pca_pass", "transposed_store_blocks",
     "tree_reduce", "worker_timeout",
     "SKETCH_UPDATES", "check_estimate_memory", "sketch_blocks", "sketch_dense_block_rows",
+    "check_array_library",
 ]

@@ -2,8 +2,9 @@
 
 A worker unpickles a task's function by reference, importing its module: the
 functions mapped over blocks therefore live here, in a module that imports only
-numpy, scipy and :mod:`dasketch.kernels` (never scikit-learn, about 110 MiB per
-worker process, nor the estimators). Every function takes the block (an ndarray
+numpy, scipy, :mod:`dasketch.kernels` and the array seam
+(:mod:`.array_libraries`; never scikit-learn, about 110 MiB per worker process,
+nor the estimators). Every function takes the block (an ndarray
 or CSR matrix of rows ``[start, stop)``) first, then ``start, stop``, then the
 block's pieces of row-aligned arrays, as :func:`dasketch._blocks.map_rows` and
 :func:`dasketch._blocks.map_reduce` call it.
@@ -14,9 +15,11 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse
 
+from dasketch._blocks.array_libraries import block_namespace, is_numpy_block, to_host
 from dasketch.kernels.block_products import rows_times, rows_transpose_times
 from dasketch.kernels.embeddings import TILE, gaussian_rows, sparse_embedding_block
 from dasketch.kernels.frequent_directions import merge_sketches, sketch_rows
+from dasketch.kernels.namespace_fd import sketch_dense_rows
 from dasketch.kernels.shrink import check_finite_rows
 from dasketch.kernels.sparse_fd import sketch_rows_randomized
 
@@ -205,7 +208,17 @@ def leverage_block(block, start, stop, *, M, p, exact):
 def sketch_block(block, start, stop, *, update, failure_probability, seed, **params):
     """The Frequent Directions sketch of the block's rows: by the randomized update
     (:func:`~dasketch.kernels.sparse_fd.sketch_rows_randomized`) or an exact one
-    (:func:`~dasketch.kernels.frequent_directions.sketch_rows`)."""
+    (:func:`~dasketch.kernels.frequent_directions.sketch_rows`). A block of
+    another array library than numpy (:mod:`.array_libraries`) is sketched by the
+    exact update in its own namespace
+    (:func:`~dasketch.kernels.namespace_fd.sketch_dense_rows`), the sketch handed
+    back on the host."""
+    if not is_numpy_block(block):
+        if update == "randomized":
+            raise TypeError(f"the randomized update sketches numpy blocks only, got a "
+                            f"block of type {type(block).__name__}")
+        return sketch_dense_rows(block, row_offset=start, update=update,
+                                 xp=block_namespace(block), to_host=to_host, **params)
     if update == "randomized":
         return sketch_rows_randomized(block, row_offset=start, seed=seed,
                                       failure_probability=failure_probability, **params)

@@ -67,6 +67,11 @@ def block_scale_exponent(rows, alpha0=0.0):
     if not values.size or not np.issubdtype(values.dtype, np.floating):
         return 0  # integer entries are below 2**64
     top = max(float(values.max()), -float(values.min()))  # no |values| temporary
+    return largest_entry_exponent(top, alpha0)
+
+
+def largest_entry_exponent(top, alpha0=0.0):
+    """:func:`block_scale_exponent` of rows whose largest magnitude is ``top``."""
     if not np.isfinite(top) or top == 0:
         return 0
     exponent = math.frexp(top)[1]

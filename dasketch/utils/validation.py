@@ -12,7 +12,13 @@ import numpy as np
 import scipy.sparse
 from sklearn.utils.validation import column_or_1d, validate_data
 
-from dasketch._blocks import as_row_blocks, compute, is_dask_collection, is_out_of_core
+from dasketch._blocks import (
+    as_row_blocks,
+    check_array_library,
+    compute,
+    is_dask_collection,
+    is_out_of_core,
+)
 
 FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -88,6 +94,7 @@ str or PathLike
     ...
     ValueError: X has 4 features, but Ridge is expecting 2 features as input.
     """
+    check_array_library(X, "X")  # before scikit-learn converts it
     if not is_out_of_core(X):
         _check_not_1d(X)
         if isinstance(y, str) and y == "no_validation":

@@ -3,7 +3,8 @@ and giving its :class:`~dasketch._blocks.row_blocks.RowBlocks`
 (:mod:`.registry` states what a reader is).
 
 The readers are tried in the order registered below; the first that can read
-an input reads it. Parquet comes first (it tells its paths by their first
+an input reads it. Arrays of other libraries than numpy are refused first
+(:mod:`.array_types`), by type. Parquet comes next (it tells its paths by their first
 bytes, a directory's files or a URL's suffix, where the next readers would open
 them as zarr stores), then AnnData (its zarr groups are also paths), zarr
 (which takes every other path) after the in-memory types, and array-likes last
@@ -13,6 +14,7 @@ them as zarr stores), then AnnData (its zarr groups are also paths), zarr
 """
 
 from dasketch._blocks.readers.anndata_files import AnnDataReader
+from dasketch._blocks.readers.array_types import ArrayTypeCheck, check_array_library
 from dasketch._blocks.readers.arrow import ArrowReader
 from dasketch._blocks.readers.dask_arrays import DaskReader
 from dasketch._blocks.readers.in_memory import ArrayLikeReader, InMemoryReader, row_blocks_of
@@ -27,6 +29,7 @@ from dasketch._blocks.readers.registry import (
 )
 from dasketch._blocks.readers.zarr_stores import ZarrReader
 
+register_reader(ArrayTypeCheck())
 register_reader(ParquetReader())
 register_reader(AnnDataReader())
 register_reader(DaskReader())
@@ -36,6 +39,6 @@ register_reader(ZarrReader())
 register_reader(ArrayLikeReader())
 
 __all__ = [
-    "ReadOptions", "accepted_kinds", "read_row_blocks", "register_reader",
+    "ReadOptions", "accepted_kinds", "check_array_library", "read_row_blocks", "register_reader",
     "registered_readers", "row_blocks_of", "unregister_reader",
 ]

@@ -1,0 +1,190 @@
+"""The exact Frequent Directions update of dense rows on any array library.
+
+The rows stay in their own array namespace ``xp`` (an implementation of the
+Python array API standard: numpy, CuPy through ``array_api_compat``, ...). The
+Gram matrix of each chunk, its symmetric eigendecomposition and the shrink run
+there; only the sketch (at most ``l - 1`` rows and a few scalars) comes back to
+the host, as numpy, through the ``to_host`` function the caller passes.
+
+It follows :func:`~dasketch.kernels.frequent_directions.sketch_rows`: the same
+chunks (:func:`~dasketch.kernels.shrink_schedule.rows_per_shrink`), the same
+shrink from the smaller Gram matrix (Liberty, KDD 2013; Luo, Chen, Zhang, Li,
+Zhang, JMLR 20(45) 2019, Algorithm 2), the same power-of-two
+scaling of blocks with huge or tiny entries
+(:func:`~dasketch.kernels.sketch_scaling.block_scale_exponent`) and the same
+certificate terms (:func:`~dasketch.kernels.shrink.shrink_rounding`,
+:func:`~dasketch.kernels.sketch_checks.centring_rounding`). Its sketch equals
+the numpy path's to rounding, not bit for bit (other products, another
+eigensolver). What only scipy offers stays on the numpy path: LAPACK's
+fallback eigensolvers and the diagonal Gram of an orthogonal top. The
+namespace needs the standard's ``linalg`` extension (``eigh``, ``svd``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from dasketch.kernels.frequent_directions import Sketch
+from dasketch.kernels.shrink import (
+    GRAM_FLOOR,
+    NonFiniteError,
+    _positive_largest_entries,
+    check_finite_rows,
+    rows_per_shrink,
+    shrink_rounding,
+)
+from dasketch.kernels.sketch_checks import centring_rounding, check_sketch_parameters
+from dasketch.kernels.sketch_scaling import largest_entry_exponent, scaled_block_sketch
+
+
+def sketch_dense_rows(rows, sketch_size, *, xp, to_host, method="rfd", alpha0=0.0,
+                      center=False, update="auto", row_offset=0):
+    """Sketch one block of dense rows in its own array namespace.
+
+    Parameters
+    ----------
+    rows : array of shape (b, d)
+        Real rows of the namespace ``xp``.
+    sketch_size : int
+        ``l >= 2``.
+    xp : module
+        The array namespace of ``rows`` (array API standard, with ``linalg``).
+    to_host : callable
+        ``to_host(array)``: the numpy ndarray of an array of ``xp``.
+    method, alpha0, center, update, row_offset
+        As for :func:`~dasketch.kernels.frequent_directions.sketch_rows`.
+
+    Returns
+    -------
+    Sketch
+        On the host (numpy ``B`` and ``mean``), with ``scale_exponent`` that of
+        :func:`~dasketch.kernels.sketch_scaling.block_scale_exponent`.
+    """
+    check_sketch_parameters(sketch_size, method, alpha0)
+    if rows.ndim != 2:
+        raise ValueError(f"rows must be 2-D, got shape {rows.shape}")
+    n_rows, d = rows.shape
+    result = Sketch.empty(d, sketch_size, method=method, alpha0=alpha0, center=center)
+    if n_rows == 0 or d == 0:
+        return result
+    # The largest magnitude without a |rows| temporary.
+    exponent = largest_entry_exponent(max(float(xp.max(rows)), -float(xp.min(rows))),
+                                      alpha0)
+
+    def chunk_of(start, stop):
+        chunk = _times_power_of_two(xp, xp.astype(rows[start:stop, :], xp.float64, copy=False),
+                                    -exponent)
+        return chunk if mean is None else chunk - mean
+
+    mean = None
+    if center:
+        mean = xp.mean(chunk_of(0, n_rows), axis=0)
+    step = rows_per_shrink(n_rows, d, sketch_size, update=update)
+    B = xp.zeros((0, d), dtype=xp.float64)
+    shrinkage = rounding = frobenius_sq = 0.0
+    start, shrunk = 0, False
+    while start < n_rows:
+        if update == "buffered":  # Algorithm 5's buffer of 2 l rows
+            step = 2 * sketch_size - B.shape[0]
+        n_stack = B.shape[0] + min(step, n_rows - start)
+        top_norm = float(xp.sum(B * B)) if n_stack >= sketch_size else 0.0
+        try:
+            B, delta, chunk_norm = shrink_on(xp, B, chunk_of(start, min(start + step, n_rows)),
+                                             sketch_size)
+        except NonFiniteError:
+            check_finite_rows(to_host(rows), row_offset)  # names the rows, then raises
+            raise
+        start += step
+        frobenius_sq += chunk_norm
+        shrinkage += delta
+        if n_stack >= sketch_size:
+            rounding += shrink_rounding(n_stack, d, top_norm + chunk_norm)
+        shrunk = n_stack >= sketch_size
+    B = np.ascontiguousarray(to_host(B), dtype=np.float64)
+    if shrunk:  # the signs of a shrink's rows, as the numpy path chooses them
+        B = _positive_largest_entries(B)
+    if mean is not None:
+        mean = np.asarray(to_host(mean), dtype=np.float64)
+        rounding += centring_rounding(n_rows, frobenius_sq, mean)
+    block = replace(result, B=B, shrinkage=shrinkage, n_rows=n_rows, mean=mean,
+                    frobenius_sq=frobenius_sq, rounding=rounding, _svd=[])
+    return scaled_block_sketch(block, exponent, rows) if exponent else block
+
+
+def shrink_on(xp, top, extra, sketch_size):
+    """FD's shrink of the stack ``[top; extra]`` in the namespace ``xp``.
+
+    As :func:`~dasketch.kernels.shrink.shrink`: ``C = U S V^T``, ``delta =
+    s_l^2``, ``B = sqrt(max(s_i^2 - delta, 0)) v_i^T`` for ``i < l`` (Liberty 2013), from
+    the eigendecomposition of ``C C^T`` when the stack has at most ``d`` rows,
+    of ``C^T C`` otherwise; a stack of fewer than ``l`` rows is returned as it
+    is. When nothing is shrunk away (``l > d``) and the Gram's condition exceeds
+    ``1 / GRAM_FLOOR``, the rows are the stack's own ``S V^T``.
+
+    Returns
+    -------
+    B : array of ``xp``, delta : float, extra_norm : float
+        ``extra_norm`` is ``||extra||_F^2``.
+
+    Raises
+    ------
+    NonFiniteError
+        If the stack holds NaN or Inf.
+    """
+    n_top, d = top.shape[0], extra.shape[1]
+    n_stack, keep = n_top + extra.shape[0], sketch_size - 1
+    if n_stack < sketch_size:
+        extra_norm = _finite_sum(xp, extra * extra)
+        return xp.concat([top, extra], axis=0), 0.0, extra_norm
+    if n_stack <= d:  # row side: eigendecomposition of C C^T
+        stack = xp.concat([top, extra], axis=0)
+        gram = stack @ stack.T
+        extra_norm = _finite_sum(xp, xp.linalg.diagonal(gram)[n_top:])
+        values, vectors = _descending_eigh(xp, gram)
+        delta = float(values[keep])
+        kept = int(xp.count_nonzero(values[:keep] > delta))  # a prefix: values descend
+        weights = xp.sqrt(1.0 - delta / values[:kept])
+        return (vectors[:, :kept] * weights).T @ stack, delta, extra_norm
+    inner = extra.T @ extra  # column side: eigendecomposition of C^T C
+    extra_norm = _finite_sum(xp, xp.linalg.diagonal(inner))
+    values, vectors = _descending_eigh(xp, top.T @ top + inner)
+    delta = float(values[keep]) if keep < d else 0.0
+    lead = values[:min(keep, d)] - delta
+    if keep >= d and float(values[-1]) < GRAM_FLOOR * float(values[0]):
+        # Nothing is shrunk away, and the Gram has lost the small singular values'
+        # relative accuracy: the rows come from the stack's own SVD.
+        _, singular, Vt = xp.linalg.svd(xp.concat([top, extra], axis=0),
+                                        full_matrices=False)
+        kept = int(xp.count_nonzero(singular > 0))
+        return xp.expand_dims(singular[:kept], axis=1) * Vt[:kept, :], delta, extra_norm
+    kept = int(xp.count_nonzero(lead > 0))
+    new = xp.expand_dims(xp.sqrt(lead[:kept]), axis=1) * vectors[:, :kept].T
+    return new, delta, extra_norm
+
+
+def _descending_eigh(xp, gram):
+    """Eigenvalues (descending, negatives from rounding clamped to 0) and
+    eigenvectors of the symmetric Gram matrix ``gram``."""
+    values, vectors = xp.linalg.eigh(gram)
+    return xp.clip(xp.flip(values), min=0.0), xp.flip(vectors, axis=1)
+
+
+def _finite_sum(xp, squares):
+    """``sum(squares)`` as a float; NaN or Inf in the stack shows in it."""
+    total = float(xp.sum(squares))
+    if not math.isfinite(total):
+        raise NonFiniteError("the stack holds NaN or Inf")
+    return total
+
+
+def _times_power_of_two(xp, values, exponent):
+    """``values * 2**exponent``: exact but for entries pushed below float64's
+    smallest subnormal (counted by ``scaled_block_sketch``). Two factors, as
+    ``2**exponent`` alone may be beyond float64 when ``exponent`` is near 1074."""
+    if not exponent:
+        return values
+    half = exponent // 2
+    return values * (2.0 ** half) * (2.0 ** (exponent - half))
