@@ -29,11 +29,11 @@ from dasketch._blocks import (
     is_dask_collection,
     run_eagerly,
 )
+from dasketch.kernels.shrink import gamma
 from dasketch.linear_model._regression_passes import data_singular_values
 from dasketch.linear_model._sketched_regression import check_sample_weight
 from dasketch.linear_model._weighted_products import WeightedCentredProducts
 from dasketch.linear_model.lstsq_bounds import (  # noqa: F401 - re-exported
-    _ROUNDING,
     _outside_sketch,
     error_bound,
 )
@@ -350,7 +350,9 @@ def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
     intercept = intercept_bound = np.zeros(targets.shape[1])
     if fit_intercept:
         intercept = shift - precond.mean @ X
-        intercept_bound = np.linalg.norm(precond.mean) * bound + _ROUNDING * (
+        # shift - m^T X: an inner product of d terms and a subtraction, exact up to
+        # gamma_{d+1} (|shift| + |m|^T |X|) (Higham, 2nd ed., eq. (3.5)).
+        intercept_bound = np.linalg.norm(precond.mean) * bound + gamma(d + 1) * (
             np.abs(shift) + np.abs(precond.mean) @ np.abs(X))
     singular_values = precond.singular_values
     if exact_singular_values:

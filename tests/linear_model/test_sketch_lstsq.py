@@ -97,7 +97,7 @@ def test_intercept_with_a_constant_column_gives_the_minimum_norm_solution(proble
     x_ref = np.linalg.lstsq(Xc, b - b.mean(), rcond=None)[0]
     assert model.rank_ == 5 and model.coef_[5] == pytest.approx(0.0, abs=1e-12)
     error = np.linalg.norm(model.coef_ - x_ref)
-    assert error <= model.coef_error_bound_ <= 1e-8 * np.linalg.norm(x_ref)
+    assert error <= model.coef_error_bound_ <= 1e-7 * np.linalg.norm(x_ref)
     model = SketchLstsqRegressor(fit_intercept=False).fit(X, b)  # no intercept: full rank
     x_ref = np.linalg.lstsq(X, b, rcond=None)[0]
     assert model.rank_ == 6 and rel(model.coef_, x_ref) <= 1e-8
