@@ -163,10 +163,11 @@ def unexplained_rounding(total, variances, shape, mean_norm, rounding):
     ``t_i = |x_i|^T |v| + |m|^T |v|``, with ``||t|| / sqrt(N) <= T = sqrt(total) +
     2 sqrt(n / N) ||m||``; squared and summed over ``n`` rows it is within
     ``gamma_{n+2} v + 2 gamma_{d+2} sqrt(v) T + gamma_{d+2}^2 T^2`` of ``v`` (an
-    estimate read from the sketch, ``(s_i^2 + alpha) / N``, is within less). The subtraction of
-    the ``k`` variances adds ``gamma_{k+1}`` of the sum of the magnitudes. The
-    bound is a worst case: float64 runs stay far below it, but rank-``k`` data of
-    ``20,000 x 2`` already leave residuals of ``6.5 d eps`` of the total.
+    estimate read from the sketch, ``(s_i^2 + alpha) / N``, is within less). The
+    subtraction of the ``k`` variances adds ``gamma_{k+1}`` of the sum of the
+    magnitudes. The bound is a worst case, the only one that holds for any number
+    of rows: the rounding of sums over ``n`` rows grows with ``n``, not with ``d``
+    alone.
     """
     n, d = shape
     dof = max(n - 1, 1)
