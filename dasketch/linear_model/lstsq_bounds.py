@@ -102,6 +102,18 @@ def adjoint_rounding(n, frobenius, residual_norm):
     return gamma(n + 2) * frobenius * residual_norm
 
 
+def intercept_rounding(shift, mean, coef):
+    """Bound on the rounding error of the intercept ``shift - m^T x`` per target:
+    ``gamma_{d+1} (|shift| + |m|^T |x|)``.
+
+    An inner product of ``d`` terms and one subtraction (Higham, *Accuracy and
+    Stability of Numerical Algorithms*, 2nd ed., 2002, eq. (3.5)). No slack is
+    left: with one feature, the product and the subtraction can each round by
+    nearly half an ulp in the same direction.
+    """
+    return gamma(mean.shape[0] + 1) * (np.abs(shift) + np.abs(mean) @ np.abs(coef))
+
+
 def _outside_sketch(precond, full_gradient, residual):
     """Per target, whether ``A^T r`` has a part outside the row space of the
     sketch beyond what rounding and the directions dropped as numerically null

@@ -9,7 +9,12 @@ from types import SimpleNamespace
 import numpy as np
 
 from dasketch.kernels.shrink import gamma
-from dasketch.linear_model.lstsq_bounds import adjoint_rounding, error_bound, residual_rounding
+from dasketch.linear_model.lstsq_bounds import (
+    adjoint_rounding,
+    error_bound,
+    intercept_rounding,
+    residual_rounding,
+)
 
 
 def test_error_bound_covers_a_gradient_rounded_to_zero():
@@ -48,3 +53,19 @@ def test_rounding_terms_are_reached_by_rows_of_equal_entries():
     worst = np.linalg.norm(gamma(n + 2) * (np.abs(A).T @ np.abs(r)))
     allowed = adjoint_rounding(n, frobenius, np.linalg.norm(r))
     assert 0.5 * allowed < worst <= allowed * (1 + 1e-12)
+
+
+def test_intercept_rounding_is_reached_by_float64_with_one_feature():
+    """``shift - m x`` computed in float64 for 20,000 draws of ``m, x`` in ``[1, 2)``
+    and ``shift`` in ``[0, 1e-3)``: the product and the subtraction round in the
+    same direction by nearly half an ulp each, so the largest error exceeds half
+    of ``gamma_2 (|shift| + |m x|)`` (0.98 of it) and none exceeds it."""
+    rng = np.random.default_rng(0)
+    m, x, shift = 1 + rng.random(20000), 1 + rng.random(20000), 1e-3 * rng.random(20000)
+    worst = 0.0
+    for mi, xi, si in zip(m, x, shift):
+        got = (np.array([si]) - np.array([mi]) @ np.array([[xi]]))[0]
+        error = abs(Fraction(got) - (Fraction(si) - Fraction(mi) * Fraction(xi)))
+        allowed = intercept_rounding(np.array([si]), np.array([mi]), np.array([[xi]]))[0]
+        worst = max(worst, float(error / Fraction(allowed)))
+    assert 0.5 < worst <= 1.0
