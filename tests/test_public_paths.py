@@ -21,7 +21,6 @@ MOVED = [
     ("dasketch.linear_model.lstsq_solver", "error_bound", "dasketch.linear_model.lstsq_bounds"),
     ("dasketch.linear_model.lstsq_solver", "_outside_sketch",
      "dasketch.linear_model.lstsq_bounds"),
-    ("dasketch.linear_model.lstsq_solver", "_ROUNDING", "dasketch.linear_model.lstsq_bounds"),
     ("dasketch.linear_model.lstsq", "solve_lstsq", "dasketch.linear_model.lstsq_solver"),
     ("dasketch.io", "save_sketch", "dasketch.storage.sketch_io"),
     ("dasketch.io", "load_sketch", "dasketch.storage.sketch_io"),

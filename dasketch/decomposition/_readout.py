@@ -142,7 +142,10 @@ class SketchReadOut:
         self.sketch_eigenvalues_ = sketch_variances(sk, k, n)
         self.eigenvalue_bound_ = float(sk.error_bound) / dof
         self.noise_variance_ = float(np.ldexp(
-            noise_variance(total, variances[:k], min(n, d) - k, d), 2 * unit))
+            noise_variance(total, variances[:k], min(n, d) - k, (n, d),
+                           float(np.linalg.norm(np.ldexp(mean, -unit))),
+                           float(np.ldexp(sk.rounding, 2 * (sk.scale_exponent - unit)))),
+            2 * unit))
         self.mean_ = mean.astype(dtype)
         self.n_components_ = k
         self.n_samples_ = self.n_samples_seen_ = n

@@ -4,6 +4,7 @@ of components kept."""
 
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 
@@ -11,6 +12,7 @@ import numpy as np
 from sklearn.utils.extmath import svd_flip
 
 from dasketch._blocks import add, compute, map_reduce, squared_norms_block
+from dasketch.kernels.shrink import gamma
 from dasketch.utils._sklearn_compat import assess_dimension
 
 # Rows of the default sketch beyond the k kept: DEFAULT_OVERSAMPLING k, at least
@@ -136,14 +138,46 @@ def sketch_variances(sketch, n_axes, n_rows=None):
     return (estimates + sketch.alpha) / max(n_rows - 1, 1)
 
 
-def noise_variance(total, variances, remaining, n_features):
+def noise_variance(total, variances, remaining, shape, mean_norm, rounding):
     """Probabilistic PCA's noise variance as :class:`sklearn.decomposition.PCA`
     defines it: the total variance not explained by ``variances``, over the
     ``remaining`` dimensions (0 when none remain). A residual within the rounding
-    error of the subtraction is no noise."""
+    error of its computation (:func:`unexplained_rounding`) is no noise."""
     residual = total - float(np.sum(variances))
-    residual = residual if residual > 4 * n_features * np.finfo(np.float64).eps * total else 0.0
+    if residual <= unexplained_rounding(total, variances, shape, mean_norm, rounding):
+        residual = 0.0
     return residual / remaining if remaining > 0 else 0.0
+
+
+def unexplained_rounding(total, variances, shape, mean_norm, rounding):
+    """Bound on the rounding error of the computed ``total - sum(variances)`` for
+    data of ``shape = (n, d)``, column means of norm ``mean_norm``, the total from
+    a sketch carrying ``rounding`` (its :attr:`~dasketch.Sketch.rounding`).
+
+    With Higham's ``gamma_k`` (*Accuracy and Stability of Numerical Algorithms*,
+    2nd ed., 2002, eq. (3.5) and Lemma 3.3) and ``N = n - 1``: the total ``||X_c||_F^2
+    / N`` sums ``n d`` squares of centred entries in some order, within
+    ``gamma_{nd+3}`` of itself, plus the centring and merge terms the sketch's
+    ``rounding`` carries, over ``N``. A measured variance ``||X v - s||^2 / N``
+    (``s = m^T v``) has the entries ``x_i^T v - s`` within ``gamma_{d+2} t_i``,
+    ``t_i = |x_i|^T |v| + |m|^T |v|``, with ``||t|| / sqrt(N) <= T = sqrt(total) +
+    2 sqrt(n / N) ||m||``; squared and summed over ``n`` rows it is within
+    ``gamma_{n+2} v + 2 gamma_{d+2} sqrt(v) T + gamma_{d+2}^2 T^2`` of ``v`` (an
+    estimate read from the sketch, ``(s_i^2 + alpha) / N``, is within less). The
+    subtraction of the ``k`` variances adds ``gamma_{k+1}`` of the sum of the
+    magnitudes. The bound is a worst case, the only one that holds for any number
+    of rows: the rounding of sums over ``n`` rows grows with ``n``, not with ``d``
+    alone.
+    """
+    n, d = shape
+    dof = max(n - 1, 1)
+    variances = np.maximum(np.asarray(variances, dtype=np.float64), 0.0)
+    spread = math.sqrt(max(total, 0.0)) + 2.0 * math.sqrt(n / dof) * mean_norm
+    g = gamma(d + 2)
+    measured = (gamma(n + 2) * variances + 2.0 * g * np.sqrt(variances) * spread
+                + g * g * spread ** 2)
+    return float(gamma(n * d + 3) * total + rounding / dof + measured.sum()
+                 + gamma(variances.size + 1) * (abs(total) + variances.sum()))
 
 
 def fraction_components(ratios, fraction):

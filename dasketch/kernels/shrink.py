@@ -34,6 +34,14 @@ from dasketch.kernels.shrink_schedule import (  # noqa: F401 - the cost model is
 __getattr__ = renamed_constants(__name__, {"UPDATES": "SHRINK_UPDATES"}, globals())
 EPS = float(np.finfo(np.float64).eps)
 
+
+def gamma(k):
+    """Higham's ``gamma_k = k u / (1 - k u)``, ``u = eps / 2``: the relative error
+    bound of ``k`` rounded operations (*Accuracy and Stability of Numerical
+    Algorithms*, 2nd ed., 2002, Lemma 3.1); infinite once ``k u >= 1``."""
+    ku = k * EPS / 2
+    return ku / (1.0 - ku) if ku < 1.0 else float("inf")
+
 # When nothing is shrunk away (l > d), a Gram whose smallest eigenvalue is below
 # this fraction of its largest gives the small singular values to worse than about
 # d eps / (2 GRAM_FLOOR) relative: the rows are then taken from a QR of the stack.

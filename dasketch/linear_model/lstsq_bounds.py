@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-# Unit of the rounding terms of the error bound (as the dual random projection's).
-_ROUNDING = 2.0 * np.finfo(np.float64).eps
+from dasketch.kernels.shrink import gamma
+
 # The error bound holds when the check embedding S' neither stretches nor
 # shrinks a vector of the range of A by more than this factor (an OSNAP
 # embedding of 8 d rows distorts by about 1 +- 0.35).
@@ -31,13 +31,13 @@ def error_bound(precond, x, residual, gradient, targets_norm):
     singular value of the check sketch ``S' U`` over ``_EMBEDDING_SLACK``
     (a high-probability bound: it holds when ``S'`` distorts no vector of the
     range of ``A`` by more than that factor). ``U^T r`` is computed in floating
-    point; with ``u = 2 eps``, ``F`` the Frobenius norm of the weighted rows
-    before centring plus ``sqrt(sum w) ||m||`` and ``||b||`` the weighted
-    targets' norm plus ``sqrt(sum w) |mean(b)|``, its rounding error is taken
-    as ``sigma_max(U) u (sqrt(d) F ||x|| + ||b||) + ||N|| u sqrt(n) F ||r||``
-    (the residual's entries, then the sums over rows, errors growing as the
-    square root of the number of terms) and is added: the bound then also
-    covers the accuracy floor of about ``eps kappa ||x||`` (plus ``eps
+    point; its rounding error is at most ``sigma_max(U)`` times that of the
+    residual (:func:`residual_rounding`) plus ``||N||`` times that of ``A^T r``
+    (:func:`adjoint_rounding`) plus ``gamma_d || |N|^T |A^T r| || <= gamma_d
+    sqrt(k) ||N|| (F ||r|| + adjoint_rounding)`` for the product with ``N^T``
+    (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., 2002,
+    eq. (3.5); ``|| |N| ||_2 <= sqrt(k) ||N||_2``), and is added: the bound then
+    also covers the accuracy floor of about ``eps kappa ||x||`` (plus ``eps
     kappa^2 ||r|| / ||A||``) of ill-conditioned problems.
 
     Parameters
@@ -66,9 +66,52 @@ def error_bound(precond, x, residual, gradient, targets_norm):
     if precond.mean is not None:
         frobenius += np.sqrt(precond.weight_sum) * np.linalg.norm(precond.mean)
     x_norm, r_norm = np.linalg.norm(x, axis=0), np.linalg.norm(residual, axis=0)
-    rounding = (high * _ROUNDING * (np.sqrt(d) * frobenius * x_norm + targets_norm)
-                + norm_n * _ROUNDING * np.sqrt(n) * frobenius * r_norm)
+    adjoint = adjoint_rounding(n, frobenius, r_norm)
+    rounding = (high * residual_rounding(d, frobenius, x_norm, targets_norm)
+                + norm_n * (adjoint + gamma(d) * np.sqrt(k) * (frobenius * r_norm + adjoint)))
     return norm_n * (np.linalg.norm(gradient, axis=0) + rounding) / low ** 2
+
+
+def residual_rounding(d, frobenius, x_norm, targets_norm):
+    """Bound on ``||fl(r) - r||`` for the residual ``r = W^(1/2) (b - mean(b)) - A x``
+    of ``x`` with ``d`` entries: ``gamma_{d+3} (F ||x|| + ||b||)``.
+
+    ``F`` is the Frobenius norm of the weighted rows before centring plus
+    ``sqrt(sum w) ||m||`` and ``||b||`` the weighted targets' norm plus ``sqrt(sum
+    w) |mean(b)|``. Entry ``i`` is ``w_i^(1/2) ((b_i - mean(b)) - (x_i^T x - m^T x))``:
+    with Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., 2002,
+    eq. (3.5) and Lemma 3.3, the inner products of ``d`` terms, the centring, the
+    weight and the final subtraction make it exact up to ``gamma_{d+3} w_i^(1/2)
+    (|x_i|^T |x| + |m|^T |x| + |b_i| + |mean(b)|)``, whose norm over the rows is at
+    most ``gamma_{d+3} (F ||x|| + ||b||)``. No slack is left: rows of equal positive
+    entries reach it to first order.
+    """
+    return gamma(d + 3) * (frobenius * x_norm + targets_norm)
+
+
+def adjoint_rounding(n, frobenius, residual_norm):
+    """Bound on ``||fl(A^T r) - A^T r||`` for ``A`` of ``n`` rows: ``gamma_{n+2} F ||r||``.
+
+    ``A^T r`` is ``X^T (W^(1/2) r) - m sum(W^(1/2) r)``: inner dimension ``n``,
+    one rounding more for the weights and one for the centring term, so it is
+    exact up to ``gamma_{n+2} |A|^T |r|`` (Higham, 2nd ed., eq. (3.5)), of norm at
+    most ``gamma_{n+2} F ||r||`` (``F`` as in :func:`residual_rounding`). No slack
+    is left: a column of equal entries against a residual of equal magnitudes
+    reaches it.
+    """
+    return gamma(n + 2) * frobenius * residual_norm
+
+
+def intercept_rounding(shift, mean, coef):
+    """Bound on the rounding error of the intercept ``shift - m^T x`` per target:
+    ``gamma_{d+1} (|shift| + |m|^T |x|)``.
+
+    An inner product of ``d`` terms and one subtraction (Higham, *Accuracy and
+    Stability of Numerical Algorithms*, 2nd ed., 2002, eq. (3.5)). No slack is
+    left: with one feature, the product and the subtraction can each round by
+    nearly half an ulp in the same direction.
+    """
+    return gamma(mean.shape[0] + 1) * (np.abs(shift) + np.abs(mean) @ np.abs(coef))
 
 
 def _outside_sketch(precond, full_gradient, residual):
@@ -80,12 +123,6 @@ def _outside_sketch(precond, full_gradient, residual):
     V = precond.basis * precond.singular_values[:precond.rank]   # orthonormal
     part = np.linalg.norm(full_gradient - V @ (V.T @ full_gradient), axis=0)
     return part > outside_allowance(precond, full_gradient, residual)
-
-
-def _gamma(k):
-    """Higham's ``gamma_k = k u / (1 - k u)``, ``u = eps / 2``."""
-    ku = k * np.finfo(np.float64).eps / 2
-    return ku / (1.0 - ku)
 
 
 def outside_allowance(precond, full_gradient, residual):
@@ -112,5 +149,6 @@ def outside_allowance(precond, full_gradient, residual):
                                      np.sqrt(precond.weight_sum) * np.linalg.norm(precond.mean))
     dropped = (_EMBEDDING_SLACK * max(n, d) * np.finfo(np.float64).eps
                * precond.singular_values[0])
-    return ((_gamma(n + 2) * frobenius + dropped) * np.linalg.norm(residual, axis=0)
-            + _gamma(d + k + 2) * (2 * np.sqrt(k) + 1) * np.linalg.norm(full_gradient, axis=0))
+    r_norm = np.linalg.norm(residual, axis=0)
+    return (adjoint_rounding(n, frobenius, r_norm) + dropped * r_norm
+            + gamma(d + k + 2) * (2 * np.sqrt(k) + 1) * np.linalg.norm(full_gradient, axis=0))

@@ -33,9 +33,9 @@ from dasketch.linear_model._regression_passes import data_singular_values
 from dasketch.linear_model._sketched_regression import check_sample_weight
 from dasketch.linear_model._weighted_products import WeightedCentredProducts
 from dasketch.linear_model.lstsq_bounds import (  # noqa: F401 - re-exported
-    _ROUNDING,
     _outside_sketch,
     error_bound,
+    intercept_rounding,
 )
 from dasketch.linear_model.nonnegative_lstsq import positive_bound, solve_nonnegative
 from dasketch.linear_model.preconditioning import precondition_blocks
@@ -350,8 +350,8 @@ def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
     intercept = intercept_bound = np.zeros(targets.shape[1])
     if fit_intercept:
         intercept = shift - precond.mean @ X
-        intercept_bound = np.linalg.norm(precond.mean) * bound + _ROUNDING * (
-            np.abs(shift) + np.abs(precond.mean) @ np.abs(X))
+        intercept_bound = (np.linalg.norm(precond.mean) * bound
+                           + intercept_rounding(shift, precond.mean, X))
     singular_values = precond.singular_values
     if exact_singular_values:
         singular_values = data_singular_values(

@@ -32,7 +32,11 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from dasketch.linear_model.lstsq_bounds import _EMBEDDING_SLACK, _ROUNDING
+from dasketch.linear_model.lstsq_bounds import (
+    _EMBEDDING_SLACK,
+    adjoint_rounding,
+    residual_rounding,
+)
 from dasketch.linear_model.nonnegative import (
     column_norms,
     projected_gradient,
@@ -73,18 +77,18 @@ def positive_bound(precond, x, full_gradient, residual, targets_norm):
 
 def _modulus_and_rounding(precond, x, residual_norm, targets_norm, n):
     """A lower bound on ``sigma_min(A)^2`` (0 below full column rank) and the
-    rounding error of the computed gradient ``A^T r``: with ``u = 2 eps`` and
-    ``F >= ||A||`` (see :func:`~dasketch.linear_model.lstsq_bounds.error_bound`),
-    ``u F (sqrt(d) F ||x|| + ||b||) + u sqrt(n) F ||r||``."""
+    rounding error of the computed gradient ``A^T r``: with ``F >= ||A||`` (see
+    :func:`~dasketch.linear_model.lstsq_bounds.error_bound`), ``F`` times that of
+    the residual (:func:`~dasketch.linear_model.lstsq_bounds.residual_rounding`)
+    plus that of the product (:func:`~dasketch.linear_model.lstsq_bounds.adjoint_rounding`)."""
     d = x.shape[0]
     frobenius = _frobenius(precond)
     mu = 0.0
     if precond.rank == d and precond.check_singular_values is not None:
         low = precond.check_singular_values[-1] / _EMBEDDING_SLACK
         mu = (precond.singular_values[d - 1] * low) ** 2
-    rounding = _ROUNDING * frobenius * (
-        np.sqrt(d) * frobenius * column_norms(x) + targets_norm
-        + np.sqrt(n) * residual_norm)
+    rounding = (frobenius * residual_rounding(d, frobenius, column_norms(x), targets_norm)
+                + adjoint_rounding(n, frobenius, residual_norm))
     return mu, rounding
 
 

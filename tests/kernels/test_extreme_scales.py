@@ -92,3 +92,32 @@ def test_data_of_mean_1e12_centred_and_merged_keep_the_bound(update, spread, spa
             centred_norm_sq = float(np.sum((dense - dense.astype(np.longdouble).mean(axis=0)) ** 2))
             assert scaled.frobenius_sq == pytest.approx(centred_norm_sq, rel=1e-6)
             assert scaled.rounding <= 0.1 * scaled.frobenius_sq  # not vacuous
+
+
+def test_a_ridge_that_dwarfs_the_shrinkage_is_rounded_twice_within_the_bound():
+    """``alpha0 = 2**66`` (half an ulp: ``8192``), an RFD shrinkage ``Delta = 16382``
+    along ``e_1`` and ``(B^T B)_11 = 8191``. Both sums of the estimate round down by
+    just under half an ulp: ``alpha = fl(alpha0 + Delta / 2) = alpha0`` and the
+    diagonal ``fl((B^T B)_11 + alpha) = alpha0``, so the covariance is off by
+    ``Delta / 2 + 2 * 8191`` against a bound ``Delta / 2 + eps alpha = Delta / 2 +
+    16384``: attained to within ``2 / 24575``. Half the ``eps alpha`` term misses
+    the error; twice it is no longer attained. The error is computed in integers."""
+    from fractions import Fraction
+
+    from dasketch.kernels.frequent_directions import Sketch
+
+    alpha0, delta = 2.0 ** 66, 16382.0
+    A = np.zeros((6, 2))
+    A[:, 0] = [156, 15, 3, 1, 1, 1]            # (A^T A)_11 = 24573 = Delta + 8191
+    B = np.zeros((4, 2))
+    B[:, 0] = [90, 9, 3, 1]                    # (B^T B)_11 = 8191
+    sketch = Sketch(B=B, shrinkage=delta, n_rows=6, sketch_size=5, method="rfd",
+                    alpha0=alpha0, frobenius_sq=24573.0)
+    covariance = sketch.covariance()
+    exact = [[sum(Fraction(int(a)) * Fraction(int(b)) for a, b in zip(A[:, i], A[:, j]))
+              + (Fraction(alpha0) if i == j else 0) - Fraction(covariance[i, j])
+              for j in range(2)] for i in range(2)]
+    assert exact[0][1] == exact[1][0] == exact[1][1] == 0   # diagonal: the norm is |E_11|
+    error = float(abs(exact[0][0]))
+    assert error == delta / 2 + 2 * 8191
+    assert error <= sketch.error_bound <= error * (1 + 1e-4)

@@ -225,7 +225,10 @@ def test_error_bound_holds_with_an_intercept(kind):
         assert error <= model.coef_error_bound_
         assert abs(model.intercept_ - intercept) <= model.intercept_error_bound_
         if kind != "near-singular":
-            assert model.coef_error_bound_ <= 1e-2 * np.linalg.norm(coef)
+            # off-centre, the worst-case rounding of products with the raw rows
+            # (entries near 1e3) puts the bound near 1e-1 of ||coef||
+            tight = 2e-1 if kind == "off-centre" else 1e-2
+            assert model.coef_error_bound_ <= tight * np.linalg.norm(coef)
 
 
 # ------------------------------------------------------------------ dtypes
