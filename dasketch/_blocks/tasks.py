@@ -7,6 +7,8 @@ import contextlib
 import numbers
 import sys
 import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import dask
 import numpy as np
@@ -15,7 +17,7 @@ from threadpoolctl import ThreadpoolController
 from dasketch._blocks.block_functions import add
 
 __all__ = ["COMBINE_BYTES", "COMBINE_BYTES_KEY", "DEFAULT_SPLIT_EVERY", "SPLIT_EVERY_KEY",
-           "ReadThenApply", "add", "check_split_every",
+           "ReadThenApply", "add", "check_split_every", "check_threads", "in_order",
            "one_blas_thread_while_computing", "streamed_tree", "task", "tree_reduce"]
 
 # Fan-in of tree reductions when neither the caller nor dask.config sets one.
@@ -104,6 +106,47 @@ def one_blas_thread_while_computing():
         finally:
             with _OneBlasThread._lock:
                 _OneBlasThread._callers_holding -= 1
+
+
+# The Dask configuration key of the threaded scheduler's thread count.
+THREADS_KEY = "num_workers"
+
+
+def check_threads():
+    """Threads of the threaded scheduler: ``dask.config`` ``"num_workers"`` when
+    set (an integer >= 1, else a ``ValueError`` naming the key), else this
+    machine's cores as Dask counts them (``dask.system.CPU_COUNT``), as
+    ``dask.threaded.get`` chooses its pool."""
+    threads = dask.config.get(THREADS_KEY, None)
+    if threads is None:
+        return int(dask.system.CPU_COUNT)
+    return int(check_number(threads, f"dask.config {THREADS_KEY!r}", integral=True, low=1))
+
+
+def in_order(calls, threads=1):
+    """Yield the results of the callables ``calls`` (taking no argument), in
+    order, computed on ``threads`` threads at once (in this thread for one).
+
+    At most ``threads + 1`` results are computed ahead of the one yielded, so
+    memory holds a few of them, as the threaded scheduler's run of a tree
+    does. The first call that raises, in order, raises here, and the calls
+    not started are cancelled."""
+    if threads <= 1:
+        for call in calls:
+            yield call()
+        return
+    with ThreadPoolExecutor(threads, thread_name_prefix="dasketch-pass") as pool:
+        pending = deque()
+        try:
+            for call in calls:
+                pending.append(pool.submit(call))
+                if len(pending) > threads:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 class ReadThenApply:

@@ -319,7 +319,7 @@ random_state, client, sample_weight, cache
                                        sample_weight=weights, cache=cache)
     seed = resolve_seed(random_state)
     blocks, cache_choice = cache_blocks(source, cache, client=client)
-    blocks = run_eagerly(blocks, client)
+    blocks = run_eagerly(blocks, client, threaded=True)
     xhat, yd, sd, products, gram, finite, row_norms = projection_pass(
         blocks, Y, weights, m, seed, b0=np.zeros(K), loss="squared", smoothing=1.0,
         split_every=split_every, client=client)

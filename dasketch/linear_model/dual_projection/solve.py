@@ -250,7 +250,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
                                  positive=positive)
     b0 = intercept_only(Y, loss, smoothing, weights) if fit_intercept else np.zeros(K)
     blocks, cache_choice = cache_blocks(source, cache, client=client)
-    blocks = run_eagerly(blocks, client)
+    blocks = run_eagerly(blocks, client, threaded=True)
 
     xhat, yd, sd, products, gram, finite, row_norms = projection_pass(
         blocks, Y, weights, m, seed, b0=b0, loss=loss, smoothing=smoothing,
