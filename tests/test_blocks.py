@@ -449,3 +449,21 @@ def test_projection_tiles_kept_for_later_blocks_are_those_drawn_anew(monkeypatch
     assert all(not t.flags.writeable for t in tiles.values())
     for (seed, stream, lo, hi, m), tile in tiles.items():
         np.testing.assert_array_equal(tile, gaussian_rows(seed, stream, lo, hi, m))
+
+
+def test_a_fit_holds_the_blas_threads_dask_config_names_and_restores_them():
+    import scipy.linalg  # noqa: F401  (its BLAS is loaded, as the kernels load it)
+    from threadpoolctl import threadpool_limits
+
+    from dasketch._blocks import fit_blas_threads
+
+    counted = fit_blas_threads(_blas_thread_counts)
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert set(counted()) == {2}       # not set: the process's own count
+        with dask.config.set({"dasketch.blas-threads": 1}):
+            assert set(counted()) == {1}
+        assert set(_blas_thread_counts()) == {2}
+        for bad in (0, 2.5, "one", True):
+            with dask.config.set({"dasketch.blas-threads": bad}), pytest.raises(
+                    ValueError, match="dask.config 'dasketch.blas-threads' must be an integer"):
+                counted()

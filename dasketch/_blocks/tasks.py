@@ -4,6 +4,7 @@ deterministic tree reductions over them."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import numbers
 import sys
 import threading
@@ -17,8 +18,8 @@ from threadpoolctl import ThreadpoolController
 from dasketch._blocks.block_functions import add
 
 __all__ = ["COMBINE_BYTES", "COMBINE_BYTES_KEY", "DEFAULT_SPLIT_EVERY", "SPLIT_EVERY_KEY",
-           "ReadThenApply", "add", "check_split_every", "check_threads", "in_order",
-           "one_blas_thread_while_computing", "streamed_tree", "task", "tree_reduce"]
+           "ReadThenApply", "add", "check_split_every", "check_threads", "fit_blas_threads",
+           "in_order", "one_blas_thread_while_computing", "streamed_tree", "task", "tree_reduce"]
 
 # Fan-in of tree reductions when neither the caller nor dask.config sets one.
 DEFAULT_SPLIT_EVERY = 8
@@ -147,6 +148,38 @@ def in_order(calls, threads=1):
         finally:
             for future in pending:
                 future.cancel()
+
+
+# dask.config key: BLAS threads of this process's own linear algebra during a
+# fit (between its passes), e.g. ``dask.config.set({"dasketch.blas-threads": 1})``.
+BLAS_THREADS_KEY = "dasketch.blas-threads"
+
+
+def fit_blas_threads(func):
+    """``func`` run with this process's BLAS at ``dask.config``
+    ``"dasketch.blas-threads"`` threads when it is set (an integer >= 1, else a
+    ``ValueError`` naming the key), restored after; with the process's own
+    count when it is not (the default).
+
+    A fit's own linear algebra between its passes works on small matrices
+    (``m x m`` factorisations, ``d x m`` products). On a machine whose cores
+    are all busy with other work, a multi-threaded BLAS waits at every
+    synchronisation for a thread that is not running: one thread is then
+    faster, by orders of magnitude for the ``m x m`` factorisations (figures
+    in benchmarks/README.md). Block tasks hold one thread each whatever this
+    says (:func:`one_blas_thread_while_computing`)."""
+
+    @functools.wraps(func)
+    def run(*args, **kwargs):
+        threads = dask.config.get(BLAS_THREADS_KEY, None)
+        if threads is None:
+            return func(*args, **kwargs)
+        threads = check_number(threads, f"dask.config {BLAS_THREADS_KEY!r}", integral=True,
+                               low=1)
+        with blas_controller().limit(limits=int(threads), user_api="blas"):
+            return func(*args, **kwargs)
+
+    return run
 
 
 class ReadThenApply:
