@@ -38,6 +38,7 @@ SCRIPTS = {
     "bench_lstsq_store": (["--before", "."], "lstsq_store", (), True),
     "bench_parquet": ([], "parquet", ("pyarrow",), True),
     "bench_l1": ([], "l1", (), True),
+    "bench_cores": ([], "cores", (), True),
 }
 
 
