@@ -26,7 +26,7 @@ compared), as the machine may be shared. Writes ``benchmarks/results/cores.json`
 and ``cores.png`` (``cores_quick`` with ``--quick``). The default sizes are
 those of the issue it answers (6,000 x 24,000, m = 320; 2,000,000 x 256);
 ``--quick`` runs 1,500 x 6,000 (m = 120) and 100,000 x 256 in about two
-minutes on two cores.
+minutes on two idle cores (three with the cores busy with other work).
 
 Usage: ``python -m benchmarks.bench_cores [--quick] [--n N] [--d D] [--rank R]
 [--m M] [--rows ROWS] [--repeat K] [--fits-only]``
@@ -302,7 +302,7 @@ def plot(report, path):
 
 
 def main(argv=None):
-    options = parser(__doc__, "1,500 x 6,000 fits and a 100,000 x 256 store: ~2 min on 2 cores")
+    options = parser(__doc__, "1,500 x 6,000 fits, a 100,000 x 256 store: 2-3 min on 2 cores")
     options.add_argument("--n", type=int, default=6000)
     options.add_argument("--d", type=int, default=24000)
     options.add_argument("--rank", type=int, default=40)

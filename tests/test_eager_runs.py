@@ -260,3 +260,36 @@ def test_a_cluster_runs_every_pass_on_its_workers(cluster_client):
     # To rounding: workers get their arrays through serialisation, in their own layout.
     np.testing.assert_allclose(given.coef, eager.coef, rtol=1e-10)
     np.testing.assert_allclose(active.coef, eager.coef, rtol=1e-10)
+
+
+def test_in_order_yields_in_order_raises_the_first_error_and_does_not_nest():
+    import threading
+    import time
+
+    from dasketch._blocks.tasks import in_order
+
+    def late(i):
+        def call():
+            time.sleep(0.01 * ((7 * i) % 5))   # later calls often finish first
+            return i, threading.current_thread().name
+        return call
+
+    results = list(in_order([late(i) for i in range(12)], threads=3))
+    assert [i for i, _ in results] == list(range(12))
+    assert all(name.startswith("dasketch-pass") for _, name in results)
+
+    def failing(i):
+        def call():
+            if i in (4, 7):
+                raise ValueError(f"block {i}")
+            return i
+        return call
+
+    with pytest.raises(ValueError, match="block 4"):
+        list(in_order([failing(i) for i in range(10)], threads=3))
+
+    def nested():   # a call on a pass thread runs its own calls in that thread
+        return [name for _, name in in_order([late(i) for i in range(3)], threads=3)]
+
+    (names,) = list(in_order([nested], threads=2))
+    assert len(set(names)) == 1

@@ -9,7 +9,7 @@ import numbers
 import sys
 import threading
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import dask
 import numpy as np
@@ -124,30 +124,45 @@ def check_threads():
     return int(check_number(threads, f"dask.config {THREADS_KEY!r}", integral=True, low=1))
 
 
+# Names of the threads of eager passes (a call made on one runs in it: no nesting).
+POOL_PREFIX = "dasketch-pass"
+_POOLS = {}   # thread count -> the pool kept for later passes (a thread starts in ms)
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(threads):
+    with _POOLS_LOCK:
+        if threads not in _POOLS:
+            _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix=POOL_PREFIX)
+        return _POOLS[threads]
+
+
 def in_order(calls, threads=1):
     """Yield the results of the callables ``calls`` (taking no argument), in
-    order, computed on ``threads`` threads at once (in this thread for one).
+    order, computed on ``threads`` threads at once (in this thread for one, or
+    when this thread is one of them).
 
     At most ``threads + 1`` results are computed ahead of the one yielded, so
     memory holds a few of them, as the threaded scheduler's run of a tree
-    does. The first call that raises, in order, raises here, and the calls
-    not started are cancelled."""
-    if threads <= 1:
+    does. The first call that raises, in order, raises here; the calls not
+    started are cancelled and those running waited for. The threads are kept
+    for the next passes."""
+    if threads <= 1 or threading.current_thread().name.startswith(POOL_PREFIX):
         for call in calls:
             yield call()
         return
-    with ThreadPoolExecutor(threads, thread_name_prefix="dasketch-pass") as pool:
-        pending = deque()
-        try:
-            for call in calls:
-                pending.append(pool.submit(call))
-                if len(pending) > threads:
-                    yield pending.popleft().result()
-            while pending:
+    pool, pending = _pool(threads), deque()
+    try:
+        for call in calls:
+            pending.append(pool.submit(call))
+            if len(pending) > threads:
                 yield pending.popleft().result()
-        finally:
-            for future in pending:
-                future.cancel()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for future in pending:
+            future.cancel()
+        wait(pending)
 
 
 # dask.config key: BLAS threads of this process's own linear algebra during a
