@@ -180,8 +180,8 @@ def fit_blas_threads(func):
     (``m x m`` factorisations, ``d x m`` products). On a machine whose cores
     are all busy with other work, a multi-threaded BLAS waits at every
     synchronisation for a thread that is not running: one thread is then
-    faster, by orders of magnitude for the ``m x m`` factorisations (figures
-    in benchmarks/README.md). Block tasks hold one thread each whatever this
+    faster, most of all for the ``m x m`` factorisations (figures in
+    benchmarks/README.md). Block tasks hold one thread each whatever this
     says (:func:`one_blas_thread_while_computing`)."""
 
     @functools.wraps(func)
