@@ -39,6 +39,7 @@ SCRIPTS = {
     "bench_parquet": ([], "parquet", ("pyarrow",), True),
     "bench_l1": ([], "l1", (), True),
     "bench_gpu": ([], "gpu", ("cupy",), False),  # needs a CUDA device too
+    "bench_cores": ([], "cores", (), True),
 }
 
 

@@ -425,3 +425,45 @@ def test_a_fused_pass_computes_each_block_once(scheduler):
         assert sorted(_CALLS) == list(range(0, 40, 5)), (use, _CALLS)
         np.testing.assert_allclose(got_rows, (X + seed) * 2.0)
         np.testing.assert_allclose(got_total, (X + seed).T @ (X + seed))
+
+
+def test_projection_tiles_kept_for_later_blocks_are_those_drawn_anew(monkeypatch):
+    """The Gaussian tiles a process keeps between blocks give the products of
+    tiles drawn anew, bit for bit, and take at most their budget."""
+    from dasketch._blocks import block_functions
+    from dasketch.kernels.embeddings import TILE, gaussian_rows
+
+    X = np.random.default_rng(0).standard_normal((50, 2 * TILE + 5))
+    monkeypatch.setattr(block_functions, "_TILES", type(block_functions._TILES)())
+    monkeypatch.setattr(block_functions, "TILE_CACHE_BYTES", 2 * TILE * 7 * 8)
+
+    def drawn_anew(stream):
+        return sum(X[:, lo:lo + TILE] @ gaussian_rows(3, stream, lo, min(lo + TILE, X.shape[1]), 7)
+                   for lo in range(0, X.shape[1], TILE)) / np.sqrt(7)
+
+    for stream in (1, 2, 1):
+        kept = block_functions.project_block(X, 0, 50, seed=3, stream=stream, n_components=7)
+        np.testing.assert_allclose(kept, drawn_anew(stream), rtol=1e-12)
+    tiles = block_functions._TILES
+    assert 0 < sum(t.nbytes for t in tiles.values()) <= block_functions.TILE_CACHE_BYTES
+    assert all(not t.flags.writeable for t in tiles.values())
+    for (seed, stream, lo, hi, m), tile in tiles.items():
+        np.testing.assert_array_equal(tile, gaussian_rows(seed, stream, lo, hi, m))
+
+
+def test_a_fit_holds_the_blas_threads_dask_config_names_and_restores_them():
+    import scipy.linalg  # noqa: F401  (its BLAS is loaded, as the kernels load it)
+    from threadpoolctl import threadpool_limits
+
+    from dasketch._blocks import fit_blas_threads
+
+    counted = fit_blas_threads(_blas_thread_counts)
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert set(counted()) == {2}       # not set: the process's own count
+        with dask.config.set({"dasketch.blas-threads": 1}):
+            assert set(counted()) == {1}
+        assert set(_blas_thread_counts()) == {2}
+        for bad in (0, 2.5, "one", True):
+            with dask.config.set({"dasketch.blas-threads": bad}), pytest.raises(
+                    ValueError, match="dask.config 'dasketch.blas-threads' must be an integer"):
+                counted()

@@ -180,6 +180,52 @@ def test_which_blocks_run_eagerly(tmp_path):
     np.testing.assert_array_equal(run_eagerly(cached).blocks[0], X)
 
 
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_a_fit_on_threads_equals_the_dask_fit_bit_for_bit_at_every_thread_count(loss):
+    """Under the threaded scheduler a fit's passes run eagerly on its thread
+    count, one block a thread: no graph runs a block function, and the result
+    is the Dask computation's, bit for bit, whatever the number of threads."""
+    X, y, weights = _problem(5)
+    target = y if loss == "squared" else np.sign(y)
+    params = dict(loss=loss, alpha=0.1, sketch_size=8, sample_weight=weights,
+                  random_state=0, block_rows=32)   # ten blocks
+    with dask.config.set({"dasketch.eager": False}):
+        lazy = dual_random_projection(X, target, **params)
+    for threads in (1, 2, 3, 16):
+        with _Graphs() as graphs, dask.config.set(scheduler="threads", num_workers=threads):
+            eager = dual_random_projection(X, target, **params)
+        assert graphs.block_tasks == 0
+        np.testing.assert_array_equal(eager.coef, lazy.coef)
+        assert (eager.intercept, eager.n_passes, eager.coef_error_bound) == \
+            (lazy.intercept, lazy.n_passes, lazy.coef_error_bound)
+
+
+def test_threads_of_eager_passes_follow_the_threaded_scheduler():
+    X, _, _ = _problem()
+    three = as_row_blocks(X, block_rows=100)
+    with dask.config.set(num_workers=2):
+        assert run_eagerly(three, threaded=True).threads == 2
+        with dask.config.set({"dasketch.progress": True}):   # a bar counts Dask tasks
+            assert not run_eagerly(three, threaded=True).eager
+    with dask.config.set(num_workers=64):
+        assert run_eagerly(three, threaded=True).threads == 3   # one block a thread at most
+    with dask.config.set(scheduler="processes"):
+        assert not run_eagerly(three, threaded=True).eager
+    for bad in (0, 1.5, "two", True):
+        with dask.config.set(num_workers=bad), \
+                pytest.raises(ValueError, match="dask.config 'num_workers' must be an integer"):
+            run_eagerly(three, threaded=True)
+
+
+def test_an_error_in_a_block_on_threads_names_its_rows():
+    X, y, _ = _problem()
+    X = X.copy()
+    X[250, 3] = np.nan
+    with dask.config.set(scheduler="threads", num_workers=2), \
+            pytest.raises(ValueError, match="NaN"):
+        dual_random_projection(X, y, alpha=0.1, sketch_size=8, block_rows=32)
+
+
 @pytest.mark.parametrize("split_every", [2, 3, 5])
 def test_the_streamed_tree_is_the_tree_of_dask_graphs(split_every):
     """Eager parts are combined by the groups, in the order, of the Dask tree
@@ -214,3 +260,36 @@ def test_a_cluster_runs_every_pass_on_its_workers(cluster_client):
     # To rounding: workers get their arrays through serialisation, in their own layout.
     np.testing.assert_allclose(given.coef, eager.coef, rtol=1e-10)
     np.testing.assert_allclose(active.coef, eager.coef, rtol=1e-10)
+
+
+def test_in_order_yields_in_order_raises_the_first_error_and_does_not_nest():
+    import threading
+    import time
+
+    from dasketch._blocks.tasks import in_order
+
+    def late(i):
+        def call():
+            time.sleep(0.01 * ((7 * i) % 5))   # later calls often finish first
+            return i, threading.current_thread().name
+        return call
+
+    results = list(in_order([late(i) for i in range(12)], threads=3))
+    assert [i for i, _ in results] == list(range(12))
+    assert all(name.startswith("dasketch-pass") for _, name in results)
+
+    def failing(i):
+        def call():
+            if i in (4, 7):
+                raise ValueError(f"block {i}")
+            return i
+        return call
+
+    with pytest.raises(ValueError, match="block 4"):
+        list(in_order([failing(i) for i in range(10)], threads=3))
+
+    def nested():   # a call on a pass thread runs its own calls in that thread
+        return [name for _, name in in_order([late(i) for i in range(3)], threads=3)]
+
+    (names,) = list(in_order([nested], threads=2))
+    assert len(set(names)) == 1

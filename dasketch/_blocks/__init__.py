@@ -98,7 +98,14 @@ from dasketch._blocks.stacked_store import (
 )
 from dasketch._blocks.stores import open_zarr_array
 from dasketch._blocks.task_memory import check_estimate_memory
-from dasketch._blocks.tasks import DEFAULT_SPLIT_EVERY, add, check_split_every, task, tree_reduce
+from dasketch._blocks.tasks import (
+    DEFAULT_SPLIT_EVERY,
+    add,
+    check_split_every,
+    fit_blas_threads,
+    task,
+    tree_reduce,
+)
 from dasketch._blocks.transposed_store import stored_array, transposed_store_blocks
 from dasketch.storage.reading import open_store_array
 
@@ -107,8 +114,8 @@ __all__ = [
     "append_ones_column", "as_row_aligned", "as_row_blocks", "block_tasks", "cache_blocks",
     "centred_rows", "check_split_every", "chunk_blocks", "class_labels", "column_summary",
     "compute", "default_block_rows", "default_client", "dense_block_rows", "embed_block",
-    "gather_rows", "gaussian_log_likelihood_block", "gram_block", "is_dask_collection",
-    "is_out_of_core",
+    "fit_blas_threads", "gather_rows", "gaussian_log_likelihood_block", "gram_block",
+    "is_dask_collection", "is_out_of_core",
     "iter_row_blocks", "known_row_chunks", "leverage_block", "map_reduce", "map_rows",
     "masked_weighted", "matvec", "matvec_block", "merge_all_sketches", "open_parquet",
     "open_store_array", "open_zarr_array",

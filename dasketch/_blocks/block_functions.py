@@ -12,6 +12,9 @@ block's pieces of row-aligned arrays, as :func:`dasketch._blocks.map_rows` and
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 import numpy as np
 import scipy.sparse
 
@@ -91,9 +94,42 @@ def project_block(block, start, stop, *, seed, stream, n_components):
     out = np.zeros((block.shape[0], n_components))
     for lo in range(0, n_features, TILE):
         hi = min(lo + TILE, n_features)
-        out += rows_times(block[:, lo:hi], gaussian_rows(seed, stream, lo, hi, n_components))
+        out += rows_times(block[:, lo:hi], gaussian_tile(seed, stream, lo, hi, n_components))
     out /= np.sqrt(n_components)
     return out
+
+
+# Bytes of Gaussian tiles a process keeps for the blocks it projects next: the
+# whole R of d = 24,000 features and m = 320 columns. Regenerating R for every
+# block costs as much as the block's product with it.
+TILE_CACHE_BYTES = 64 * 2 ** 20
+_TILES = OrderedDict()   # (seed, stream, lo, hi, columns) -> read-only tile, oldest first
+_TILES_LOCK = threading.Lock()
+
+
+def gaussian_tile(seed, stream, lo, hi, n_columns):
+    """Rows ``[lo, hi)`` of :func:`~dasketch.kernels.embeddings.gaussian_rows`,
+    kept (read-only) for the next blocks of this process while the kept tiles
+    take at most :data:`TILE_CACHE_BYTES`, least recently used out first: the
+    same values as drawn anew, so results do not depend on what was kept.
+    ``functools.lru_cache`` bounds a count of entries, not their bytes, hence
+    this small cache."""
+    key = (seed, stream, lo, hi, n_columns)
+    with _TILES_LOCK:
+        tile = _TILES.get(key)
+        if tile is not None:
+            _TILES.move_to_end(key)
+            return tile
+    tile = gaussian_rows(seed, stream, lo, hi, n_columns)
+    if tile.nbytes > TILE_CACHE_BYTES:
+        return tile
+    tile.flags.writeable = False
+    with _TILES_LOCK:
+        _TILES[key] = tile
+        kept = sum(t.nbytes for t in _TILES.values())
+        while kept > TILE_CACHE_BYTES:
+            kept -= _TILES.popitem(last=False)[1].nbytes
+    return tile
 
 
 def finite_rows(out, start, stop):

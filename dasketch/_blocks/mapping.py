@@ -15,6 +15,8 @@ in benchmarks/README.md).
 
 from __future__ import annotations
 
+from functools import partial
+
 import dask
 import dask.array as da
 import numpy as np
@@ -24,6 +26,7 @@ from dasketch._blocks.tasks import (
     ReadThenApply,
     add,
     check_split_every,
+    in_order,
     one_blas_thread_while_computing,
     streamed_tree,
     task,
@@ -45,8 +48,9 @@ def block_tasks(blocks, func, per_block=None, *, shared=None, keeps_block=True,
     which = range(len(blocks.blocks)) if which is None else which
     apply, arguments = _applied(blocks, func, per_block, keeps_block)
     if blocks.eager:   # the arrays, computed now (RowBlocks.eager)
+        calls = [partial(apply, *arguments(i), **(shared or {})) for i in which]
         with one_blas_thread_while_computing():
-            return [apply(*arguments(i), **(shared or {})) for i in which]
+            return list(in_order(calls, blocks.threads))
     mapped = task(apply)
     shared = _shared(shared)
     return [mapped(*arguments(i), **shared) for i in which]
@@ -236,15 +240,15 @@ def _eager_map_reduce(blocks, func, combine, aligned, fold, split_every, shared,
     apply, arguments = _applied(blocks, func, _aligned_pieces(blocks, aligned), keeps_block)
     count, kept = len(blocks.blocks), []
 
+    if fold > 1:
+        folded = FoldBlocks(apply, combine)
+        calls = (partial(folded, [arguments(i) for i in range(lo, min(lo + fold, count))],
+                         **shared) for lo in range(0, count, fold))
+    else:
+        calls = (partial(apply, *arguments(i), **shared) for i in range(count))
+
     def parts():
-        if fold > 1:
-            folded = FoldBlocks(apply, combine)
-            for lo in range(0, count, fold):
-                yield folded([arguments(i) for i in range(lo, min(lo + fold, count))],
-                             **shared)
-            return
-        for i in range(count):
-            out = apply(*arguments(i), **shared)
+        for out in in_order(calls, blocks.threads):
             if rows is not None:
                 kept.append(out[0])
                 out = out[1]

@@ -3,10 +3,11 @@ from every kind of input by :func:`dasketch._blocks.inputs.as_row_blocks`),
 the steps applied to every block, and arrays aligned with the blocks.
 
 A matrix in this process's memory, of one block or under the synchronous
-scheduler, with no ``distributed`` client active, is run eagerly
-(:func:`run_eagerly`): the bridge's primitives then call their functions on the
-blocks at once, in this thread, and return arrays, as the tasks of the graph
-would compute them; they skip the building, optimising and scheduling of a
+scheduler (or, for callers that ask, the threaded one), with no ``distributed``
+client active, is run eagerly (:func:`run_eagerly`): the bridge's primitives
+then call their functions on the blocks at once, in this thread (or on the
+threaded scheduler's number of threads), and return arrays, as the tasks of the
+graph would compute them; they skip the building, optimising and scheduling of a
 graph, which costs milliseconds a pass and outweighs the products of small
 problems.
 """
@@ -19,12 +20,19 @@ from functools import partial
 import dask
 import dask.array as da
 import dask.local
+import dask.threaded
 import numpy as np
 
 from dasketch._blocks import store_watch
 from dasketch._blocks.block_functions import append_ones, read_block, take_columns
-from dasketch._blocks.scheduler import active_client, client_holding, compute, known_row_chunks
-from dasketch._blocks.tasks import ReadThenApply, task
+from dasketch._blocks.scheduler import (
+    active_client,
+    client_holding,
+    compute,
+    known_row_chunks,
+    progress_wanted,
+)
+from dasketch._blocks.tasks import ReadThenApply, check_threads, task
 
 # dask.config key: False keeps every pass a Dask computation (no eager runs).
 EAGER_KEY = "dasketch.eager"
@@ -91,6 +99,9 @@ class RowBlocks:
         :func:`~dasketch._blocks.map_rows` and
         :func:`~dasketch._blocks.map_reduce` then return arrays and values, and
         :func:`as_row_aligned` ndarrays.
+    threads : int
+        Threads that run the functions of eager blocks, each block on one
+        (:func:`~dasketch._blocks.tasks.in_order`).
     """
 
     blocks: tuple
@@ -104,6 +115,7 @@ class RowBlocks:
     resident: bool = False
     plan: str = "rows"
     eager: bool = False
+    threads: int = 1
 
     @property
     def n_rows(self):
@@ -260,11 +272,13 @@ def rechunk_rows(array, rows):
     return array.rechunk({0: int(rows), **{ax: -1 for ax in range(1, array.ndim)}})
 
 
-def run_eagerly(blocks, client=None):
+def run_eagerly(blocks, client=None, *, threaded=False):
     """``blocks`` as eager blocks (:attr:`RowBlocks.eager`) when they are in this
     process's memory (an in-memory input, or blocks persisted by the local
     schedulers) and either one block or the active scheduler is the synchronous
-    one (which would run their tasks one at a time in this thread), with no
+    one (which would run their tasks one at a time in this thread), or, with
+    ``threaded``, the threaded one (Dask's default) with no progress bar
+    wanted (:func:`~dasketch._blocks.scheduler.progress_wanted`), with no
     ``distributed`` client given, holding the blocks or active, unless
     ``dask.config`` ``"dasketch.eager"`` is False; else ``blocks`` unchanged.
     Blocks kept in memory from a remote store stay Dask computations too: each
@@ -274,8 +288,11 @@ def run_eagerly(blocks, client=None):
     Eager passes give the results of the Dask computation they stand for: the
     same functions of the same blocks, run with one BLAS thread, their parts
     combined by the same tree (:func:`~dasketch._blocks.tasks.streamed_tree`).
-    Several blocks under the threaded or process schedulers stay Dask
-    computations, which run them in parallel.
+    Under the threaded scheduler they run on as many threads as it would
+    (:func:`~dasketch._blocks.tasks.check_threads`), one block each, with
+    neither a graph built nor its inputs tokenised on every pass; without
+    ``threaded`` several blocks under the threaded or process schedulers stay
+    Dask computations.
 
     Examples
     --------
@@ -288,15 +305,18 @@ def run_eagerly(blocks, client=None):
     if (blocks.eager or not blocks.resident or blocks.reader is not None
             or not dask.config.get(EAGER_KEY, True)):
         return blocks
-    if len(blocks.blocks) != 1 and dask.base.get_scheduler() is not dask.local.get_sync:
-        return blocks
+    threads, scheduler = 1, dask.base.get_scheduler()
+    if len(blocks.blocks) != 1 and scheduler is not dask.local.get_sync:
+        if not threaded or scheduler not in (None, dask.threaded.get) or progress_wanted():
+            return blocks   # (a progress bar counts the tasks of Dask computations)
+        threads = min(check_threads(), len(blocks.blocks))
     if client is not None or active_client() is not None or client_holding(blocks.blocks):
         return blocks
     if store_watch.stores_read_by(blocks.blocks):
         return blocks   # kept from a remote store: every pass lists it again when it ends
     # the one graph: the blocks themselves
     arrays = dask.compute(*blocks.blocks, scheduler="synchronous")
-    return replace(blocks, blocks=tuple(arrays), eager=True)
+    return replace(blocks, blocks=tuple(arrays), eager=True, threads=threads)
 
 
 _transformed = transformed_blocks  # its former name

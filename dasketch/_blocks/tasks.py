@@ -4,9 +4,12 @@ deterministic tree reductions over them."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import numbers
 import sys
 import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import dask
 import numpy as np
@@ -15,8 +18,8 @@ from threadpoolctl import ThreadpoolController
 from dasketch._blocks.block_functions import add
 
 __all__ = ["COMBINE_BYTES", "COMBINE_BYTES_KEY", "DEFAULT_SPLIT_EVERY", "SPLIT_EVERY_KEY",
-           "ReadThenApply", "add", "check_split_every",
-           "one_blas_thread_while_computing", "streamed_tree", "task", "tree_reduce"]
+           "ReadThenApply", "add", "check_split_every", "check_threads", "fit_blas_threads",
+           "in_order", "one_blas_thread_while_computing", "streamed_tree", "task", "tree_reduce"]
 
 # Fan-in of tree reductions when neither the caller nor dask.config sets one.
 DEFAULT_SPLIT_EVERY = 8
@@ -104,6 +107,94 @@ def one_blas_thread_while_computing():
         finally:
             with _OneBlasThread._lock:
                 _OneBlasThread._callers_holding -= 1
+
+
+# The Dask configuration key of the threaded scheduler's thread count.
+THREADS_KEY = "num_workers"
+
+
+def check_threads():
+    """Threads of the threaded scheduler: ``dask.config`` ``"num_workers"`` when
+    set (an integer >= 1, else a ``ValueError`` naming the key), else this
+    machine's cores as Dask counts them (``dask.system.CPU_COUNT``), as
+    ``dask.threaded.get`` chooses its pool."""
+    threads = dask.config.get(THREADS_KEY, None)
+    if threads is None:
+        return int(dask.system.CPU_COUNT)
+    return int(check_number(threads, f"dask.config {THREADS_KEY!r}", integral=True, low=1))
+
+
+# Names of the threads of eager passes (a call made on one runs in it: no nesting).
+POOL_PREFIX = "dasketch-pass"
+_POOLS = {}   # thread count -> the pool kept for later passes (a thread starts in ms)
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(threads):
+    with _POOLS_LOCK:
+        if threads not in _POOLS:
+            _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix=POOL_PREFIX)
+        return _POOLS[threads]
+
+
+def in_order(calls, threads=1):
+    """Yield the results of the callables ``calls`` (taking no argument), in
+    order, computed on ``threads`` threads at once (in this thread for one, or
+    when this thread is one of them).
+
+    At most ``threads + 1`` results are computed ahead of the one yielded, so
+    memory holds a few of them, as the threaded scheduler's run of a tree
+    does. The first call that raises, in order, raises here; the calls not
+    started are cancelled and those running waited for. The threads are kept
+    for the next passes."""
+    if threads <= 1 or threading.current_thread().name.startswith(POOL_PREFIX):
+        for call in calls:
+            yield call()
+        return
+    pool, pending = _pool(threads), deque()
+    try:
+        for call in calls:
+            pending.append(pool.submit(call))
+            if len(pending) > threads:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for future in pending:
+            future.cancel()
+        wait(pending)
+
+
+# dask.config key: BLAS threads of this process's own linear algebra during a
+# fit (between its passes), e.g. ``dask.config.set({"dasketch.blas-threads": 1})``.
+BLAS_THREADS_KEY = "dasketch.blas-threads"
+
+
+def fit_blas_threads(func):
+    """``func`` run with this process's BLAS at ``dask.config``
+    ``"dasketch.blas-threads"`` threads when it is set (an integer >= 1, else a
+    ``ValueError`` naming the key), restored after; with the process's own
+    count when it is not (the default).
+
+    A fit's own linear algebra between its passes works on small matrices
+    (``m x m`` factorisations, ``d x m`` products). On a machine whose cores
+    are all busy with other work, a multi-threaded BLAS waits at every
+    synchronisation for a thread that is not running: one thread is then
+    faster, most of all for the ``m x m`` factorisations (figures in
+    benchmarks/README.md). Block tasks hold one thread each whatever this
+    says (:func:`one_blas_thread_while_computing`)."""
+
+    @functools.wraps(func)
+    def run(*args, **kwargs):
+        threads = dask.config.get(BLAS_THREADS_KEY, None)
+        if threads is None:
+            return func(*args, **kwargs)
+        threads = check_number(threads, f"dask.config {BLAS_THREADS_KEY!r}", integral=True,
+                               low=1)
+        with blas_controller().limit(limits=int(threads), user_api="blas"):
+            return func(*args, **kwargs)
+
+    return run
 
 
 class ReadThenApply:

@@ -38,7 +38,7 @@ import numpy as np
 import scipy.linalg
 from scipy.special import logsumexp, softmax
 
-from dasketch._blocks import as_row_blocks, cache_blocks, run_eagerly
+from dasketch._blocks import as_row_blocks, cache_blocks, fit_blas_threads, run_eagerly
 from dasketch.kernels.embeddings import resolve_seed
 from dasketch.linear_model.dual_projection.checks import _check_alpha, _warn, check_weights
 from dasketch.linear_model.dual_projection.newton import ARMIJO, LAST_STEP, MAX_INNER_ITER
@@ -267,6 +267,7 @@ def _newton(problem, V, f, G, curvature, basis, coupling, reference, tol, max_it
     return V, G, f, cert, bound, n_iter
 
 
+@fit_blas_threads
 def multinomial_logistic_regression(X, y, *, alpha=1.0, sketch_size=100, tol=1e-6,
                                     max_iter=100, fit_intercept=True, block_rows=None,
                                     split_every=None, random_state=None, client=None,
@@ -319,7 +320,7 @@ random_state, client, sample_weight, cache
                                        sample_weight=weights, cache=cache)
     seed = resolve_seed(random_state)
     blocks, cache_choice = cache_blocks(source, cache, client=client)
-    blocks = run_eagerly(blocks, client)
+    blocks = run_eagerly(blocks, client, threaded=True)
     xhat, yd, sd, products, gram, finite, row_norms = projection_pass(
         blocks, Y, weights, m, seed, b0=np.zeros(K), loss="squared", smoothing=1.0,
         split_every=split_every, client=client)

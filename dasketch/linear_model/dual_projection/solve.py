@@ -34,7 +34,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from dasketch._blocks import as_row_blocks, cache_blocks, run_eagerly
+from dasketch._blocks import as_row_blocks, cache_blocks, fit_blas_threads, run_eagerly
 from dasketch.kernels.deprecation import DEPRECATED, renamed_parameter
 from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
 from dasketch.linear_model.dual_projection.checks import (  # noqa: F401 - re-exported
@@ -83,6 +83,7 @@ def _gaussian_combination(seed, stream, n_rows, Z):
     return out
 
 
+@fit_blas_threads
 def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
                            sketch_size=100, solver="cg", tol=1e-6, max_iter=100,
                            fit_intercept=True, block_rows=None, split_every=None,
@@ -250,7 +251,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
                                  positive=positive)
     b0 = intercept_only(Y, loss, smoothing, weights) if fit_intercept else np.zeros(K)
     blocks, cache_choice = cache_blocks(source, cache, client=client)
-    blocks = run_eagerly(blocks, client)
+    blocks = run_eagerly(blocks, client, threaded=True)
 
     xhat, yd, sd, products, gram, finite, row_norms = projection_pass(
         blocks, Y, weights, m, seed, b0=b0, loss=loss, smoothing=smoothing,
