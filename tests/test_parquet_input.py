@@ -87,6 +87,26 @@ def test_a_null_is_a_nan(tmp_path, values):
         dasketch.sketch(path, 4)
 
 
+def test_row_groups_read_once_convert_nulls_and_integers_in_every_block(tmp_path, values,
+                                                                         monkeypatch):
+    """Blocks cut from row groups read by tasks of their own (groups of 70 rows,
+    blocks of 64) convert their rows from Arrow as a block task does: integers
+    as float64, nulls as NaN, across the groups' edges and the conversion's
+    tiles (of 3 rows here)."""
+    from dasketch._blocks.readers import arrow
+
+    monkeypatch.setattr(arrow, "TILE_BYTES", 3 * 3 * 8)
+    counts = pa.array([None if i % 67 == 1 else i for i in range(300)], pa.int32())
+    path = _write(tmp_path, pa.table({"a": values[:, 0], "n": counts, "b": values[:, 1]}),
+                  row_group_size=70)
+    want = np.column_stack([values[:, 0], counts.to_numpy(zero_copy_only=False), values[:, 1]])
+    blocks = as_row_blocks(path, block_rows=64)
+    assert blocks.reader is None and blocks.dtype == np.float64
+    for start, stop, block in iter_row_blocks(blocks):
+        assert block.flags.c_contiguous
+        np.testing.assert_array_equal(block, want[start:stop])
+
+
 def test_a_missing_parquet_path_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="no Parquet file or directory at .*gone.parquet"):
         dasketch.sketch(str(tmp_path / "gone.parquet"), 4)
