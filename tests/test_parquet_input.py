@@ -191,6 +191,19 @@ def test_a_file_rewritten_since_it_was_opened_is_an_error(tmp_path, values):
                                   dasketch.sketch(values[::-1], 4, block_rows=64).B)
 
 
+def test_a_file_rewritten_between_passes_is_an_error(tmp_path, values):
+    """A process keeps the footers it parsed; a file rewritten after a pass (its
+    row groups elsewhere) is named as changed by the next pass, whether or not
+    its rows still decode by the footer kept."""
+    path = _write(tmp_path, _table(values), row_group_size=100)
+    source = dasketch.read_parquet(path)
+    with dask.config.set(scheduler="synchronous"):
+        dasketch.sketch(source, 4, block_rows=64)
+        pq.write_table(_table(values[:, ::-1]), path, row_group_size=30, compression="gzip")
+        with pytest.raises(ValueError, match="x.parquet' changed while the job read it"):
+            dasketch.sketch(source, 4, block_rows=64)
+
+
 @pytest.mark.parametrize("kind", ["pca", "lstsq"])
 def test_estimators_fit_an_opened_dataset_as_its_values(tmp_path, values, kind):
     from dasketch import SketchPCA

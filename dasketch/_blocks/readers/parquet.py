@@ -132,7 +132,7 @@ class ParquetSource:
 
         path = self.files[index]
         if self.fs is None:
-            footer = _local_footer(path, self.signatures[index])
+            footer = _local_footer(path, tuple(self.signatures[index]))
             return contextlib.closing(pq.ParquetFile(path, metadata=footer))
         return _closing_parquet(self.fs.open(path, "rb"))
 
@@ -141,15 +141,26 @@ class ParquetSource:
         """``(file index, row group)`` of every row group of the dataset, in order."""
         return [(i, g) for i, rows in enumerate(self.group_rows) for g in range(len(rows))]
 
+    @contextlib.contextmanager
+    def _reading(self, index, name):
+        """The file ``index`` opened for reading, checked against its signature
+        after the reads, and before a failed read's error is raised: a file
+        rewritten since it was opened may not decode by its footer as parsed."""
+        try:
+            with self._open(index) as file:
+                yield file
+        except Exception:
+            check_file(self.files[index], self.signatures[index], name, self.fs)
+            raise
+        check_file(self.files[index], self.signatures[index], name, self.fs)
+
     def read_group(self, k, name="X"):
         """Row group ``k`` of the dataset (numbered across its files) as a
         ``pyarrow.Table`` of the feature columns; the file is checked against
         its signature after the read."""
         index, group = self._groups[k]
-        with self._open(index) as file:
-            table = file.read_row_group(group, columns=list(self.columns))
-        check_file(self.files[index], self.signatures[index], name, self.fs)
-        return table
+        with self._reading(index, name) as file:
+            return file.read_row_group(group, columns=list(self.columns))
 
     def read(self, start, stop, name="X"):
         """Rows ``[start, stop)`` as an ndarray, read from the row groups that
@@ -163,21 +174,21 @@ class ParquetSource:
         for k in range(first, last):
             by_file.setdefault(groups[k][0], []).append(k)
         for index, ks in by_file.items():
-            with self._open(index) as file:
+            with self._reading(index, name) as file:
                 for k in ks:
                     lo, hi = max(start, offsets[k]), min(stop, offsets[k + 1])
                     table = file.read_row_group(groups[k][1], columns=list(self.columns))
                     fill_rows(block[lo - start:hi - start],
                               table.slice(lo - offsets[k], hi - lo), self.dtype)
-            check_file(self.files[index], self.signatures[index], name, self.fs)
         return block
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=8)
 def _local_footer(path, signature):
     """The footer of the local Parquet file ``path``, parsed once a process for
     each ``signature`` (a rewritten file has another, and every task checks the
-    file against it after its read)."""
+    file against it after its read). The few most recent are kept: a task reads
+    one file or two, and a wide file's footer can hold megabytes."""
     import pyarrow.parquet as pq
 
     return pq.read_metadata(path)
