@@ -168,13 +168,13 @@ def test_decomposition_imports_only_itself_the_bridge_and_the_kernels():
 
 
 WALK = """
-import sys, tempfile
+import sys
 import dask.array as da, numpy as np, zarr
 import dasketch
 before = set(sys.modules)
 from dasketch.decomposition import SketchPCA
 X = np.random.default_rng(0).standard_normal((300, 6))
-store = tempfile.mkdtemp() + "/x.zarr"
+store = sys.argv[1]
 zarr.create_array(store, shape=X.shape, chunks=(100, 6), dtype=X.dtype)[:] = X
 for data in (X, da.from_array(X, chunks=(100, 6)), store):
     pca = SketchPCA(n_components=2, random_state=0).fit(data)
@@ -183,13 +183,13 @@ print(" ".join(sorted(m for m in set(sys.modules) - before if m.split(".")[0] ==
 """
 
 
-def test_a_walk_of_sketch_pca_stays_in_decomposition_and_the_bridge():
+def test_a_walk_of_sketch_pca_stays_in_decomposition_and_the_bridge(tmp_path):
     """Fitting SketchPCA (and transforming, scoring) in memory, from a Dask array
     and from a zarr store loads no module of the package but those of
     ``dasketch/decomposition/``, the bridge and the layers below it (not
     ``dasketch.utils``): the modules ``import dasketch`` loaded are its face."""
-    out = subprocess.run([sys.executable, "-c", WALK], capture_output=True, text=True,
-                         check=True, cwd=PACKAGE.parent)
+    out = subprocess.run([sys.executable, "-c", WALK, str(tmp_path / "x.zarr")],
+                         capture_output=True, text=True, check=True, cwd=PACKAGE.parent)
     loaded = out.stdout.split()
     assert "dasketch.decomposition._sketch_pca" in loaded and "dasketch._blocks" in loaded
     found = [module for module in loaded if not _in_layers(module, DECOMPOSITION_LAYERS)]
