@@ -105,7 +105,7 @@ def test_importing_the_bridge_loads_no_sketch_file_format():
     assert out.stdout.strip() == "[]", out.stderr
 
 
-SKLEARN_COMPAT = PACKAGE / "utils" / "_sklearn_compat.py"
+SKLEARN_COMPAT = BRIDGE / "sklearn_compat.py"
 
 
 def _private_sklearn_imports(path):
@@ -130,7 +130,7 @@ def test_private_scikit_learn_names_are_imported_by_the_compatibility_module_onl
     found = [f"{path.relative_to(root)}:{line}: {what}"
              for path in sources for line, what in _private_sklearn_imports(path)]
     assert not found, ("private scikit-learn names imported outside "
-                       "dasketch/utils/_sklearn_compat.py:\n" + "\n".join(found))
+                       "dasketch/_blocks/sklearn_compat.py:\n" + "\n".join(found))
     assert dict(_private_sklearn_imports(SKLEARN_COMPAT)), "the scan finds nothing"
 
 
@@ -144,33 +144,56 @@ def test_the_package_reaches_the_bridge_through_its_face():
     assert not found, "imports past the face of dasketch._blocks:\n" + "\n".join(found)
 
 
-# What SketchPCA (dasketch/decomposition/) imports from the package besides itself, the
-# bridge and the kernels, and why it stays above the bridge.
-DECOMPOSITION_ALLOWED = {
-    # Sets and checks the estimator's n_features_in_ / feature_names_in_ through
-    # scikit-learn's validate_data: the estimator's side, not the bridge's.
-    "dasketch.utils.validation": "validate_input, estimator state",
-    "dasketch.utils._sklearn_compat": "the only module importing private scikit-learn names",
-    "dasketch.utils.params": "parameter constraints shared by every estimator",
-    "dasketch.utils.blockwise": "transform and predict out of core, shared by every estimator",
-}
+# What a walk of SketchPCA reaches: its own package, the bridge (whose face serves the
+# estimators' validation and parameter rules) and the layers below the bridge.
+DECOMPOSITION_LAYERS = ("dasketch.decomposition", "dasketch._blocks", "dasketch.kernels",
+                        "dasketch.storage")
 
 
-def test_decomposition_reaches_only_itself_the_bridge_and_the_kernels():
-    """A walk of ``SketchPCA.fit`` stays in ``dasketch/decomposition/``, the bridge
-    and the kernels, but for :data:`DECOMPOSITION_ALLOWED`, each of which it uses."""
+def _in_layers(module, layers):
+    return any(module == layer or module.startswith(layer + ".") for layer in layers)
+
+
+def test_decomposition_imports_only_itself_the_bridge_and_the_kernels():
+    """``dasketch/decomposition/`` imports from itself, the face of the bridge and
+    the kernels: nothing from ``dasketch.utils`` or other modules of the package."""
     sources = _sources(PACKAGE / "decomposition")
     imports = [(path, line, module) for path in sources
                for line, module in _dasketch_imports(path)]
     assert PACKAGE / "decomposition" / "_transposed.py" in sources and len(imports) > 10
     own = ("dasketch.decomposition", "dasketch._blocks", "dasketch.kernels")
     found = [f"{path.relative_to(PACKAGE.parent)}:{line}: {module}"
-             for path, line, module in imports
-             if not any(module == layer or module.startswith(layer + ".") for layer in own)
-             and module not in DECOMPOSITION_ALLOWED]
+             for path, line, module in imports if not _in_layers(module, own)]
     assert not found, "dasketch/decomposition/ imports past its layers:\n" + "\n".join(found)
-    unused = set(DECOMPOSITION_ALLOWED) - {module for _, _, module in imports}
-    assert not unused, f"allowed but no longer imported (remove them): {sorted(unused)}"
+
+
+WALK = """
+import sys
+import dask.array as da, numpy as np, zarr
+import dasketch
+before = set(sys.modules)
+from dasketch.decomposition import SketchPCA
+X = np.random.default_rng(0).standard_normal((300, 6))
+store = sys.argv[1]
+zarr.create_array(store, shape=X.shape, chunks=(100, 6), dtype=X.dtype)[:] = X
+for data in (X, da.from_array(X, chunks=(100, 6)), store):
+    pca = SketchPCA(n_components=2, random_state=0).fit(data)
+    np.asarray(pca.transform(data)), pca.score(data)
+print(" ".join(sorted(m for m in set(sys.modules) - before if m.split(".")[0] == "dasketch")))
+"""
+
+
+def test_a_walk_of_sketch_pca_stays_in_decomposition_and_the_bridge(tmp_path):
+    """Fitting SketchPCA (and transforming, scoring) in memory, from a Dask array
+    and from a zarr store loads no module of the package but those of
+    ``dasketch/decomposition/``, the bridge and the layers below it (not
+    ``dasketch.utils``): the modules ``import dasketch`` loaded are its face."""
+    out = subprocess.run([sys.executable, "-c", WALK, str(tmp_path / "x.zarr")],
+                         capture_output=True, text=True, check=True, cwd=PACKAGE.parent)
+    loaded = out.stdout.split()
+    assert "dasketch.decomposition._sketch_pca" in loaded and "dasketch._blocks" in loaded
+    found = [module for module in loaded if not _in_layers(module, DECOMPOSITION_LAYERS)]
+    assert not found, f"a walk of SketchPCA loads {found}"
 
 
 MAX_MODULE_LINES = 400

@@ -87,6 +87,26 @@ def test_a_null_is_a_nan(tmp_path, values):
         dasketch.sketch(path, 4)
 
 
+def test_row_groups_read_once_convert_nulls_and_integers_in_every_block(tmp_path, values,
+                                                                         monkeypatch):
+    """Blocks cut from row groups read by tasks of their own (groups of 70 rows,
+    blocks of 64) convert their rows from Arrow as a block task does: integers
+    as float64, nulls as NaN, across the groups' edges and the conversion's
+    tiles (of 3 rows here)."""
+    from dasketch._blocks.readers import arrow
+
+    monkeypatch.setattr(arrow, "TILE_BYTES", 3 * 3 * 8)
+    counts = pa.array([None if i % 67 == 1 else i for i in range(300)], pa.int32())
+    path = _write(tmp_path, pa.table({"a": values[:, 0], "n": counts, "b": values[:, 1]}),
+                  row_group_size=70)
+    want = np.column_stack([values[:, 0], counts.to_numpy(zero_copy_only=False), values[:, 1]])
+    blocks = as_row_blocks(path, block_rows=64)
+    assert blocks.reader is None and blocks.dtype == np.float64
+    for start, stop, block in iter_row_blocks(blocks):
+        assert block.flags.c_contiguous
+        np.testing.assert_array_equal(block, want[start:stop])
+
+
 def test_a_missing_parquet_path_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="no Parquet file or directory at .*gone.parquet"):
         dasketch.sketch(str(tmp_path / "gone.parquet"), 4)
@@ -169,6 +189,19 @@ def test_a_file_rewritten_since_it_was_opened_is_an_error(tmp_path, values):
         dasketch.sketch(source, 4, block_rows=64)
     np.testing.assert_array_equal(dasketch.sketch(path, 4, block_rows=64).B,
                                   dasketch.sketch(values[::-1], 4, block_rows=64).B)
+
+
+def test_a_file_rewritten_between_passes_is_an_error(tmp_path, values):
+    """A process keeps the footers it parsed; a file rewritten after a pass (its
+    row groups elsewhere) is named as changed by the next pass, whether or not
+    its rows still decode by the footer kept."""
+    path = _write(tmp_path, _table(values), row_group_size=100)
+    source = dasketch.read_parquet(path)
+    with dask.config.set(scheduler="synchronous"):
+        dasketch.sketch(source, 4, block_rows=64)
+        pq.write_table(_table(values[:, ::-1]), path, row_group_size=30, compression="gzip")
+        with pytest.raises(ValueError, match="x.parquet' changed while the job read it"):
+            dasketch.sketch(source, 4, block_rows=64)
 
 
 @pytest.mark.parametrize("kind", ["pca", "lstsq"])

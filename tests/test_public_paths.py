@@ -34,6 +34,15 @@ MOVED = [
     ("dasketch.utils.blockwise", "squared_norms_along", "dasketch.decomposition._variance"),
     ("dasketch.utils.blockwise", "gaussian_log_likelihood",
      "dasketch.decomposition._probabilistic"),
+    ("dasketch.utils.blockwise", "affine_rows", "dasketch._blocks.blockwise"),
+    ("dasketch._blocks", "affine_rows", "dasketch._blocks.blockwise"),
+    ("dasketch._blocks", "validate_input", "dasketch._blocks.validation"),
+    ("dasketch._blocks", "as_target_vector", "dasketch._blocks.validation"),
+    ("dasketch._blocks", "Interval", "dasketch._blocks.params"),
+    ("dasketch._blocks", "BasePCA", "dasketch._blocks.sklearn_compat"),
+    ("dasketch._blocks", "RealNotInt", "dasketch._blocks.sklearn_compat"),
+    ("dasketch._blocks", "StrOptions", "dasketch._blocks.sklearn_compat"),
+    ("dasketch._blocks", "assess_dimension", "dasketch._blocks.sklearn_compat"),
     ("dasketch.sketching", "estimate_error", "dasketch.error_estimate"),
     ("dasketch", "estimate_error", "dasketch.error_estimate"),
     ("dasketch.sketching", "sparse_embed", "dasketch.sparse_embedding"),
@@ -108,6 +117,11 @@ MOVED_MODULES = [
     ("dasketch._pca_variance", ("dasketch.decomposition._variance",)),
     ("dasketch._pca_scaling", ("dasketch.decomposition._scaling",)),
     ("dasketch.sketch_memory", ("dasketch._blocks.task_memory",)),
+    ("dasketch.utils.validation", ("dasketch._blocks.validation",)),
+    ("dasketch.utils.params", ("dasketch._blocks.params",)),
+    ("dasketch.utils._sklearn_compat", ("dasketch._blocks.sklearn_compat",)),
+    ("dasketch.utils.blockwise", ("dasketch._blocks.blockwise", "dasketch.decomposition._variance",
+                                  "dasketch.decomposition._probabilistic")),
 ]
 
 # (path imported from, name there, module that defines it now, its name there)

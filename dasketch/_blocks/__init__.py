@@ -30,8 +30,13 @@ column scaling in the tasks (:mod:`.scaling`), the plans of stores read along
 their columns (:mod:`.column_reads`, :mod:`.transposed_store`,
 :mod:`.stacked_store`), the store opener they use
 (:func:`~dasketch.storage.reading.open_store_array`), whether an input is read
-block by block (:func:`is_out_of_core`) and the bridge's clients and tasks.
+block by block (:func:`is_out_of_core`), the bridge's clients and tasks, and
+the estimators' side: ``X @ matrix + offset`` out of core (:mod:`.blockwise`),
+input validation and parameter rules on top of scikit-learn's, imported on
+first use (:data:`ESTIMATOR_NAMES`).
 """
+
+import importlib
 
 from dasketch._blocks.block_functions import (
     affine_block,
@@ -54,6 +59,7 @@ from dasketch._blocks.blocked_sketch import (
     sketch_blocks,
     sketch_dense_block_rows,
 )
+from dasketch._blocks.blockwise import affine_rows
 from dasketch._blocks.cache import CacheChoice, cache_blocks
 from dasketch._blocks.cluster_wait import worker_timeout
 from dasketch._blocks.column_reads import plan_column_reads
@@ -127,5 +133,33 @@ __all__ = [
     "task", "transformed_blocks", "transposed_pca_pass", "transposed_store_blocks",
     "tree_reduce", "worker_timeout",
     "SKETCH_UPDATES", "check_estimate_memory", "sketch_blocks", "sketch_dense_block_rows",
-    "check_array_library",
+    "check_array_library", "affine_rows",
 ]
+
+# The estimators' side of the bridge, which imports scikit-learn: input
+# validation (:mod:`.validation`), parameter rules (:mod:`.params`) and the
+# private scikit-learn names (:mod:`.sklearn_compat`, the one module importing
+# them). They are imported on first use (PEP 562), so that a worker process,
+# which imports this package to run block tasks, never imports scikit-learn.
+# Written here rather than with dasketch.utils.lazy, which stands above the bridge.
+ESTIMATOR_NAMES = {
+    "validate_input": "dasketch._blocks.validation",
+    "as_target_vector": "dasketch._blocks.validation",
+    "Interval": "dasketch._blocks.params",
+    "BasePCA": "dasketch._blocks.sklearn_compat",
+    "RealNotInt": "dasketch._blocks.sklearn_compat",
+    "StrOptions": "dasketch._blocks.sklearn_compat",
+    "assess_dimension": "dasketch._blocks.sklearn_compat",
+}
+
+
+def __getattr__(name):
+    if name not in ESTIMATOR_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(ESTIMATOR_NAMES[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(ESTIMATOR_NAMES))

@@ -54,7 +54,7 @@ scipy.sparse matrix or array (any format), zarr.Array, pyarrow.Table, str or os.
         as its data. The dtype is kept (float32 stays float32); in-memory
         values are read as they are, so callers that need finite values check
         them first (the estimators do, through
-        :func:`dasketch.utils.validation.validate_input`). Other kinds are
+        :func:`dasketch._blocks.validation.validate_input`). Other kinds are
         read by the readers registered with
         :func:`dasketch._blocks.readers.register_reader`.
     block_rows : int, optional

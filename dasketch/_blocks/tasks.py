@@ -232,9 +232,9 @@ def check_number(value, name, *, integral=False, low=0, high=None, low_open=Fals
 
     The bridge's one check of the sizes it is handed (``block_rows``,
     ``split_every``) and of the values it reads from ``dask.config``: worker
-    processes import the bridge, so it does not import scikit-learn, whose
+    processes import the bridge, so this check does not use scikit-learn, whose
     parameter validation the public functions apply to their own arguments
-    first (:mod:`dasketch.utils.params`).
+    first (:mod:`dasketch._blocks.params`, which the workers never load).
 
     Examples
     --------

@@ -7,8 +7,13 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from dasketch._blocks import RowBlocks, compute, gaussian_log_likelihood_block, map_rows
-from dasketch.utils.validation import validate_input
+from dasketch._blocks import (
+    RowBlocks,
+    compute,
+    gaussian_log_likelihood_block,
+    map_rows,
+    validate_input,
+)
 
 
 def gaussian_log_likelihood(X, mean, precision):

@@ -9,12 +9,18 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted
 
 from dasketch._blocks import (
+    BasePCA,
+    Interval,
+    RealNotInt,
     RowBlocks,
+    StrOptions,
+    affine_rows,
     as_row_blocks,
     is_out_of_core,
     run_eagerly,
     scaled_blocks,
     transposed_store_blocks,
+    validate_input,
 )
 from dasketch.decomposition._probabilistic import ProbabilisticPCA
 from dasketch.decomposition._readout import SketchReadOut
@@ -22,10 +28,6 @@ from dasketch.decomposition._scaling import ColumnScaling
 from dasketch.decomposition._transposed import TRANSPOSED_BASIS_VALUES, transposed_store
 from dasketch.decomposition._variance import fit_sizes
 from dasketch.kernels.frequent_directions import SKETCH_METHODS
-from dasketch.utils._sklearn_compat import BasePCA, RealNotInt, StrOptions
-from dasketch.utils.blockwise import affine_rows
-from dasketch.utils.params import Interval
-from dasketch.utils.validation import validate_input
 
 
 class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, BasePCA):

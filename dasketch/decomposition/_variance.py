@@ -11,9 +11,8 @@ import warnings
 import numpy as np
 from sklearn.utils.extmath import svd_flip
 
-from dasketch._blocks import add, compute, map_reduce, squared_norms_block
+from dasketch._blocks import add, assess_dimension, compute, map_reduce, squared_norms_block
 from dasketch.kernels.shrink import gamma
-from dasketch.utils._sklearn_compat import assess_dimension
 
 # Rows of the default sketch beyond the k kept: DEFAULT_OVERSAMPLING k, at least
 # DEFAULT_MIN_EXTRA (see :func:`default_sketch_size`).

@@ -1,39 +1,11 @@
-"""What the estimators compute block by block for out-of-core ``X``:
-``X @ matrix + offset`` (transform, predict), one pass of the bridge's
-:func:`~dasketch._blocks.map_rows` over a function of
-:mod:`dasketch._blocks.block_functions` (so that workers never import
-scikit-learn). SketchPCA's own passes (squared norms along axes, Gaussian
-log-likelihoods) are :mod:`dasketch.decomposition`'s, served here too.
-"""
+"""The names of :mod:`dasketch._blocks.blockwise` (``affine_rows``) and of
+SketchPCA's own passes (``squared_norms_along`` in
+:mod:`dasketch.decomposition._variance`, ``gaussian_log_likelihood`` in
+:mod:`dasketch.decomposition._probabilistic`), served under this path too
+(imports and pickles that name it keep working)."""
 
-from __future__ import annotations
+from dasketch.utils.lazy import moved_names
 
-import numpy as np
-
-from dasketch._blocks import affine_block, map_rows
-from dasketch.utils.lazy import lazy_attributes
-
-
-def affine_rows(blocks, matrix, offset, dtype):
-    """Lazy ``X @ matrix + offset`` over :class:`~dasketch._blocks.RowBlocks`, in
-    ``dtype``; a block with NaN or Inf raises a ``ValueError`` naming its rows
-    when computed (as ``fit`` does for out-of-core input).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from dasketch._blocks import as_row_blocks
-    >>> blocks = as_row_blocks(np.arange(6.0).reshape(3, 2), block_rows=2)
-    >>> affine_rows(blocks, np.ones((2, 1)), 0.5, np.float64).compute().ravel()
-    array([1.5, 5.5, 9.5])
-    """
-    matrix = np.asarray(matrix)
-    return map_rows(blocks, affine_block, n_columns=matrix.shape[1], dtype=dtype,
-                    shared={"matrix": matrix, "offset": offset, "dtype": np.dtype(dtype)},
-                    keeps_block=False)
-
-
-__getattr__, __dir__ = lazy_attributes(__name__, {
-    "squared_norms_along": "dasketch.decomposition._variance",
-    "gaussian_log_likelihood": "dasketch.decomposition._probabilistic",
-})
+__getattr__, __dir__ = moved_names(__name__, "dasketch._blocks.blockwise",
+                                   "dasketch.decomposition._variance",
+                                   "dasketch.decomposition._probabilistic")

@@ -2,9 +2,11 @@
 and Dask write them, partitioned or not), local or at an fsspec URL. Each block
 task reads the row groups that hold its rows, one at a time, and only those:
 the client reads the files' footers (their row groups' sizes) and nothing else.
-Row groups larger than blocks are each read once, by a task of their own, and
-the blocks cut from them (:func:`group_blocks`), so that no row is decoded more
-than once a pass: a task then holds a row group, the file's unit of reading.
+Row groups larger than blocks are each read once, by a task of their own that
+hands the group on as Arrow, and each block converts only its rows from it
+(:func:`group_blocks`), so that no row is decoded or converted more than once a
+pass: a task then holds a row group, the file's unit of reading. A process
+parses a local file's footer once (the file's signature keys it).
 
 The features follow :mod:`.arrow` (``columns``, numeric columns only, nulls as
 NaN). A directory's files are those under it whose names, and the names of
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -129,30 +132,66 @@ class ParquetSource:
 
         path = self.files[index]
         if self.fs is None:
-            return contextlib.closing(pq.ParquetFile(path))
+            footer = _local_footer(path, tuple(self.signatures[index]))
+            return contextlib.closing(pq.ParquetFile(path, metadata=footer))
         return _closing_parquet(self.fs.open(path, "rb"))
+
+    @property
+    def _groups(self):
+        """``(file index, row group)`` of every row group of the dataset, in order."""
+        return [(i, g) for i, rows in enumerate(self.group_rows) for g in range(len(rows))]
+
+    @contextlib.contextmanager
+    def _reading(self, index, name):
+        """The file ``index`` opened for reading, checked against its signature
+        after the reads, and before a failed read's error is raised: a file
+        rewritten since it was opened may not decode by its footer as parsed."""
+        try:
+            with self._open(index) as file:
+                yield file
+        except Exception:
+            check_file(self.files[index], self.signatures[index], name, self.fs)
+            raise
+        check_file(self.files[index], self.signatures[index], name, self.fs)
+
+    def read_group(self, k, name="X"):
+        """Row group ``k`` of the dataset (numbered across its files) as a
+        ``pyarrow.Table`` of the feature columns; the file is checked against
+        its signature after the read."""
+        index, group = self._groups[k]
+        with self._reading(index, name) as file:
+            return file.read_row_group(group, columns=list(self.columns))
 
     def read(self, start, stop, name="X"):
         """Rows ``[start, stop)`` as an ndarray, read from the row groups that
         hold them, one group at a time; every file read is checked against its
         signature after the read."""
         block = np.empty((stop - start, len(self.columns)), self.dtype)
-        offsets, groups = self.offsets, [(i, g) for i, rows in enumerate(self.group_rows)
-                                         for g in range(len(rows))]
+        offsets, groups = self.offsets, self._groups
         first = bisect.bisect_right(offsets, start) - 1
         last = bisect.bisect_left(offsets, stop)
         by_file = {}
         for k in range(first, last):
             by_file.setdefault(groups[k][0], []).append(k)
         for index, ks in by_file.items():
-            with self._open(index) as file:
+            with self._reading(index, name) as file:
                 for k in ks:
                     lo, hi = max(start, offsets[k]), min(stop, offsets[k + 1])
                     table = file.read_row_group(groups[k][1], columns=list(self.columns))
                     fill_rows(block[lo - start:hi - start],
                               table.slice(lo - offsets[k], hi - lo), self.dtype)
-            check_file(self.files[index], self.signatures[index], name, self.fs)
         return block
+
+
+@functools.lru_cache(maxsize=8)
+def _local_footer(path, signature):
+    """The footer of the local Parquet file ``path``, parsed once a process for
+    each ``signature`` (a rewritten file has another, and every task checks the
+    file against it after its read). The few most recent are kept: a task reads
+    one file or two, and a wide file's footer can hold megabytes."""
+    import pyarrow.parquet as pq
+
+    return pq.read_metadata(path)
 
 
 @contextlib.contextmanager
@@ -277,8 +316,7 @@ class ParquetReader:
         shape, groups = source.shape, source.offsets
         rows = options.dense_rows(shape)
         offsets = tuple(range(0, shape[0], rows)) + (shape[0],)
-        # A task holds its block and a row group as Arrow; one reading a whole row
-        # group also holds that group as numpy.
+        # A task holds its block and a row group as Arrow.
         row_bytes = shape[1] * source.dtype.itemsize
         largest_group = int(np.diff(groups).max())
         if decoded_rows(offsets, groups) <= MAX_DECODED * shape[0]:
@@ -286,7 +324,7 @@ class ParquetReader:
             return RowBlocks(reader_blocks(offsets, reader), offsets, shape[1], source.dtype,
                              False, (largest_group + rows) * row_bytes, reader)
         return RowBlocks(group_blocks(source, offsets, options.name), offsets, shape[1],
-                         source.dtype, False, (2 * largest_group + rows) * row_bytes)
+                         source.dtype, False, (largest_group + rows) * row_bytes)
 
 
 # A block task reads the row groups that hold its rows while that decodes at most
@@ -306,30 +344,34 @@ def decoded_rows(offsets, groups):
     return total
 
 
-def _read_rows(source, start, stop, name):
-    return source.read(start, stop, name)
+def _read_group(source, k, name):
+    return source.read_group(k, name)
 
 
-def _cut_rows(start, stop, firsts, *groups):
-    """Rows ``[start, stop)`` of the row groups ``groups`` (ndarrays whose first
-    rows are ``firsts``), as a new array: a block that viewed its group would
-    keep the whole group alive, and reach its sketch task by another memory
-    layout than a block read by its own task, which changes the rounding of
-    the sketch on worker processes."""
-    pieces = [group[max(start - first, 0):stop - first] for first, group in zip(firsts, groups)]
-    return pieces[0].copy() if len(pieces) == 1 else np.concatenate(pieces)
+def _block_from_groups(start, stop, firsts, dtype, *groups):
+    """Rows ``[start, stop)`` of the row groups ``groups`` (``pyarrow.Table``
+    objects whose first rows are ``firsts``) as a new C-ordered ndarray, the
+    layout of a block read by a task of its own (the rounding of the sketch
+    depends on the layout of its blocks)."""
+    block = np.empty((stop - start, groups[0].num_columns), dtype)
+    for first, group in zip(firsts, groups):
+        lo, hi = max(start, first), min(stop, first + group.num_rows)
+        fill_rows(block[lo - start:hi - start], group.slice(lo - first, hi - lo), dtype)
+    return block
 
 
 def group_blocks(source, offsets, name):
     """Blocks cut from row groups that are each read once, by a task of their own
     (row groups larger than blocks, which reading them in each block's task
-    would decode several times)."""
+    would decode several times): a read task hands its row group on as Arrow,
+    and each block's task converts only its rows."""
     groups = source.offsets
-    read = task(_read_rows)
-    reads = [read(source, groups[k], groups[k + 1], name) for k in range(len(groups) - 1)]
-    cut = task(_cut_rows)
+    read = task(_read_group)
+    reads = [read(source, k, name) for k in range(len(groups) - 1)]
+    cut = task(_block_from_groups)
     blocks = []
     for start, stop in zip(offsets[:-1], offsets[1:]):
         ks = range(bisect.bisect_right(groups, start) - 1, bisect.bisect_left(groups, stop))
-        blocks.append(cut(start, stop, tuple(groups[k] for k in ks), *(reads[k] for k in ks)))
+        blocks.append(cut(start, stop, tuple(groups[k] for k in ks), source.dtype,
+                          *(reads[k] for k in ks)))
     return tuple(blocks)
