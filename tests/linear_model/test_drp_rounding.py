@@ -112,7 +112,8 @@ def test_softmax_bound_covers_a_gradient_rounded_to_zero():
 def test_margin_and_product_terms_are_reached_by_rows_of_equal_entries(n, d):
     """Rows of equal positive entries: the elementwise bounds ``gamma_{d+1} (|X| |w|
     + |b|)`` of the margins and ``gamma_{n+2} |X|^T (|X| |w| + |b|)``,
-    ``gamma_{n+3} |X|^T |y|`` of the products have the norms the terms take."""
+    ``gamma_{n+3} |X|^T |y|`` of the products, and ``u |X|^T |X| |v|`` of a rounded
+    update of ``v``, have the norms the terms take."""
     X, w, b, y = np.full((n, d), 3.0), np.full(d, 2.0), 5.0, np.full(n, 4.0)
     F, W = np.linalg.norm(X), float(n)
     t = np.abs(X) @ np.abs(w) + abs(b)
@@ -122,5 +123,5 @@ def test_margin_and_product_terms_are_reached_by_rows_of_equal_entries(n, d):
     spread = F * np.linalg.norm(w) + np.sqrt(W) * abs(b)
     coef, _ = product_rounding(n, F, W, 0.0, np.linalg.norm(w), spread, 0.0,
                                np.linalg.norm(y), False)
-    worst = np.linalg.norm(gamma(n + 2) * (X.T @ t) + gamma(n + 3) * (X.T @ y))
+    worst = np.linalg.norm((gamma(n + 2) + gamma(1)) * (X.T @ t) + gamma(n + 3) * (X.T @ y))
     assert worst == pytest.approx(coef, rel=1e-12)

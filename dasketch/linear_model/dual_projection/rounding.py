@@ -94,13 +94,20 @@ def product_rounding(n, frobenius, weight_sum, lam, w_norm, spread, margins, tar
     :func:`margin_rounding` ``margins`` plus ``gamma_2 lambda ||w||``; ``g(0)`` up
     to ``gamma_{n+3} F targets``, twice that with an intercept (``sqrt(W) |b0|``
     and ``||S^(1/2) (b0 - y)||`` are at most ``||S^(1/2) y||``). The intercept's
-    gradient: ``sqrt(W) (gamma_{n+1} spread + margins + gamma_n targets)``. The
-    final addition is relative to the result (:func:`norm_rounding`).
+    gradient: ``sqrt(W) (gamma_{n+1} (spread + targets) + margins)``. The final
+    addition is relative to the result (:func:`norm_rounding`). These also cover
+    the gradient computed from the residual, ``X^T S (t - y)`` (the paper's solver).
+    Conjugate gradients update ``g`` with the step, not from ``v`` itself; the
+    update ``v + eta p``, rounded by ``u |v|``, moves the gradient by at most
+    ``u (F_a spread + lambda ||w||)`` (``F_a^2 = F^2 + W`` with an intercept),
+    added; the step's own rounding is of the order of the bound times this term.
     """
-    coef = (gamma(n + 2) * frobenius * spread + frobenius * margins
+    moved = gamma(1) * (np.sqrt(frobenius ** 2 + (weight_sum if intercept else 0.0)) * spread
+                        + lam * w_norm)
+    coef = moved + (gamma(n + 2) * frobenius * spread + frobenius * margins
             + (2.0 if intercept else 1.0) * gamma(n + 3) * frobenius * targets
             + gamma(2) * lam * w_norm)
-    return coef, np.sqrt(weight_sum) * (gamma(n + 1) * spread + margins + gamma(n) * targets)
+    return coef, np.sqrt(weight_sum) * (gamma(n + 1) * (spread + targets) + margins)
 
 
 def norm_rounding(d, size):
