@@ -134,9 +134,10 @@ def test_recovery_one_shot_and_preconditioned(weakly_regularised, loss):
         assert six.n_iter <= 6
         assert relative_error(six.coef, w) <= 1e-4
     # The certificate is the residual of the returned model, to 1%; the error
-    # bound holds and certifies tol.
-    full = solve(X, y, tol=1e-8, **common)
-    assert full.converged and full.coef_error_bound <= 1e-8 * np.linalg.norm(full.coef)
+    # bound holds and certifies tol (above the worst-case rounding of the
+    # gradient, gamma_{d+1} F^2 ||w|| / lambda with d = 3000 and F^2 / lambda = 1e4).
+    full = solve(X, y, tol=1e-7, **common)
+    assert full.converged and full.coef_error_bound <= 1e-7 * np.linalg.norm(full.coef)
     assert np.linalg.norm(full.coef - w) <= full.coef_error_bound
     assert relative_error(full.coef, w) <= 1e-6
     assert abs(full.intercept - b) <= 1e-6 * max(1.0, abs(b))
@@ -212,13 +213,13 @@ def test_paper_divergence_is_reported_and_never_returned():
 def test_smoothed_hinge_far_from_low_rank():
     """Full-rank data, weak regularisation: Newton-CG starts no worse than the
     intercept-only model, and its steps are cut by the line search by orders of
-    magnitude, each cut costing at most one extra pass. (At tol=1e-8 it reaches a
-    residual of 6e-16, but the certificate's rounding part, over alpha = 1e-2, is
-    4e-7 of ||w||: tol=1e-6 is the accuracy it can certify.)"""
+    magnitude, each cut costing at most one extra pass. (At tol=1e-6 it reaches a
+    residual of 7e-16, but the certificate's rounding part, the worst case over
+    alpha = 1e-2, is 2.5e-6 of ||w||: tol=1e-5 is the accuracy it can certify.)"""
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((150, 600)), np.sign(rng.standard_normal(150))
     res = dual_random_projection(X, y, loss="smoothed_hinge", smoothing=0.5, alpha=1e-2,
-                                 sketch_size=150, tol=1e-6, random_state=0)
+                                 sketch_size=150, tol=1e-5, random_state=0)
     assert res.converged
     b0 = scipy.optimize.minimize_scalar(
         lambda c: reference_loss(np.full(150, c), y, "smoothed_hinge", 0.5)[0].sum(),

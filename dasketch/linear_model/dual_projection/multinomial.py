@@ -45,6 +45,13 @@ from dasketch.linear_model.dual_projection.newton import ARMIJO, LAST_STEP, MAX_
 from dasketch.linear_model.dual_projection.passes import projection_pass
 from dasketch.linear_model.dual_projection.preconditioner import ProjectedBasis
 from dasketch.linear_model.dual_projection.result import DualRandomProjectionResult
+from dasketch.linear_model.dual_projection.rounding import (
+    dual_norm,
+    evaluated_rounding,
+    margin_rounding,
+    norm_rounding,
+    softmax_rounding,
+)
 from dasketch.linear_model.dual_projection.softmax_passes import (
     evaluate_softmax,
     softmax_hessian,
@@ -52,7 +59,7 @@ from dasketch.linear_model.dual_projection.softmax_passes import (
 from dasketch.linear_model.dual_projection.softmax_preconditioner import (
     SoftmaxPreconditioner,
 )
-from dasketch.linear_model.dual_projection.solvers import ROUNDING, STALL, STEPS, record
+from dasketch.linear_model.dual_projection.solvers import STALL, STEPS, record
 from dasketch.linear_model.dual_projection.unpenalised import separable, warn_separable
 from dasketch.utils._sklearn_compat import InvalidParameterError
 
@@ -120,7 +127,7 @@ class _Softmax:
         return self.stack(xt + self.lam * Dw, sums)
 
 
-def bound_parts(problem, V, G, curvature, coupling, reference):
+def bound_parts(problem, V, G, curvature, coupling, reference, f=None):
     r"""A bound on ``||W - W*||_F`` from the gradient ``G`` at ``V``: its
     gradient's and its rounding's parts.
 
@@ -137,21 +144,26 @@ def bound_parts(problem, V, G, curvature, coupling, reference):
     ``mu`` the smallest eigenvalue of ``H_b`` across the classes,
     ``||g_b|| >= mu (1 - exp(-sqrt(2) ||delta||)) / sqrt(2)``, i.e.
     ``||delta|| <= -log(1 - sqrt(2) ||g_b|| / mu) / sqrt(2)`` (infinite when
-    ``sqrt(2) ||g_b|| >= mu``). The rounding of the computed gradient is taken
-    as in :meth:`.solvers.FullProblem.bound_parts` and added.
+    ``sqrt(2) ||g_b|| >= mu``). The rounding of the computed gradient is
+    bounded as in :meth:`.solvers.FullProblem.bound_parts` (:mod:`.rounding`,
+    with the softmax's evaluation, :func:`.rounding.softmax_rounding`, and
+    ``sum_i s_i ||p_i - y_i||^2`` bounded from the objective ``f`` when given,
+    :func:`.rounding.dual_norm`) and added.
 
     With ``lambda = 0`` nothing is bounded: the "bound" is ``||W||_F`` times
     ``(||G|| + rounding) / reference``, as in :mod:`.unpenalised`."""
-    W, _ = problem.split(V)
+    W, b = problem.split(V)
     weight_sum, frobenius2, row_norm, (n, d) = coupling
     w_norm = float(np.linalg.norm(W))
     frobenius = np.sqrt(frobenius2)
-    dual = np.sqrt(2.0 * weight_sum)      # ||p_i - y_i|| <= sqrt(2)
-    rounding = ROUNDING * (problem.lam * w_norm + np.sqrt(d) * SOFTMAX_LIPSCHITZ * frobenius2
-                           * w_norm + np.sqrt(n) * frobenius * dual)
-    rounding_b = ROUNDING * np.sqrt(weight_sum) * (
-        np.sqrt(d) * SOFTMAX_LIPSCHITZ * frobenius * w_norm + np.sqrt(n) * dual)
+    dual = np.sqrt(2.0 * weight_sum) if f is None else \
+        dual_norm("softmax", weight_sum, f - 0.5 * problem.lam * w_norm ** 2)
+    margins = margin_rounding(d, frobenius, w_norm, weight_sum, float(np.linalg.norm(b)))
+    rounding, rounding_b = evaluated_rounding(
+        n, frobenius, weight_sum, problem.lam, w_norm, dual,
+        SOFTMAX_LIPSCHITZ * margins + softmax_rounding(G.shape[1]) * np.sqrt(weight_sum))
     gw = np.linalg.norm(G[:-1] if problem.fit_intercept else G)
+    rounding += norm_rounding(G.size, gw)
     if problem.lam == 0:
         scale = max(w_norm, np.finfo(float).tiny) / reference
         gb = float(np.linalg.norm(G[-1])) if problem.fit_intercept else 0.0
@@ -228,7 +240,7 @@ def _newton(problem, V, f, G, curvature, basis, coupling, reference, tol, max_it
     best, level, stall, smallest, n_iter = None, np.inf, 0, np.inf, 0
     while True:
         cert = float(np.linalg.norm(G)) / reference
-        gradient, rounding = bound_parts(problem, V, G, curvature, coupling, reference)
+        gradient, rounding = bound_parts(problem, V, G, curvature, coupling, reference, f)
         bound = gradient + rounding
         w_norm = float(np.linalg.norm(problem.split(V)[0]))
         finished = bound <= tol * w_norm

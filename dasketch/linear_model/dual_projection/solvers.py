@@ -24,17 +24,24 @@ from __future__ import annotations
 
 import numpy as np
 
+from dasketch.kernels.shrink import gamma
 from dasketch.linear_model.dual_projection.growth import contracting_slowly
 from dasketch.linear_model.dual_projection.passes import evaluate_pass, hessian_pass
 from dasketch.linear_model.dual_projection.preconditioner import Preconditioner
+from dasketch.linear_model.dual_projection.rounding import (
+    DERIVATIVE_ROUNDINGS,
+    dual_norm,
+    evaluated_rounding,
+    margin_rounding,
+    norm_rounding,
+    product_rounding,
+)
 
 # A target stops when the gradient's part of its error bound is below its
 # rounding part (no iteration can then improve the certificate much), or when
 # the bound has not halved in STALL iterations; the iterate of smallest error
 # bound is returned.
 STALL = 10
-# Unit roundoff, doubled: the scale of the rounding error of one computed term.
-ROUNDING = 2.0 * np.finfo(np.float64).eps
 # Lipschitz constant of l' (squared, logistic; smoothed hinge: 1 / smoothing).
 LIPSCHITZ = {"squared": 1.0, "logistic": 0.25}
 # Step lengths tried by the line search, all evaluated in the pass at the full step.
@@ -89,14 +96,14 @@ class FullProblem:
           ``b*(w)``); hence ``||X^T u|| <= |g_b| max_{s_i > 0} ||x_i||``.
 
         Without an intercept ``grad phi = g_w``. The gradient is computed in
-        floating point; with ``F^2 = sum_i s_i ||x_i||^2``, ``L`` the Lipschitz
-        constant of ``l'``, ``D >= (sum_i s_i l'_i^2)^(1/2)`` and
-        ``u = 2 eps``, its rounding error is taken as
-        ``u (lambda ||w|| + sqrt(d) L F^2 ||w|| + sqrt(n) F D)`` (margins ``X w``
-        and the sums over rows, errors growing as the square root of the
-        number of terms), plus ``max ||x_i||`` times that of ``g_b``, and is
-        added: the bound then also covers the accuracy floor of about
-        ``eps kappa ||w||`` of ill-conditioned problems.
+        floating point; its rounding error is bounded by Higham's worst case
+        (:mod:`.rounding`: the margins ``X w + b``, the evaluation of ``l'``, the
+        sums over rows and ``lambda w``; for the squared loss the products
+        ``X^T S X w`` and ``X^T S y`` its solvers compute instead of the residual),
+        with ``max ||x_i||`` (squared loss: ``F / sqrt(sum(s))``, and the rounding
+        of ``X^T s``) times that of ``g_b``, and is added: the bound then also
+        covers the accuracy floor of about ``eps kappa ||w||`` of ill-conditioned
+        problems.
 
         Without a penalty (``lambda = 0``, :mod:`.unpenalised`) there is no
         strong convexity: ``lambda`` is replaced by ``reference / ||w||``
@@ -106,7 +113,7 @@ class FullProblem:
 
         Returns the gradient's and the rounding's parts of the bound.
         """
-        W, _ = self.split(V)
+        W, b = self.split(V)
         lam = self.lam[columns]
         scale = 1.0 / np.where(lam > 0, lam, 1.0)
         if not lam.all():
@@ -116,25 +123,34 @@ class FullProblem:
         gw = G[:-1] if self.fit_intercept else G
         column_sums, weight_sum, frobenius2, row_norm = self.coupling
         n, d = self.blocks.shape
-        w_norm = column_norms(W)
-        lipschitz = LIPSCHITZ.get(self.loss, 1.0 / self.smoothing)
-        if self.loss == "squared":
-            dual = np.sqrt(np.maximum(2.0 * (f - 0.5 * lam * w_norm ** 2), 0.0))
-        else:
-            dual = np.sqrt(weight_sum)     # |l'| <= 1
+        w_norm, b_norm = column_norms(W), np.abs(b)
         frobenius = np.sqrt(frobenius2)
-        rounding = ROUNDING * (lam * w_norm + np.sqrt(d) * lipschitz * frobenius2 * w_norm
-                               + np.sqrt(n) * frobenius * dual)
-        if not self.fit_intercept:
-            return column_norms(gw) * scale, rounding * scale
-        gb = G[-1]
-        rounding_b = ROUNDING * np.sqrt(weight_sum) * (
-            np.sqrt(d) * lipschitz * frobenius * w_norm + np.sqrt(n) * dual)
+        margins = margin_rounding(d, frobenius, w_norm, weight_sum, b_norm)
         if self.loss == "squared":
+            spread = frobenius * w_norm + np.sqrt(weight_sum) * b_norm     # >= ||S^(1/2) t||
+            residual = np.sqrt(np.maximum(2.0 * (f - 0.5 * lam * w_norm ** 2), 0.0))
+            rounding, rounding_b = product_rounding(
+                n, frobenius, weight_sum, lam, w_norm, spread, margins, residual + spread,
+                self.fit_intercept)
+        else:
+            dual = dual_norm(self.loss, weight_sum, f - 0.5 * lam * w_norm ** 2,
+                             self.smoothing)
+            lipschitz = LIPSCHITZ.get(self.loss, 1.0 / self.smoothing)
+            rounding, rounding_b = evaluated_rounding(
+                n, frobenius, weight_sum, lam, w_norm, dual,
+                lipschitz * margins + gamma(DERIVATIVE_ROUNDINGS[self.loss]) * dual)
+        if not self.fit_intercept:
+            size = column_norms(gw)
+            return size * scale, (rounding + norm_rounding(d, size)) * scale
+        gb = G[-1]
+        if self.loss == "squared":
+            # ||X^T s|| / sum(s) <= F / sqrt(sum(s)); X^T s itself is rounded
             size = column_norms(gw - np.outer(column_sums, gb / weight_sum))
+            coupled = frobenius / np.sqrt(weight_sum) * (rounding_b + gamma(n + 3) * np.abs(gb))
         else:
             size = column_norms(gw) + row_norm * np.abs(gb)
-        return size * scale, (rounding + row_norm * rounding_b) * scale
+            coupled = row_norm * rounding_b
+        return size * scale, (rounding + coupled + norm_rounding(d, size)) * scale
 
     def done(self, V, G, f, tol, columns=slice(None)):
         """Targets whose coefficients are certified to relative accuracy ``tol``:
