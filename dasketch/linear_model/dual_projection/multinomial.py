@@ -40,7 +40,13 @@ from scipy.special import logsumexp, softmax
 
 from dasketch._blocks import as_row_blocks, cache_blocks, run_eagerly
 from dasketch.kernels.embeddings import resolve_seed
-from dasketch.linear_model.dual_projection.checks import _check_alpha, _warn, check_weights
+from dasketch.linear_model.dual_projection.checks import (
+    DEFAULT_TOL,
+    _check_alpha,
+    _warn,
+    check_weights,
+)
+from dasketch.linear_model.dual_projection.columns import on_used_columns
 from dasketch.linear_model.dual_projection.newton import ARMIJO, LAST_STEP, MAX_INNER_ITER
 from dasketch.linear_model.dual_projection.passes import projection_pass
 from dasketch.linear_model.dual_projection.preconditioner import ProjectedBasis
@@ -267,7 +273,8 @@ def _newton(problem, V, f, G, curvature, basis, coupling, reference, tol, max_it
     return V, G, f, cert, bound, n_iter
 
 
-def multinomial_logistic_regression(X, y, *, alpha=1.0, sketch_size=100, tol=1e-6,
+@on_used_columns
+def multinomial_logistic_regression(X, y, *, alpha=1.0, sketch_size=100, tol=DEFAULT_TOL,
                                     max_iter=100, fit_intercept=True, block_rows=None,
                                     split_every=None, random_state=None, client=None,
                                     sample_weight=None, cache="auto"):

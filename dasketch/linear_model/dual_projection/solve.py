@@ -38,6 +38,7 @@ from dasketch._blocks import as_row_blocks, cache_blocks, run_eagerly
 from dasketch.kernels.deprecation import DEPRECATED, renamed_parameter
 from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
 from dasketch.linear_model.dual_projection.checks import (  # noqa: F401 - re-exported
+    DEFAULT_TOL,
     DRP_CONSTRAINTS,
     SOLVERS,
     _check_alpha,
@@ -45,6 +46,7 @@ from dasketch.linear_model.dual_projection.checks import (  # noqa: F401 - re-ex
     _warn,
     check_weights,
 )
+from dasketch.linear_model.dual_projection.columns import on_used_columns
 from dasketch.linear_model.dual_projection.growth import Growth
 from dasketch.linear_model.dual_projection.losses import (
     intercept_only,
@@ -83,8 +85,9 @@ def _gaussian_combination(seed, stream, n_rows, Z):
     return out
 
 
+@on_used_columns
 def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
-                           sketch_size=100, solver="cg", tol=1e-6, max_iter=100,
+                           sketch_size=100, solver="cg", tol=DEFAULT_TOL, max_iter=100,
                            fit_intercept=True, block_rows=None, split_every=None,
                            random_state=None, client=None, sample_weight=None, cache="auto",
                            positive=False, penalty="l2", l1_ratio=None,
@@ -130,9 +133,13 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         on the full problem, preconditioned through the projection and started
         from the Algorithm 1 solution. ``"paper"``: Algorithm 2 (``max_iter=1``:
         Algorithm 1, the one-shot solution).
-    tol : float, default 1e-6
+    tol : float, default 1e-4
         Stop when the coefficients are certified to relative accuracy ``tol``:
         ``coef_error_bound <= tol ||w||`` (so ``||w - w*|| <= tol/(1-tol) ||w*||``).
+        The default, scikit-learn's default ``tol`` of ``LogisticRegression``
+        and ``Ridge``, makes a default fit at least as accurate as their default
+        fits (theirs bounds a gradient or a residual, not the coefficients'
+        error).
     max_iter : int, default 100
         At most this many iterations (see ``n_iter`` of the result).
     fit_intercept : bool, default True
