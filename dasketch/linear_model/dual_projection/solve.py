@@ -102,7 +102,9 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     Parameters
     ----------
     X : numpy array, scipy.sparse matrix, Dask array, zarr array, zarr path or URL
-        ``n x d``, rows are samples; read block by block.
+        ``n x d``, rows are samples; read block by block. A scipy.sparse X is
+        fitted on the columns some row uses (``d`` then counts those), the
+        others' coefficients being exactly 0 (:mod:`.columns`).
     y : array-like (n,) or (n, K)
         Real targets (squared loss) or labels in ``{-1, +1}``; each column is an
         independent problem (one-vs-rest) and all share every pass over X.
