@@ -26,7 +26,8 @@ SOLVERS = ("cg", "paper")
 # LogisticRegression and Ridge. Theirs bounds a gradient (lbfgs) or a residual
 # (sparse_cg, lsqr), which leaves coef_ about as accurate or less, so a default
 # fit is at least as accurate as theirs in coefficient error and in relative
-# optimality residual (measured in benchmarks/bench_hashed_text.py).
+# optimality residual (benchmarks/README.md, "Default tolerance of dual random
+# projection"; benchmarks/bench_hashed_text.py on hashed text).
 DEFAULT_TOL = 1e-4
 # A fit whose relative optimality residual is below this while its coefficient
 # bound exceeds ||w|| has a certificate that alpha, not the iteration, makes useless.

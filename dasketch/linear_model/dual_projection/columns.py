@@ -58,7 +58,7 @@ def on_used_columns(solve):
         if used is None:
             return solve(X, y, **options)
         n_features = X.shape[1]
-        result = solve(X.tocsr()[:, used], y, **options)    # CSR as is, no copy
+        result = solve(X.tocsr()[:, used], y, **options)    # one copy of the used columns
         return dataclasses.replace(result, coef=_widen(result.coef, used, n_features),
                                    naive_coef=_widen(result.naive_coef, used, n_features))
 
