@@ -124,3 +124,16 @@ def test_function_fits_used_columns_and_keeps_its_dual():
     dual = np.asarray(res.dual_coef())
     np.testing.assert_allclose(res.coef, -(X.T @ dual) / 2.0,
                                atol=1e-8 * np.abs(res.coef).max())
+
+
+def test_warning_on_sparse_input_names_the_callers_line():
+    """Fitting on the used columns adds no frame between the caller and the
+    warning: a fit that misses tol is reported at the line that asked for it."""
+    X, y = sparse_text_like(n=100, d=1000, used=200)
+    for solve in (lambda: dual_random_projection(X, 2.0 * y - 1.0, loss="logistic",
+                                                 tol=1e-14, max_iter=1, random_state=0),
+                  lambda: dual_random_projection(X, 2.0 * y - 1.0, tol=1e-14, max_iter=1,
+                                                 random_state=0)):
+        with pytest.warns(ConvergenceWarning) as caught:
+            solve()
+        assert caught[0].filename == __file__

@@ -18,7 +18,6 @@ arrays at no pass over the data, where a dense or out-of-core X would need one.
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
 import scipy.sparse
@@ -47,19 +46,21 @@ def _widen(coef, used, n_features):
     return out
 
 
-def on_used_columns(solve):
-    """Decorate ``solve(X, y, **options)``, returning a
-    :class:`~.result.DualRandomProjectionResult`, to fit scipy.sparse X on its
-    used columns only and give back coefficients over all columns."""
+def select_used_columns(X):
+    """``(X, used)``: a scipy.sparse ``X`` on the columns it uses (one copy of
+    them) and ``used = (their indices, the number of columns)`` for
+    :func:`widened`; any other ``X`` as it is, with ``used = None``."""
+    columns = used_columns(X)
+    if columns is None:
+        return X, None
+    return X.tocsr()[:, columns], (columns, X.shape[1])
 
-    @functools.wraps(solve)
-    def fit(X, y, **options):
-        used = used_columns(X)
-        if used is None:
-            return solve(X, y, **options)
-        n_features = X.shape[1]
-        result = solve(X.tocsr()[:, used], y, **options)    # one copy of the used columns
-        return dataclasses.replace(result, coef=_widen(result.coef, used, n_features),
-                                   naive_coef=_widen(result.naive_coef, used, n_features))
 
-    return fit
+def widened(result, used):
+    """The :class:`~.result.DualRandomProjectionResult` of a fit on the used
+    columns, with its coefficients over all columns (0 on the others)."""
+    if used is None:
+        return result
+    columns, n_features = used
+    return dataclasses.replace(result, coef=_widen(result.coef, columns, n_features),
+                               naive_coef=_widen(result.naive_coef, columns, n_features))

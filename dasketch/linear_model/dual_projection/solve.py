@@ -46,7 +46,7 @@ from dasketch.linear_model.dual_projection.checks import (  # noqa: F401 - re-ex
     _warn,
     check_weights,
 )
-from dasketch.linear_model.dual_projection.columns import on_used_columns
+from dasketch.linear_model.dual_projection.columns import select_used_columns, widened
 from dasketch.linear_model.dual_projection.growth import Growth
 from dasketch.linear_model.dual_projection.losses import (
     intercept_only,
@@ -85,7 +85,6 @@ def _gaussian_combination(seed, stream, n_rows, Z):
     return out
 
 
-@on_used_columns
 def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
                            sketch_size=100, solver="cg", tol=DEFAULT_TOL, max_iter=100,
                            fit_intercept=True, block_rows=None, split_every=None,
@@ -239,6 +238,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
                                     n_components, sketch_size, new_default=100)
     smoothing, m, max_iter, tol = float(smoothing), int(sketch_size), int(max_iter), \
         float(tol)
+    X, used = select_used_columns(X)
     source = as_row_blocks(X, block_rows=block_rows)
     n, d = source.shape
     m = min(m, n, d)
@@ -253,10 +253,10 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     if unpenalised:
         check_unpenalised(loss, solver)
         if loss == "squared":
-            return least_squares(X, source, Y, weights, fit_intercept=fit_intercept, tol=tol,
-                                 max_iter=max_iter, seed=seed, client=client, cache=cache,
-                                 block_rows=block_rows, squeeze=np.ndim(y) == 1,
-                                 positive=positive)
+            return widened(least_squares(
+                X, source, Y, weights, fit_intercept=fit_intercept, tol=tol,
+                max_iter=max_iter, seed=seed, client=client, cache=cache,
+                block_rows=block_rows, squeeze=np.ndim(y) == 1, positive=positive), used)
     b0 = intercept_only(Y, loss, smoothing, weights) if fit_intercept else np.zeros(K)
     blocks, cache_choice = cache_blocks(source, cache, client=client)
     blocks = run_eagerly(blocks, client)
@@ -281,8 +281,9 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     if rho > 0 and not unpenalised:
         setup = SimpleNamespace(Y=Y, weights=weights, b0=b0, column_sums=column_sums,
                                 products=products, gram=gram)
-        return fit_l1(full, setup, lam=lam, rho=rho, tol=tol, max_iter=max_iter,
-                      squeeze=np.ndim(y) == 1, seed=seed, cache=cache_choice, source=source)
+        return widened(fit_l1(full, setup, lam=lam, rho=rho, tol=tol, max_iter=max_iter,
+                              squeeze=np.ndim(y) == 1, seed=seed, cache=cache_choice,
+                              source=source), used)
     history = []
     diverged, best = False, None
     if solver == "paper":
@@ -339,7 +340,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         warn_separable(None if squeeze else np.flatnonzero(apart).tolist(), n_iter, cert)
     elif not result.converged:
         _warn(result, tol, solver, loss, diverged, lam)
-    return result
+    return widened(result, used)
 
 
 def _newton_from_algorithm_one(full, V, V0, g_v0, f_v0, growth, b0, reference, tol,
