@@ -40,6 +40,7 @@ SCRIPTS = {
     "bench_l1": ([], "l1", (), True),
     "bench_gpu": ([], "gpu", ("cupy",), False),  # needs a CUDA device too
     "bench_cores": ([], "cores", (), True),
+    "bench_hashed_text": ([], "hashed_text", (), True),
 }
 
 
@@ -158,11 +159,25 @@ def _parquet(report):
                                             / runs["pyarrow.read_table"]["wall"])
 
 
+def _hashed_text(report):
+    """Both models at their defaults, the certificate of dasketch's holding against
+    the tight reference, and dasketch at least as accurate as scikit-learn's default
+    by both measures."""
+    sklearn, ours = report["rows"]
+    assert ours["relative_coef_error"] <= ours["certified_relative_bound"] + 1e-8
+    assert ours["certified_relative_bound"] <= 1e-4
+    assert report["at_least_as_accurate"] == (
+        ours["relative_coef_error"] <= sklearn["relative_coef_error"]
+        and ours["relative_optimality_residual"] <= sklearn["relative_optimality_residual"])
+    assert report["at_least_as_accurate"]
+    assert report["time_ratio"] == pytest.approx(ours["wall_seconds"] / sklearn["wall_seconds"])
+
+
 CHECKS = {"bench_store_checks": _store_checks, "bench_block_products": _block_products,
           "bench_drp_small": _drp_small,
           "bench_sketch": _sketch,
           "bench_sketch_size": _sketch_size, "bench_lstsq_store": _lstsq_store,
-          "bench_parquet": _parquet}
+          "bench_parquet": _parquet, "bench_hashed_text": _hashed_text}
 
 
 

@@ -71,7 +71,8 @@ def test_last_newton_system_is_not_oversolved(monkeypatch):
     last step takes 24 inner iterations, 27 with the plain ``sqrt`` forcing."""
     monkeypatch.setattr(growth, "GROWTH", 1)
     X, y, mean_eigenvalue = low_rank_plus_noise("logistic")
-    res = fit(X, y, loss="logistic", alpha=1e-6 * mean_eigenvalue, fit_intercept=True)
+    res = fit(X, y, loss="logistic", alpha=1e-6 * mean_eigenvalue, fit_intercept=True,
+              tol=1e-6)
     assert res.converged and res.coef_error_bound <= 1e-6 * np.linalg.norm(res.coef)
     assert res.history[-1]["cg_iterations"] <= 25
 

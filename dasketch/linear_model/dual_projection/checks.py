@@ -21,6 +21,14 @@ from dasketch.utils._sklearn_compat import Hidden, StrOptions, check_sample_weig
 from dasketch.utils.params import FAN_IN, POSITIVE_INT, RANDOM_STATE, Interval
 
 SOLVERS = ("cg", "paper")
+# The default tol: the certified relative error of the coefficients
+# (coef_error_bound <= tol ||w||) at scikit-learn's own default tol of
+# LogisticRegression and Ridge. Theirs bounds a gradient (lbfgs) or a residual
+# (sparse_cg, lsqr), which leaves coef_ about as accurate or less, so a default
+# fit is at least as accurate as theirs in coefficient error and in relative
+# optimality residual (benchmarks/README.md, "Default tolerance of dual random
+# projection"; benchmarks/bench_hashed_text.py on hashed text).
+DEFAULT_TOL = 1e-4
 # A fit whose relative optimality residual is below this while its coefficient
 # bound exceeds ||w|| has a certificate that alpha, not the iteration, makes useless.
 USELESS_RESIDUAL = 1e-6

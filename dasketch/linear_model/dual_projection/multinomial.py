@@ -40,7 +40,13 @@ from scipy.special import logsumexp, softmax
 
 from dasketch._blocks import as_row_blocks, cache_blocks, fit_blas_threads, run_eagerly
 from dasketch.kernels.embeddings import resolve_seed
-from dasketch.linear_model.dual_projection.checks import _check_alpha, _warn, check_weights
+from dasketch.linear_model.dual_projection.checks import (
+    DEFAULT_TOL,
+    _check_alpha,
+    _warn,
+    check_weights,
+)
+from dasketch.linear_model.dual_projection.columns import select_used_columns, widened
 from dasketch.linear_model.dual_projection.newton import ARMIJO, LAST_STEP, MAX_INNER_ITER
 from dasketch.linear_model.dual_projection.passes import projection_pass
 from dasketch.linear_model.dual_projection.preconditioner import ProjectedBasis
@@ -280,7 +286,7 @@ def _newton(problem, V, f, G, curvature, basis, coupling, reference, tol, max_it
 
 
 @fit_blas_threads
-def multinomial_logistic_regression(X, y, *, alpha=1.0, sketch_size=100, tol=1e-6,
+def multinomial_logistic_regression(X, y, *, alpha=1.0, sketch_size=100, tol=DEFAULT_TOL,
                                     max_iter=100, fit_intercept=True, block_rows=None,
                                     split_every=None, random_state=None, client=None,
                                     sample_weight=None, cache="auto"):
@@ -314,6 +320,7 @@ random_state, client, sample_weight, cache
         relative optimality residual stays above ``tol`` (``lambda = 0``), and
         when, without a penalty, the data are linearly separable.
     """
+    X, used = select_used_columns(X)
     source = as_row_blocks(X, block_rows=block_rows)
     n, d = source.shape
     m = min(int(sketch_size), n, d)
@@ -324,12 +331,11 @@ random_state, client, sample_weight, cache
     weights = check_weights(sample_weight, n)
     total, counts = weights.sum(), weights @ Y
     if not counts.all():
-        return _without_absent_classes(counts > 0, X, codes, alpha=alpha,
-                                       sketch_size=sketch_size, tol=tol,
-                                       max_iter=max_iter, fit_intercept=fit_intercept,
-                                       block_rows=block_rows, split_every=split_every,
-                                       random_state=random_state, client=client,
-                                       sample_weight=weights, cache=cache)
+        return widened(_without_absent_classes(
+            counts > 0, X, codes, alpha=alpha, sketch_size=sketch_size, tol=tol,
+            max_iter=max_iter, fit_intercept=fit_intercept, block_rows=block_rows,
+            split_every=split_every, random_state=random_state, client=client,
+            sample_weight=weights, cache=cache), used)
     seed = resolve_seed(random_state)
     blocks, cache_choice = cache_blocks(source, cache, client=client)
     blocks = run_eagerly(blocks, client, threaded=True)
@@ -376,7 +382,7 @@ random_state, client, sample_weight, cache
         warn_separable(None, n_iter, np.atleast_1d(cert))
     elif not converged:
         _warn(result, tol, "cg", "logistic", False, np.array([lam]))
-    return result
+    return widened(result, used)
 
 
 def _without_absent_classes(present, X, codes, **options):

@@ -38,6 +38,7 @@ from dasketch._blocks import as_row_blocks, cache_blocks, fit_blas_threads, run_
 from dasketch.kernels.deprecation import DEPRECATED, renamed_parameter
 from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
 from dasketch.linear_model.dual_projection.checks import (  # noqa: F401 - re-exported
+    DEFAULT_TOL,
     DRP_CONSTRAINTS,
     SOLVERS,
     _check_alpha,
@@ -45,6 +46,7 @@ from dasketch.linear_model.dual_projection.checks import (  # noqa: F401 - re-ex
     _warn,
     check_weights,
 )
+from dasketch.linear_model.dual_projection.columns import select_used_columns, widened
 from dasketch.linear_model.dual_projection.growth import Growth
 from dasketch.linear_model.dual_projection.losses import (
     intercept_only,
@@ -85,7 +87,7 @@ def _gaussian_combination(seed, stream, n_rows, Z):
 
 @fit_blas_threads
 def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
-                           sketch_size=100, solver="cg", tol=1e-6, max_iter=100,
+                           sketch_size=100, solver="cg", tol=DEFAULT_TOL, max_iter=100,
                            fit_intercept=True, block_rows=None, split_every=None,
                            random_state=None, client=None, sample_weight=None, cache="auto",
                            positive=False, penalty="l2", l1_ratio=None,
@@ -100,7 +102,9 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     Parameters
     ----------
     X : numpy array, scipy.sparse matrix, Dask array, zarr array, zarr path or URL
-        ``n x d``, rows are samples; read block by block.
+        ``n x d``, rows are samples; read block by block. A scipy.sparse X is
+        fitted on the columns some row uses (``d`` then counts those), the
+        others' coefficients being exactly 0 (:mod:`.columns`).
     y : array-like (n,) or (n, K)
         Real targets (squared loss) or labels in ``{-1, +1}``; each column is an
         independent problem (one-vs-rest) and all share every pass over X.
@@ -131,9 +135,13 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         on the full problem, preconditioned through the projection and started
         from the Algorithm 1 solution. ``"paper"``: Algorithm 2 (``max_iter=1``:
         Algorithm 1, the one-shot solution).
-    tol : float, default 1e-6
+    tol : float, default 1e-4
         Stop when the coefficients are certified to relative accuracy ``tol``:
         ``coef_error_bound <= tol ||w||`` (so ``||w - w*|| <= tol/(1-tol) ||w*||``).
+        The default, scikit-learn's default ``tol`` of ``LogisticRegression``
+        and ``Ridge``, makes a default fit at least as accurate as their default
+        fits (theirs bounds a gradient or a residual, not the coefficients'
+        error).
     max_iter : int, default 100
         At most this many iterations (see ``n_iter`` of the result).
     fit_intercept : bool, default True
@@ -231,6 +239,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
                                     n_components, sketch_size, new_default=100)
     smoothing, m, max_iter, tol = float(smoothing), int(sketch_size), int(max_iter), \
         float(tol)
+    X, used = select_used_columns(X)
     source = as_row_blocks(X, block_rows=block_rows)
     n, d = source.shape
     m = min(m, n, d)
@@ -245,10 +254,10 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     if unpenalised:
         check_unpenalised(loss, solver)
         if loss == "squared":
-            return least_squares(X, source, Y, weights, fit_intercept=fit_intercept, tol=tol,
-                                 max_iter=max_iter, seed=seed, client=client, cache=cache,
-                                 block_rows=block_rows, squeeze=np.ndim(y) == 1,
-                                 positive=positive)
+            return widened(least_squares(
+                X, source, Y, weights, fit_intercept=fit_intercept, tol=tol,
+                max_iter=max_iter, seed=seed, client=client, cache=cache,
+                block_rows=block_rows, squeeze=np.ndim(y) == 1, positive=positive), used)
     b0 = intercept_only(Y, loss, smoothing, weights) if fit_intercept else np.zeros(K)
     blocks, cache_choice = cache_blocks(source, cache, client=client)
     blocks = run_eagerly(blocks, client, threaded=True)
@@ -273,8 +282,9 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     if rho > 0 and not unpenalised:
         setup = SimpleNamespace(Y=Y, weights=weights, b0=b0, column_sums=column_sums,
                                 products=products, gram=gram)
-        return fit_l1(full, setup, lam=lam, rho=rho, tol=tol, max_iter=max_iter,
-                      squeeze=np.ndim(y) == 1, seed=seed, cache=cache_choice, source=source)
+        return widened(fit_l1(full, setup, lam=lam, rho=rho, tol=tol, max_iter=max_iter,
+                              squeeze=np.ndim(y) == 1, seed=seed, cache=cache_choice,
+                              source=source), used)
     history = []
     diverged, best = False, None
     if solver == "paper":
@@ -331,7 +341,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         warn_separable(None if squeeze else np.flatnonzero(apart).tolist(), n_iter, cert)
     elif not result.converged:
         _warn(result, tol, solver, loss, diverged, lam)
-    return result
+    return widened(result, used)
 
 
 def _newton_from_algorithm_one(full, V, V0, g_v0, f_v0, growth, b0, reference, tol,
