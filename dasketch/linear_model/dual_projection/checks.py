@@ -19,6 +19,7 @@ from dasketch.kernels.deprecation import DEPRECATED
 from dasketch.linear_model.dual_projection.losses import LOSSES
 from dasketch.utils._sklearn_compat import Hidden, StrOptions, check_sample_weight
 from dasketch.utils.params import FAN_IN, POSITIVE_INT, RANDOM_STATE, Interval
+from dasketch.utils.stack_level import caller_stacklevel
 
 SOLVERS = ("cg", "paper")
 # The default tol: the certified relative error of the coefficients
@@ -135,7 +136,7 @@ def _warn(result, tol, solver, loss, diverged, lam):
         warnings.warn(f"unpenalised fit (alpha=0): relative optimality residual "
                       f"{float(np.max(result.optimality_residual)):.3g} > tol={tol:g} after "
                       f"{result.n_iter} Newton steps; increase max_iter, or use alpha > 0",
-                      ConvergenceWarning, stacklevel=3)
+                      ConvergenceWarning, stacklevel=caller_stacklevel())
         return
     elif worst >= 1.0 and float(np.max(result.optimality_residual)) <= USELESS_RESIDUAL:
         # the gradient is small, the bound is not: alpha, not the iteration, is at fault
@@ -146,7 +147,7 @@ def _warn(result, tol, solver, loss, diverged, lam):
                       f"alpha, or use alpha=0 for the unpenalised fit (certified by its "
                       f"optimality residual, here "
                       f"{float(np.max(result.optimality_residual)):.3g})",
-                      ConvergenceWarning, stacklevel=3)
+                      ConvergenceWarning, stacklevel=caller_stacklevel())
         return
     else:
         unit = "rounds" if solver == "paper" else (
@@ -157,4 +158,4 @@ def _warn(result, tol, solver, loss, diverged, lam):
     warnings.warn(f"dual random projection: coefficient error bound ||w - w*|| / ||w|| "
                   f"<= {worst:.3g} > tol={tol:g} (relative optimality residual "
                   f"{float(np.max(result.optimality_residual)):.3g}); {advice}",
-                  ConvergenceWarning, stacklevel=3)
+                  ConvergenceWarning, stacklevel=caller_stacklevel())

@@ -36,6 +36,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from dasketch.linear_model.dual_projection.result import DualRandomProjectionResult
 from dasketch.linear_model.dual_projection.solvers import record
+from dasketch.utils.stack_level import caller_stacklevel
 
 # LSQR's reasons for stopping that mean it met its tolerance (scipy's istop).
 _LSQR_MET = (0, 1, 2, 4, 5)
@@ -81,7 +82,8 @@ def least_squares(X, source, Y, weights, *, fit_intercept, tol, max_iter, seed, 
         warnings.warn(f"least squares (alpha=0): LSQR stopped on its condition limit with "
                       f"relative normal-equation residual {float(cert.max()):.3g} > "
                       f"tol={tol:g}; X is too ill-conditioned for the sketch "
-                      "preconditioner: increase alpha", ConvergenceWarning, stacklevel=4)
+                      "preconditioner: increase alpha", ConvergenceWarning,
+                      stacklevel=caller_stacklevel())
     objective = 0.5 * np.atleast_1d(res.residual_norm) ** 2
     passes = 2 * res.n_iter + 2
     x = res.x[:, None] if res.x.ndim == 1 else res.x
@@ -115,4 +117,4 @@ def warn_separable(which, n_iter, cert):
                   f"minimiser exists); returning the iterate reached after {n_iter} Newton "
                   f"steps (relative optimality residual {float(np.max(cert)):.3g}), which "
                   "separates the training data. Use alpha > 0 for a finite, unique model",
-                  ConvergenceWarning, stacklevel=4)
+                  ConvergenceWarning, stacklevel=caller_stacklevel())
