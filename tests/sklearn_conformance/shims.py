@@ -246,7 +246,9 @@ class ElasticNet(_Solving, DualRandomProjectionRegressor):
         _keep(self, locals())
 
     def fit(self, X, y, sample_weight=None, check_input=True):
-        n = _num_samples(X) if sample_weight is None else float(np.sum(sample_weight))
+        n = _num_samples(X)
+        if sample_weight is not None:      # a scalar weighs every sample
+            n = float(np.sum(np.broadcast_to(sample_weight, (n,))))
         # dasketch's values for this fit only (scikit-learn's restored after it)
         self._dasketch_params = {**_DRP, "max_iter": 300, "alpha": self.alpha * n,
                                  "penalty": "l1" if self.l1_ratio == 1 else "elasticnet"}
