@@ -17,7 +17,6 @@ tests that reached dasketch.
 
 import numpy as np
 import scipy.sparse
-from sklearn.utils.validation import _num_samples
 
 from dasketch import SketchPCA
 from dasketch.linear_model import (
@@ -246,7 +245,7 @@ class ElasticNet(_Solving, DualRandomProjectionRegressor):
         _keep(self, locals())
 
     def fit(self, X, y, sample_weight=None, check_input=True):
-        n = _num_samples(X)
+        n = X.shape[0] if hasattr(X, "shape") else len(X)
         if sample_weight is not None:      # a scalar weighs every sample
             n = float(np.sum(np.broadcast_to(sample_weight, (n,))))
         # dasketch's values for this fit only (scikit-learn's restored after it)
