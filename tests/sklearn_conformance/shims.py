@@ -3,8 +3,8 @@
 Each shim has the scikit-learn class's name and constructor, so
 ``get_params``, ``clone``, ``repr`` and ``get_feature_names_out`` behave as the
 original's; the parameters that choose scikit-learn's solver are stored and
-ignored, and what dasketch cannot fit (l1 penalties) is refused, never
-ignored. The PCA shims sketch exactly (``sketch_size="exact"``,
+ignored, and what a shim cannot fit (l1 penalties in LogisticRegression's)
+is refused, never ignored. The PCA shims sketch exactly (``sketch_size="exact"``,
 ``n_features + 1`` rows), so results equal exact PCA's up to rounding; the
 linear-model shims precondition exactly (projection dimension
 ``min(n_samples, n_features)``) and certify their coefficients to relative
