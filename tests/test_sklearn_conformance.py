@@ -32,7 +32,8 @@ def test_scikit_learn_suite_passes_through_the_shims(name):
     (shims.PCA, sklearn.decomposition.PCA),
     (shims.IncrementalPCA, sklearn.decomposition.IncrementalPCA),
     *[(getattr(shims, name), getattr(sklearn.linear_model, name))
-      for name in ("Ridge", "RidgeClassifier", "LogisticRegression", "LinearRegression")]])
+      for name in ("Ridge", "RidgeClassifier", "LogisticRegression", "LinearRegression",
+                   "Lasso", "ElasticNet")]])
 def test_shims_take_the_parameters_of_the_scikit_learn_class(shim, original):
     assert inspect.signature(shim.__init__) == inspect.signature(original.__init__)
     assert shim().get_params() == original().get_params()

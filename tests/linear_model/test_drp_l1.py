@@ -226,3 +226,43 @@ def test_l1_penalties_refuse_positive_and_the_multinomial_model(data):
     clf = DualRandomProjectionClassifier(alpha=2.0, penalty="elasticnet", l1_ratio=0.5,
                                          sketch_size=20, tol=1e-6, random_state=0)
     assert clf.fit(X, labels).multi_class_ == "ovr"
+
+
+def test_penalty_path_starts_near_zero_and_ends_at_the_target():
+    """The continuation: geometric stages from a share of the penalty at which
+    ``w = 0`` is the solution down to the target (kept exactly), the l1 : l2
+    ratio of each stage that of the target, no stage at or above the target."""
+    from dasketch.linear_model.dual_projection.proximal import (
+        PATH_FACTOR,
+        PATH_START,
+        penalty_path,
+    )
+
+    gradient = np.array([[3.0, -1.0], [-50.0, 2.0], [1.0, 0.5]])     # d x K
+    l1, l2 = np.array([0.05, 4.0]), np.array([0.05, 0.0])
+    stages = penalty_path(gradient, l1, l2)
+    assert stages[-1][0] is l1 and stages[-1][1] is l2
+    first_l1 = stages[0][0]
+    assert first_l1[0] == pytest.approx(PATH_START * 50.0, rel=1e-12)
+    # the second target's penalty is already above PATH_START ||g||_inf: no stage
+    assert np.all([s[0][1] == 4.0 and s[1][1] == 0.0 for s in stages])
+    l1_path = np.array([s[0][0] for s in stages])
+    steps = l1_path[:-1] / l1_path[1:]
+    np.testing.assert_allclose(steps[1:], PATH_FACTOR, rtol=1e-12)
+    assert 1.0 < steps[0] <= PATH_FACTOR
+    np.testing.assert_allclose([s[1][0] / s[0][0] for s in stages], 1.0)
+    assert len(penalty_path(gradient, 100 * l1 + 100, l2)) == 1    # w = 0 solves it
+
+
+def test_continuation_reaches_a_weak_penalty(data):
+    """A penalty far below the one at which ``w = 0`` solves: the warm-started path
+    certifies a tight gap at the target, with the same answer as scikit-learn."""
+    X, y, _ = data
+    alpha = 0.05
+    model = DualRandomProjectionRegressor(alpha=alpha, penalty="l1", sketch_size=20,
+                                          tol=1e-8, random_state=0).fit(X, y)
+    exact = _lasso(X, y, alpha, 1.0)
+    assert model.duality_gap_ <= 1e-8 * primal(X, y, 0 * model.coef_, y.mean(), alpha, 1.0)
+    assert primal(X, y, model.coef_, model.intercept_, alpha, 1.0) \
+        <= primal(X, y, exact.coef_, exact.intercept_, alpha, 1.0) + model.duality_gap_
+    assert len(model.history_) > 1

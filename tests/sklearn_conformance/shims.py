@@ -3,8 +3,8 @@
 Each shim has the scikit-learn class's name and constructor, so
 ``get_params``, ``clone``, ``repr`` and ``get_feature_names_out`` behave as the
 original's; the parameters that choose scikit-learn's solver are stored and
-ignored, and what dasketch cannot fit (l1 penalties) is refused, never
-ignored. The PCA shims sketch exactly (``sketch_size="exact"``,
+ignored, and what a shim cannot fit (l1 penalties in LogisticRegression's)
+is refused, never ignored. The PCA shims sketch exactly (``sketch_size="exact"``,
 ``n_features + 1`` rows), so results equal exact PCA's up to rounding; the
 linear-model shims precondition exactly (projection dimension
 ``min(n_samples, n_features)``) and certify their coefficients to relative
@@ -16,6 +16,7 @@ tests that reached dasketch.
 """
 
 import numpy as np
+import scipy.sparse
 
 from dasketch import SketchPCA
 from dasketch.linear_model import (
@@ -223,4 +224,53 @@ class LinearRegression(_Solving, SketchLstsqRegressor):
 
     def __init__(self, *, fit_intercept=True, copy_X=True, tol=1e-6, n_jobs=None,
                  positive=False):
+        _keep(self, locals())
+
+
+class ElasticNet(_Solving, DualRandomProjectionRegressor):
+    """:class:`sklearn.linear_model.ElasticNet` as
+    :class:`dasketch.linear_model.DualRandomProjectionRegressor` with
+    ``penalty="elasticnet"`` (``"l1"`` at ``l1_ratio=1``): scikit-learn's
+    objective, ``1 / (2 n)`` times the loss, times ``n`` (the sum of the
+    sample weights) is dasketch's, so ``alpha`` is multiplied by ``n``
+    (exact preconditioner, ``tol=1e-10``; ``precompute``, ``copy_X``,
+    ``max_iter``, ``tol``, ``warm_start``, ``random_state`` and ``selection``
+    are ignored)."""
+
+    n_components = "deprecated"     # dasketch's former name of sketch_size, unset
+
+    def __init__(self, alpha=1.0, *, l1_ratio=0.5, fit_intercept=True, precompute=False,
+                 max_iter=1000, copy_X=True, tol=1e-4, warm_start=False, positive=False,
+                 random_state=None, selection="cyclic"):
+        _keep(self, locals())
+
+    def fit(self, X, y, sample_weight=None, check_input=True):
+        n = X.shape[0] if hasattr(X, "shape") else len(X)
+        if sample_weight is not None:      # a scalar weighs every sample
+            n = float(np.sum(np.broadcast_to(sample_weight, (n,))))
+        # dasketch's values for this fit only (scikit-learn's restored after it)
+        self._dasketch_params = {**_DRP, "max_iter": 300, "alpha": self.alpha * n,
+                                 "penalty": "l1" if self.l1_ratio == 1 else "elasticnet"}
+        try:
+            super().fit(X, y, sample_weight=sample_weight)
+        finally:
+            del self._dasketch_params
+        if self.duality_gap_ is not None:      # None at alpha=0: no penalty, no dual
+            self.dual_gap_ = self.duality_gap_ / n     # scikit-learn's objective: 1 / n of ours
+        return self
+
+    @property
+    def sparse_coef_(self):
+        return scipy.sparse.csr_matrix(np.atleast_2d(self.coef_))
+
+
+class Lasso(ElasticNet):
+    """:class:`sklearn.linear_model.Lasso` as the :class:`ElasticNet` shim at
+    ``l1_ratio=1``."""
+
+    l1_ratio = 1.0
+
+    def __init__(self, alpha=1.0, *, fit_intercept=True, precompute=False, copy_X=True,
+                 max_iter=1000, tol=1e-4, warm_start=False, positive=False,
+                 random_state=None, selection="cyclic"):
         _keep(self, locals())

@@ -178,4 +178,33 @@ SUITES.update({
              "weights are left unchanged pass)"),
         ],
     ),
+    "coordinate_descent": Suite(
+        module="sklearn.linear_model.tests.test_coordinate_descent",
+        min_reach=0.25,   # most of the others test the path functions and the CV classes
+        min_pass_rate=0.75,
+        replace={"sklearn.linear_model.Lasso": "Lasso",
+                 "sklearn.linear_model.ElasticNet": "ElasticNet"},
+        exceptions=[
+            (r"^test_enet_alpha_max\[[^-]*-True-.*-ElasticNetCV-ElasticNet\]|"
+             r"^test_(lasso|enet)_positive_constraint$", "xfail",
+             "positive=True with an l1 or elastic-net penalty: dasketch refuses it "
+             "(InvalidParameterError; positive=True is fitted for penalty='l2' only)"),
+            (r"^test_warm_start_convergence|^test_overridden_gram_matrix$|"
+             r"^test_elasticnet_precompute_incorrect_gram$|^test_check_input_false$|"
+             r"^test_enet_copy_X_False_check_input_False$|"
+             r"^test_enet_coordinate_descent_raises_convergence", "skip",
+             SOLVER + "coordinate descent's warm_start, precompute (Gram), check_input and "
+             "copy_X options and its own convergence warning, which the shim ignores"),
+            (r"^test_lasso_dual_gap$", "xfail",
+             "dual_gap_ is dasketch's certified duality gap (its own dual point, plus the "
+             "rounding of its evaluation), not scikit-learn's formula at the same point; "
+             "both are below 1e-10 of the objective there and differ relatively"),
+            (r"^test_enet_nonfinite_params$", "xfail",
+             "error message wording: dasketch raises ValueError naming X (values so large "
+             "that their projection overflows), not coordinate descent's message"),
+            (r"^test_lasso_alpha_warning$", "xfail",
+             "extension: alpha=0 is solved (unpenalised least squares by sketch-"
+             "preconditioned LSQR), so no warning advises LinearRegression"),
+        ],
+    ),
 })

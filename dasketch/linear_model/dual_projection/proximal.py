@@ -18,6 +18,16 @@ objective, whose values along the step come from the same pass that gives
 the gradient, the curvature and the dual variables at its end
 (:mod:`.l1_passes`): one pass per iteration, two when the step is shortened.
 
+When the supports before and after a step (the working set J) are small, the
+pass also returns the exact Hessian of the loss on J, and the next step,
+when it stays within J, is proximal Newton's own on J (exact Hessian,
+superlinear convergence once the support is found) instead of the
+approximate model's. The penalty follows a continuation (a path,
+:func:`penalty_path`): from near the penalty at which ``w = 0`` solves,
+divided by :data:`PATH_FACTOR` per stage down to the target, each stage
+warm-started from the last, so that the working set grows with the penalty's
+decrease instead of being found at once at a weak penalty.
+
 Every iterate is certified by its duality gap (:mod:`.duality_gap`), a bound on
 ``F(w, b) - F*`` computed from that pass; the iteration stops when
 ``gap <= tol F(0, b0)`` (``b0`` the best constant model), and warns with
@@ -32,14 +42,14 @@ import warnings
 from types import SimpleNamespace
 
 import numpy as np
-import scipy.linalg
 from sklearn.exceptions import ConvergenceWarning
 
-from dasketch.kernels.proximal_model import model_descent, within_orthant
+from dasketch.kernels.proximal_model import model_descent
 from dasketch.linear_model.dual_projection.duality_gap import duality_gaps
 from dasketch.linear_model.dual_projection.l1_passes import l1_pass
 from dasketch.linear_model.dual_projection.preconditioner import Preconditioner, ProjectedBasis
 from dasketch.utils._sklearn_compat import InvalidParameterError
+from dasketch.utils.stack_level import caller_stacklevel
 
 PENALTIES = ("l2", "l1", "elasticnet")
 ARMIJO = 1e-4
@@ -51,10 +61,18 @@ STEPS = 2.0 ** -np.arange(0, 31)
 # descent and a face solve) at most.
 MODEL_TOL = 1e-10
 MODEL_ROUNDS = 50
-# The exact Hessian on the support is computed in the pass when the support
-# has settled and has at most FACE_LIMIT sqrt(d K) columns (its cost, n J^2 K,
-# is then at most about four times the pass's own, about 4 n d K).
-FACE_LIMIT = 4.0
+# The exact Hessian on the working set is computed in the pass when it has at
+# most FACE_LIMIT sqrt(d K) columns (its cost, n J^2 K, is then at most
+# FACE_LIMIT^2 times the pass's own n d K; the steps it gives converge
+# superlinearly where the approximate model's converge linearly).
+FACE_LIMIT = 16.0
+# The continuation in the penalty (:func:`penalty_path`): the first stage's
+# share of the penalty at which w = 0, the factor between stages, their number
+# at most, and the relative duality gap each stage before the target is solved to.
+PATH_START = 0.5
+PATH_FACTOR = 3.0
+PATH_STAGES = 12
+PATH_TOL = 1e-3
 
 
 def l1_share(penalty, l1_ratio, *, solver="cg", loss="squared"):
@@ -103,59 +121,52 @@ def _direction(full, basis, gram, V, state, faces, k, l1, l2):
     gb = float(state.dual_sum[k]) if full.fit_intercept else 0.0
     dz, db, _ = model_descent(w, g, U, a, o, c, e, gb, l1[k], MODEL_TOL, MODEL_ROUNDS)
     if k in faces:
-        dz, db = _face_newton(w, dz, db, g, gb, faces[k], l1[k], l2[k], full.fit_intercept)
+        dz, db = _working_set_step(w, dz, db, g, gb, faces[k], l1[k], l2[k],
+                                   full.fit_intercept)
     decrease = g @ dz + gb * db + l1[k] * np.sum(np.abs(w + dz) - np.abs(w))
     return full.stack(dz[:, None], np.array([db]))[:, 0], decrease
 
 
-def _face_newton(w, dz, db, g, gb, face, l1, l2, fit_intercept):
-    """The Newton step on the face of ``w``'s support and signs, with the exact
-    Hessian ``face = (support, [X_J 1]^T diag(s l'') [X_J 1])`` from the last
-    pass, in place of the model's step ``(dz, db)`` when that keeps the support
-    and signs of ``w`` (the face is then settled and Newton's method on it
-    converges quadratically); the step stops where a coordinate reaches 0."""
+def _working_set_step(w, dz, db, g, gb, face, l1, l2, fit_intercept):
+    """The minimiser of the model with the exact Hessian of the loss on the
+    working set ``face = (J, [X_J 1]^T diag(s l'') [X_J 1])`` from the last pass
+    (the other coordinates kept at 0), in place of the model's step ``(dz, db)``
+    when the support of ``w`` and of ``w + dz`` lie within J: the step of proximal
+    Newton's method itself on J (Lee, Sun, Saunders 2014), found by the same
+    coordinate descent with ``H_J + l2 I`` written as ``o I + Q diag(a) Q^T``
+    from its eigendecomposition."""
     support, hessian = face
-    z = w + dz
-    if not np.array_equal(np.flatnonzero(z), support) \
-            or not np.array_equal(np.flatnonzero(w), support) \
-            or np.any(np.sign(z[support]) != np.sign(w[support])):
+    inside = np.zeros(w.size, dtype=bool)
+    inside[support] = True
+    if np.any((w != 0) & ~inside) or np.any((w + dz != 0) & ~inside):
         return dz, db
-    size = support.size + 1 if fit_intercept else support.size
-    H = hessian[:size, :size].copy()
-    H[np.arange(support.size), np.arange(support.size)] += l2
-    rhs = -(g[support] + l1 * np.sign(w[support]))
-    if fit_intercept:
-        rhs = np.append(rhs, -gb)
-    try:
-        step = scipy.linalg.solve(H, rhs, assume_a="pos")
-    except (np.linalg.LinAlgError, ValueError):
-        return dz, db
+    size = support.size
+    eigenvalues, Q = np.linalg.eigh(hessian[:size, :size])
+    eigenvalues = np.maximum(eigenvalues, 0.0) + l2
+    o = max(float(eigenvalues.min()), 1e-12 * float(eigenvalues.max()), np.finfo(float).tiny)
+    c = hessian[:size, size] if fit_intercept else np.zeros(size)
+    e = float(hessian[size, size]) if fit_intercept else 0.0
+    step, step_b, _ = model_descent(w[support], g[support], np.ascontiguousarray(Q),
+                                    eigenvalues - o, np.full(size, o), c, e, gb, l1,
+                                    MODEL_TOL, MODEL_ROUNDS)
     out = np.zeros_like(dz)
-    target, t = within_orthant(w[support], w[support] + step[:support.size])
-    out[support] = target - w[support]
-    return out, t * step[-1] if fit_intercept else 0.0
+    out[support] = step
+    return out, step_b if fit_intercept else 0.0
 
 
-def _faces(faces, new, W_end, columns, full_step):
-    """Keep the Hessian on the support of each target's new point ``W_end``,
-    reached by a ``full_step`` (a shortened one says that the model, or the
-    Newton step on the face, is not yet to be trusted)."""
+def _faces(faces, new, columns):
+    """Keep the Hessian of the loss on the working set of the last pass (the
+    supports of the point before and after the step), per target of ``columns``."""
     for i, k in enumerate(columns):
         faces.pop(k, None)
-        if new.face is None or not full_step[i]:
-            continue
-        own = np.flatnonzero(W_end[:, i])
-        where = np.searchsorted(new.support, own)
-        if np.all(where < new.support.size) and np.array_equal(new.support[where], own):
-            where = np.append(where, new.support.size)     # the intercept
-            faces[k] = (own, new.face[i][np.ix_(where, where)])
+        if new.face is not None:
+            faces[k] = (new.support, new.face[i])
 
 
 def _support(W, W_end):
-    """The union of the supports of the columns of ``W_end`` that have the
-    support of ``W`` (settled), if small enough (else None)."""
-    settled = np.all((W != 0) == (W_end != 0), axis=0)
-    union = np.flatnonzero(np.any(W_end[:, settled] != 0, axis=1))
+    """The working set: the union of the supports of ``W`` and ``W_end``, if small
+    enough (else None)."""
+    union = np.flatnonzero(np.any((W_end != 0) | (W != 0), axis=1))
     return union if 0 < union.size <= FACE_LIMIT * np.sqrt(W.size) else None
 
 
@@ -168,40 +179,84 @@ def _objective_path(W, Dw, path, l1, l2):
     return out
 
 
+def penalty_path(xt_dual, l1, l2):
+    """The stages ``[(l1_s, l2_s), ...]`` of the continuation, the last the target.
+
+    ``xt_dual`` is ``X^T S l'`` at ``(0, b0)``, the gradient of the loss there:
+    ``w = 0`` is the solution exactly when ``||X^T S l'||_inf <= l1`` (``b0`` the
+    best constant model), so the path starts at ``PATH_START`` of that largest
+    useful ``l1`` and divides both penalties by ``PATH_FACTOR`` per stage, their
+    ratio (``l1_ratio``) kept, until the target (glmnet's warm-started path:
+    Friedman, Hastie, Tibshirani, J. Stat. Softw. 2010, section 2.5)."""
+    top = np.max(np.abs(xt_dual), axis=0) if xt_dual.size else np.zeros(l1.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(l1 > 0, PATH_START * top / l1, 1.0)
+        stages = np.where(ratio > 1.0, np.ceil(np.log(np.maximum(ratio, 1.0))
+                                               / np.log(PATH_FACTOR)), 0.0)
+    count = int(min(np.max(stages, initial=0.0), PATH_STAGES))
+    out = []
+    for s in range(count, 0, -1):
+        scale = np.maximum(np.minimum(ratio, PATH_FACTOR ** s), 1.0)
+        out.append((l1 * scale, l2 * scale))
+    return out + [(l1, l2)]
+
+
 def proximal_newton(full, setup, *, l1, l2, tol, max_iter, history):
     """Fit every target; see the module docstring.
 
     ``setup`` holds what the projection pass gave (``Y``, ``weights``, ``b0``,
-    ``column_sums``, ``products``, ``gram``). Returns
-    ``(V, objective, gap, reference, n_iter)``: the stacked solutions, their
-    objective and duality gap, the objective of the best constant model the gap
+    ``column_sums``, ``products``, ``gram``). The penalties follow
+    :func:`penalty_path`, each stage warm-started from the last and solved to a
+    relative gap of ``max(tol, PATH_TOL)``, the target to ``tol``; ``max_iter``
+    counts the iterations of all stages. Returns ``(V, objective, gap,
+    reference, n_iter)``: the stacked solutions, their objective and duality gap
+    at the target penalties, the objective of the best constant model the gap
     is measured against, and the iterations run.
     """
     Y, weights = setup.Y, setup.weights
     K, m1 = Y.shape[1], setup.gram.shape[0]
-    basis = ProjectedBasis(setup.products[:, :m1], setup.gram[:, :m1], full.fit_intercept)
-    gram = setup.gram[:, :m1]
+    solver = SimpleNamespace(full=full, gram=setup.gram[:, :m1], basis=ProjectedBasis(
+        setup.products[:, :m1], setup.gram[:, :m1], full.fit_intercept))
     V = full.stack(np.zeros((full.blocks.shape[1], K)), setup.b0)
     full.passes += 1
     state = l1_pass(full.blocks, full.xhat, full.yd, full.sd, *full.split(V),
                     loss=full.loss, **_pass_options(full))
-    faces = {}
-    terms = dict(loss=full.loss, l1=l1, l2=l2, fit_intercept=full.fit_intercept,
+    terms = dict(loss=full.loss, fit_intercept=full.fit_intercept,
                  column_sums=setup.column_sums, weight_sum=weights.sum(),
                  weighted_target_sums=weights @ Y)
-    primal, _, gap = duality_gaps(*full.split(V), state, **terms)
+    primal, _, gap = duality_gaps(*full.split(V), state, l1=l1, l2=l2, **terms)
     reference = np.where(primal > 0, primal, 1.0)
-    stalled = np.zeros(K, dtype=bool)
-    n_iter = 0
     _record(history, 0, full.passes, gap / reference, primal)
+    n_iter = 0
+    for l1_s, l2_s in penalty_path(state.xt_dual, l1, l2):
+        stage = {**terms, "l1": l1_s, "l2": l2_s}
+        primal, _, gap = duality_gaps(*full.split(V), state, **stage)
+        goal = tol if l1_s is l1 else max(tol, PATH_TOL)
+        n_iter = _descend(solver, V, state, stage, primal, gap, goal * reference,
+                          n_iter, max_iter, history, reference)
+    # the certificate is at the target, whichever stage the iterations ended in
+    primal, _, gap = duality_gaps(*full.split(V), state, l1=l1, l2=l2, **terms)
+    return V, primal, gap, reference, n_iter
+
+
+def _descend(solver, V, state, terms, primal, gap, goal, n_iter, max_iter, history,
+             reference):
+    """Proximal Newton iterations at the penalties of ``terms`` from ``V`` (updated
+    in place, with ``state``, ``primal`` and ``gap``) until every target's gap is
+    at most ``goal``, or stalls, or ``max_iter`` iterations in all. Returns the
+    iterations run so far."""
+    full, l1, l2 = solver.full, terms["l1"], terms["l2"]
+    stalled = np.zeros(V.shape[1], dtype=bool)
+    faces = {}
     while n_iter < max_iter:
-        run = np.flatnonzero((gap > tol * reference) & ~stalled)
+        run = np.flatnonzero((gap > goal) & ~stalled)
         if not run.size:
             break
         n_iter += 1
         D, decrease = np.zeros((V.shape[0], run.size)), np.zeros(run.size)
         for i, k in enumerate(run):
-            D[:, i], decrease[i] = _direction(full, basis, gram, V, state, faces, k, l1, l2)
+            D[:, i], decrease[i] = _direction(full, solver.basis, solver.gram, V, state,
+                                              faces, k, l1, l2)
         W, b = full.split(V[:, run])
         Dw, db = full.split(D)
         full.passes += 1
@@ -227,7 +282,7 @@ def proximal_newton(full, setup, *, l1, l2, tol, max_iter, history):
         elif not ok.all():     # keep the state of the targets that did not move
             run, new = _subset(run, ok, new)
         _store(state, new, run)
-        _faces(faces, new, full.split(V[:, run])[0], run, eta[np.isin(run_all, run)] == 1.0)
+        _faces(faces, new, run)
         primal[run], _, gap[run] = duality_gaps(*full.split(V[:, run]),
                                                 _columns(state, run), **_columns_of(terms, run))
         # a step taken below the rounding of the objective that did not lower
@@ -235,7 +290,7 @@ def proximal_newton(full, setup, *, l1, l2, tol, max_iter, history):
         moved = np.isin(run_all, run)
         stalled[run] |= unseen[moved] & (gap[run] >= before[moved])
         _record(history, n_iter, full.passes, gap / reference, primal, eta)
-    return V, primal, gap, reference, n_iter
+    return n_iter
 
 
 def _pass_options(full):
@@ -287,7 +342,8 @@ def warn_gap(gap, reference, tol, n_iter, sketch_size):
                   f"(gap {float(np.max(gap)):.3g} over the objective of the best constant "
                   f"model) after {n_iter} iterations; increase max_iter, or sketch_size "
                   f"(now {sketch_size}) to precondition better, or a tol above the "
-                  "rounding of the objective", ConvergenceWarning, stacklevel=4)
+                  "rounding of the objective", ConvergenceWarning,
+                  stacklevel=caller_stacklevel())
 
 
 def fit_l1(full, setup, *, lam, rho, tol, max_iter, squeeze, seed, cache, source):
