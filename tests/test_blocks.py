@@ -205,6 +205,7 @@ A9A_BEST = {5: 0.0312, 10: 0.0165, 20: 0.0110, 30: 0.0062, 50: 0.0018}
 
 
 @pytest.mark.parametrize("block_rows", [None, 4096])
+@pytest.mark.slow  # run by .ci/run's slow step
 def test_a9a_rfd_near_best_possible(a9a_train, block_rows):
     X, _ = a9a_train
     A = X.toarray()

@@ -218,6 +218,7 @@ def _write_sketch_file(path):
     return path
 
 
+@pytest.mark.slow  # run by .ci/run's slow step
 def test_info_rejects_files_that_are_not_sketches(tmp_path, dense_store):
     garbage = tmp_path / "garbage.npz"
     garbage.write_bytes(b"garbage")
@@ -484,6 +485,7 @@ def test_worker_processes_ignore_sigint_from_their_start():
     assert multiprocessing.spawn.get_executable() == before
 
 
+@pytest.mark.slow  # run by .ci/run's slow step
 def test_sigterm_during_a_save_exits_143(tmp_path):
     """SIGTERM held while a sketch is saved is delivered once the write ended,
     as a termination (143), not an interrupt (130)."""

@@ -234,6 +234,7 @@ def _memory_job(tmp_path_factory, n_rows, n_features, limit, n_workers, timeout)
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.slow  # run by .ci/run's slow step
 def test_store_three_times_the_workers_memory(tmp_path_factory):
     """805 MB store, one worker limited to 240 MiB (a worker process with numpy,
     scipy, zarr and dasketch loaded already holds ~150 MiB of it)."""

@@ -68,6 +68,7 @@ def test_load_errors(tmp_path, sketch):
         dasketch.load_sketch(tmp_path / "s.npz")
 
 
+@pytest.mark.slow  # run by .ci/run's slow step
 def test_write_synthetic_wide_rows_and_an_impossible_basis(tmp_path):
     """Wide rows get a basis of the directions above rounding (not d x d); a basis
     that cannot fit in memory is a clear error, and nothing is written."""

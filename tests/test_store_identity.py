@@ -192,6 +192,7 @@ def _make_data(path, *extra):
 
 
 @pytest.mark.parametrize("intruder", ["file", "folder", "array", "link"])
+@pytest.mark.slow  # run by .ci/run's slow step
 def test_overwrite_keeps_what_dasketch_did_not_write(tmp_path, intruder):
     """A user's file, folder, array or link inside a data store dasketch wrote
     survives ``--overwrite``: the job refuses in one line and changes nothing."""

@@ -394,6 +394,7 @@ def test_float32_input(invariance_data):
 
 
 # ------------------------------------------------------------ real data
+@pytest.mark.slow  # run by .ci/run's slow step
 def test_a9a_accuracy_matches_exact_solver(a9a_train, a9a_test):
     X_train, y_train = a9a_train
     X_test, y_test = a9a_test
