@@ -26,6 +26,15 @@ from dasketch.kernels.shrink import gamma
 DERIVATIVE_ROUNDINGS = {"squared": 2, "logistic": 5, "smoothed_hinge": 3}
 
 
+def derivative_rounding(loss):
+    """Bound on ``|fl(s l'(t, y)) - s l'(t, y)|`` relative to ``|s l'(t, y)|`` for a
+    float64 margin ``t``, labels ``+-1`` (any target for the squared loss) and
+    ``l'`` as :func:`.losses.loss_derivative` computes it:
+    ``gamma_{DERIVATIVE_ROUNDINGS[loss]}``. The exponential's error enters
+    ``expit = 1 / (1 + exp(-y t))`` weighted by ``exp(-y t) / (1 + exp(-y t)) < 1``."""
+    return gamma(DERIVATIVE_ROUNDINGS[loss])
+
+
 def margin_rounding(d, frobenius, w_norm, weight_sum, b_norm):
     """Bound on ``||S^(1/2) (fl(t) - t)||`` for the margins ``t = X w + b``:
     ``gamma_{d+1} (F ||w|| + sqrt(W) ||b||)``.

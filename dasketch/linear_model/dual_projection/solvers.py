@@ -29,7 +29,7 @@ from dasketch.linear_model.dual_projection.growth import contracting_slowly
 from dasketch.linear_model.dual_projection.passes import evaluate_pass, hessian_pass
 from dasketch.linear_model.dual_projection.preconditioner import Preconditioner
 from dasketch.linear_model.dual_projection.rounding import (
-    DERIVATIVE_ROUNDINGS,
+    derivative_rounding,
     dual_norm,
     evaluated_rounding,
     margin_rounding,
@@ -138,7 +138,7 @@ class FullProblem:
             lipschitz = LIPSCHITZ.get(self.loss, 1.0 / self.smoothing)
             rounding, rounding_b = evaluated_rounding(
                 n, frobenius, weight_sum, lam, w_norm, dual,
-                lipschitz * margins + gamma(DERIVATIVE_ROUNDINGS[self.loss]) * dual)
+                lipschitz * margins + derivative_rounding(self.loss) * dual)
         if not self.fit_intercept:
             size = column_norms(gw)
             return size * scale, (rounding + norm_rounding(d, size)) * scale
