@@ -33,12 +33,10 @@ def error_bound(precond, x, residual, gradient, targets_norm):
     range of ``A`` by more than that factor). ``U^T r`` is computed in floating
     point; its rounding error is at most ``sigma_max(U)`` times that of the
     residual (:func:`residual_rounding`) plus ``||N||`` times that of ``A^T r``
-    (:func:`adjoint_rounding`) plus ``gamma_d || |N|^T |A^T r| || <= gamma_d
-    sqrt(k) ||N|| (F ||r|| + adjoint_rounding)`` for the product with ``N^T``
-    (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., 2002,
-    eq. (3.5); ``|| |N| ||_2 <= sqrt(k) ||N||_2``), and is added: the bound then
-    also covers the accuracy floor of about ``eps kappa ||x||`` (plus ``eps
-    kappa^2 ||r|| / ||A||``) of ill-conditioned problems.
+    (:func:`adjoint_rounding`) plus that of the product with ``N^T``
+    (:func:`basis_rounding`, with ``||fl(A^T r)|| <= F ||r|| + adjoint_rounding``),
+    and is added: the bound then also covers the accuracy floor of about ``eps
+    kappa ||x||`` (plus ``eps kappa^2 ||r|| / ||A||``) of ill-conditioned problems.
 
     Parameters
     ----------
@@ -67,9 +65,22 @@ def error_bound(precond, x, residual, gradient, targets_norm):
         frobenius += np.sqrt(precond.weight_sum) * np.linalg.norm(precond.mean)
     x_norm, r_norm = np.linalg.norm(x, axis=0), np.linalg.norm(residual, axis=0)
     adjoint = adjoint_rounding(n, frobenius, r_norm)
-    rounding = (high * residual_rounding(d, frobenius, x_norm, targets_norm)
-                + norm_n * (adjoint + gamma(d) * np.sqrt(k) * (frobenius * r_norm + adjoint)))
+    rounding = (high * residual_rounding(d, frobenius, x_norm, targets_norm) + norm_n * adjoint
+                + basis_rounding(d, k, norm_n, frobenius * r_norm + adjoint))
     return norm_n * (np.linalg.norm(gradient, axis=0) + rounding) / low ** 2
+
+
+def basis_rounding(d, rank, basis_norm, gradient_norm):
+    """Bound on ``||fl(N^T g) - N^T g||`` for the basis ``N`` (``d x rank``, of
+    spectral norm ``basis_norm``) and a vector ``g`` of norm ``gradient_norm``:
+    ``gamma_d sqrt(rank) ||N|| ||g||``.
+
+    Each entry is an inner product of ``d`` terms, exact up to ``gamma_d |N|^T |g|``
+    (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., 2002,
+    eq. (3.5)), and ``|| |N| ||_2 <= ||N||_F <= sqrt(rank) ||N||_2``, equalities
+    for a basis of equal-magnitude entries (a scaled Hadamard matrix).
+    """
+    return gamma(d) * np.sqrt(rank) * basis_norm * gradient_norm
 
 
 def residual_rounding(d, frobenius, x_norm, targets_norm):

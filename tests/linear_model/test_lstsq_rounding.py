@@ -7,10 +7,12 @@ from fractions import Fraction
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from dasketch.kernels.shrink import gamma
 from dasketch.linear_model.lstsq_bounds import (
     adjoint_rounding,
+    basis_rounding,
     error_bound,
     intercept_rounding,
     residual_rounding,
@@ -69,3 +71,36 @@ def test_intercept_rounding_is_reached_by_float64_with_one_feature():
         allowed = intercept_rounding(np.array([si]), np.array([mi]), np.array([[xi]]))[0]
         worst = max(worst, float(error / Fraction(allowed)))
     assert 0.5 < worst <= 1.0
+
+
+@pytest.mark.parametrize("basis, reached", [([[1.0]], 1.5), ([[1.0], [1.0]], 1.5),
+                                            ([[1.0, 1.0], [1.0, -1.0]], 1.9)])
+def test_basis_rounding_is_covered_and_reached(basis, reached):
+    """``N^T g`` computed as ``sketch_lstsq`` computes it (``N.T @ A^T r``, one
+    column per target) for bases ``c H`` of equal-magnitude entries (``c`` in
+    ``[1, 2)``) and 20,000 gradients of nearly equal entries, scaled so that the
+    products lie just above a power of 2: the exact error of the worst columns
+    (ranked in extended precision) is within :func:`basis_rounding` and reaches
+    more than ``1 / reached`` of it (about 1.0, 0.74 and 0.55 with a fused
+    multiply-add, whose first product and additions are the only roundings), so
+    that half the term misses an error and twice it is more than ``2 / reached``
+    times the worst error found."""
+    rng = np.random.default_rng(0)
+    H = np.array(basis)
+    d, k = H.shape
+    worst = 0.0
+    for c in 1.0 + rng.random(50):
+        N = c * H
+        a = (1.0 + 1e-6 * rng.random(20000)) * (1.0 / c)
+        G = np.vstack([a, a * (1.0 + np.finfo(float).eps * rng.integers(-64, 65, a.size))])[:d]
+        computed = N.T @ G
+        wide = N.T.astype(np.longdouble) @ G.astype(np.longdouble)
+        allowed = basis_rounding(d, k, np.linalg.norm(N, 2), np.linalg.norm(G, axis=0))
+        ranked = np.argsort(np.linalg.norm((computed - wide).astype(float), axis=0) / allowed)
+        for j in ranked[-3:]:
+            g = [Fraction(v) for v in G[:, j]]
+            error = float(sum((Fraction(v) - sum(Fraction(n) * gi for n, gi in zip(N[:, i], g)))
+                              ** 2 for i, v in enumerate(computed[:, j]))) ** 0.5
+            assert error <= allowed[j]
+            worst = max(worst, error / allowed[j])
+    assert worst * reached > 1.0
