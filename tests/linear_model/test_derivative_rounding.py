@@ -3,16 +3,18 @@ evaluate it (``s * loss_derivative(t, y, loss, smoothing)``), is covered by
 :func:`derivative_rounding` and reaches more than half of it: inputs searched for
 the worst rounding (margins and smoothings, then a weight rounding the last product
 the same way) are ranked in extended precision, and the worst are measured exactly,
-in rationals (the logistic loss's exponential to 60 digits)."""
+in rationals (the exponentials of the logistic loss and the softmax to 60
+digits)."""
 
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from scipy.special import softmax
 
 from dasketch.linear_model.dual_projection.losses import loss_derivative
-from dasketch.linear_model.dual_projection.rounding import derivative_rounding
+from dasketch.linear_model.dual_projection.rounding import derivative_rounding, softmax_rounding
 
 U = np.finfo(np.float64).eps / 2
 WIDE = np.longdouble          # 64-bit significand: ranks errors of order u to 1e-3 u
@@ -95,3 +97,43 @@ def test_derivative_rounding_is_covered_and_reached(loss):
     bound = derivative_rounding(loss)
     assert max(errors) <= Fraction(bound)
     assert bound <= 1.6 * float(max(errors))
+
+
+def _exact_softmax_error(t, label, s, out):
+    """``||out - s (p - y)|| / s`` for ``p = softmax(t)`` and ``y`` one-hot at
+    ``label``, to 60 significant digits."""
+    with localcontext() as ctx:
+        ctx.prec = 60
+        e = [(Decimal(float(v)) - Decimal(float(t.max()))).exp() for v in t]
+        total = sum(e)
+        weight = Decimal(float(s))
+        squares = sum((Decimal(float(o)) - weight * (ek / total - (k == label))) ** 2
+                      for k, (o, ek) in enumerate(zip(out, e)))
+        return float(squares.sqrt() / weight)
+
+
+def test_softmax_rounding_is_covered_and_reached():
+    """``s (softmax(t) - y)`` as the multinomial passes compute it, for 7 classes:
+    rows whose largest exponential is 1 and whose six others are just above ``u``,
+    so that every addition of the sum rounds up by nearly ``u``, with labels
+    elsewhere and weights in ``[1, 1.2)``, and rows of normal margins. The exact
+    errors of the worst (ranked in extended precision) are within
+    :func:`softmax_rounding` and the largest is 0.6 of it: half the bound misses
+    it, twice it is more than three times it."""
+    rng = np.random.default_rng(0)
+    n, K = 100000, 7
+    T = np.vstack([np.zeros((n, K)), rng.normal(0.0, 2.0, (n, K))])
+    T[:n, 0] = rng.integers(-3, 4, n)
+    T[:n, 1:] = T[:n, :1] + np.log(U * (1.0 + 0.02 * rng.random((n, K - 1))))
+    labels = rng.integers(1, K, 2 * n)
+    Y = np.eye(K)[labels]
+    s = 1.0 + 0.2 * rng.random(2 * n)
+    out = s[:, None] * (softmax(T, axis=1) - Y)
+    wide = T.astype(WIDE)
+    wide = np.exp(wide - wide.max(axis=1, keepdims=True))
+    wide = s[:, None] * (wide / wide.sum(axis=1, keepdims=True) - Y)
+    ranked = np.argsort(np.linalg.norm((out - wide).astype(float), axis=1) / s)
+    errors = [_exact_softmax_error(T[i], labels[i], s[i], out[i]) for i in ranked[-8:]]
+    bound = softmax_rounding(K)
+    assert max(errors) <= bound
+    assert bound <= 1.75 * max(errors)

@@ -65,15 +65,28 @@ def dual_norm(loss, weight_sum, loss_sum, smoothing=1.0):
 
 def softmax_rounding(n_classes):
     """Bound on the 2-norm of the rounding error of ``s_i (p_i - y_i)`` per unit of
-    weight, ``p_i = softmax(t_i)`` computed as ``exp(t - max t) / sum``:
-    ``gamma_{K+6} (1 + sqrt(K))``.
+    weight, ``p_i = softmax(t_i)`` computed as ``exp(t - max t) / sum`` and ``y_i``
+    one-hot: ``gamma_K + u (5/3 + ln(K - 1) / 2 + 1/2 + sqrt(2))``.
 
-    Each ``p_k`` is exact up to ``gamma_{K+3} p_k`` (exp within one ulp, the sum
-    of ``K`` terms, the division) plus ``u p_k (max t - t_k) <= u / e`` (the
-    subtraction inside the exponential); ``p - y`` and the weight add
-    ``gamma_2 ||p - y|| <= gamma_2 sqrt(2)``.
+    To first order in ``u``, with ``z_k = max t - t_k``: each exponential is exact
+    up to a relative ``phi_k``, ``|phi_k| <= (2 + z_k) u`` (exp within one ulp and
+    the subtraction), 0 for the largest (``exp(0) = 1``); the sum of ``K`` terms up
+    to ``gamma_{K-1}`` in any order and the division up to ``u`` (Higham, *Accuracy
+    and Stability of Numerical Algorithms*, 2nd ed., 2002, Lemma 3.1 and section 4.2).
+    So ``fl(p) - p = J phi`` plus at most ``gamma_K p`` elementwise, with the
+    softmax's Jacobian ``J = diag(p) - p p^T``; ``||J phi||^2 <= max p sum_k p_k
+    phi_k^2`` (the ``p``-variance of ``phi`` is at most its mean square), and the sum
+    over the other classes of ``p_k (2 + z_k)^2``, concave in each ``p_k = max p
+    exp(-z_k)``, is at most ``(1 - max p) (2 + ln((K - 1) max p / (1 - max p)))^2``
+    (Jensen), so that ``||J phi|| <= u (1 + ln(K - 1) / 2 + max_x (x (1 - x))^(1/2)
+    ln(x / (1 - x)))``, the maximum being 0.663. ``p - y`` is exact except in the
+    label's entry, and there too when ``p_y >= 1/2`` (Sterbenz); otherwise it rounds
+    by at most half an ulp of ``[1/2, 1)``, ``u / 2``. The weight adds ``u ||p - y||
+    <= sqrt(2) u``.
     """
-    return gamma(n_classes + 6) * (1.0 + np.sqrt(n_classes))
+    u = np.finfo(np.float64).eps / 2
+    return gamma(n_classes) + u * (5.0 / 3.0 + 0.5 * np.log(max(n_classes - 1, 1))
+                                   + 0.5 + np.sqrt(2.0))
 
 
 def evaluated_rounding(n, frobenius, weight_sum, lam, w_norm, dual, dual_error):
