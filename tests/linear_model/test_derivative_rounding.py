@@ -18,6 +18,8 @@ from dasketch.linear_model.dual_projection.rounding import derivative_rounding, 
 
 U = np.finfo(np.float64).eps / 2
 WIDE = np.longdouble          # 64-bit significand: ranks errors of order u to 1e-3 u
+pytestmark = pytest.mark.skipif(np.finfo(WIDE).nmant < 63,
+                                reason="ranking the candidates needs an extended long double")
 
 
 def _wide_derivative(t, y, loss, smoothing):
@@ -87,16 +89,16 @@ def test_derivative_rounding_is_covered_and_reached(loss):
     """``gamma_2`` (``t - y``, the weight), ``gamma_5`` (``expit``'s exponential,
     within one ulp, its addition and division, the weight) and ``gamma_3``
     (``1 - y t``, the division by the smoothing, the weight): every exact error
-    measured is within the bound, and the largest is more than 1/1.6 of it (the
+    measured is within the bound, and the largest is more than 1/1.75 of it (the
     squared loss and the smoothed hinge reach nearly all of it; the logistic
-    loss, whose ``exp`` rounds by at most about 0.6 ulp, about 0.7), so that
-    half the bound misses an error and twice it is more than three times the
+    loss, whose ``exp`` rounds by at most about 0.6 ulp, about 0.67), so that
+    half the bound misses an error and twice it is more than 3.5 times the
     worst error found."""
     rng = np.random.default_rng(0)
     errors = _worst_relative_errors(loss, *_candidates(loss, rng), rng)
     bound = derivative_rounding(loss)
     assert max(errors) <= Fraction(bound)
-    assert bound <= 1.6 * float(max(errors))
+    assert bound <= 1.75 * float(max(errors))
 
 
 def _exact_softmax_error(t, label, s, out):

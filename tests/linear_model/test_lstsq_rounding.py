@@ -73,6 +73,8 @@ def test_intercept_rounding_is_reached_by_float64_with_one_feature():
     assert 0.5 < worst <= 1.0
 
 
+@pytest.mark.skipif(np.finfo(np.longdouble).nmant < 63,
+                    reason="ranking the candidates needs an extended long double")
 @pytest.mark.parametrize("basis, reached", [([[1.0]], 1.5), ([[1.0], [1.0]], 1.5),
                                             ([[1.0, 1.0], [1.0, -1.0]], 1.9)])
 def test_basis_rounding_is_covered_and_reached(basis, reached):
