@@ -9,7 +9,8 @@ marked ``real_data`` automatically.
 Tests that start a Dask cluster with worker processes (``LocalCluster``, the
 ``dask scheduler``/``dask worker`` processes of ``cluster_procs``, or the CLI's
 embedded cluster) are marked ``cluster``: the test itself or a fixture it uses
-starts one. ``pytest -m "not slow and not cluster"`` is the quick subset.
+starts one. ``pytest -m "not slow and not cluster and not heavy"`` is the quick
+subset; ``heavy`` marks tests of several seconds or more each.
 """
 
 import inspect

@@ -85,6 +85,7 @@ def test_a_zarr_csr_group_is_opened_once_to_plan_its_blocks(stored, monkeypatch)
     assert blocks.shape == X.shape and opened == ["open", "open"]
 
 
+@pytest.mark.heavy
 def test_zarr_and_h5ad_sketch_as_the_matrix_in_memory(stored):
     X, zarr_path, h5_path = stored
     sketches = [dasketch.sketch(zarr_path, 24, component="X", block_rows=BLOCK, random_state=0),

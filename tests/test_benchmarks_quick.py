@@ -52,6 +52,7 @@ def test_every_script_is_listed():
 @pytest.mark.parametrize("script", [
     pytest.param(name, marks=[pytest.mark.slow] if slow else [])
     for name, (_, _, _, slow) in SCRIPTS.items()])
+@pytest.mark.heavy
 def test_quick_run_writes_results(script, tmp_path):
     args, name, peers, _ = SCRIPTS[script]
     missing = [m for m in peers if importlib.util.find_spec(m) is None]

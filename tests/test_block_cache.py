@@ -96,6 +96,7 @@ def test_cached_passes_do_not_read_the_store(store, tmp_path):
         compute(matvec(streamed, np.ones(D)))
 
 
+@pytest.mark.heavy
 def test_estimators_record_the_choice_in_cache_(store):
     path, X, y, labels = store
     estimators = (DualRandomProjectionRegressor(alpha=10.0, sketch_size=30, tol=1e-8,

@@ -45,6 +45,7 @@ def test_result_independent_of_input_chunking(data):
         _same_sketch(sk, reference)
 
 
+@pytest.mark.heavy
 def test_split_every_and_block_rows_keep_guarantee(data):
     lambda_l = np.linalg.eigvalsh(data.T @ data)[::-1][9]
     bounds = {}
@@ -152,6 +153,7 @@ def test_missing_zarr_path(tmp_path):
         dasketch.sketch(tmp_path / "missing.zarr", 10)
 
 
+@pytest.mark.heavy
 def test_sparse_input_matches_dense():
     X = scipy.sparse.random(2000, 500, density=0.01, random_state=2, format="csr")
     sparse = dasketch.sketch(X, 16, block_rows=300)

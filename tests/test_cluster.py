@@ -82,6 +82,7 @@ BAD_ADDRESSES = {  # address: (error, TCP probes made)
 
 
 @pytest.mark.timeout(300)  # a hang guard only: each address is judged by what it tried
+@pytest.mark.heavy
 def test_bad_addresses_fail_fast_in_one_line_naming_them():
     """Failing fast is counted, not timed: a malformed address tries no
     connection; a refused port and an unknown host take one plain TCP probe,

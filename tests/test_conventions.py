@@ -122,6 +122,7 @@ SPARSE_FORMATS = ("csr", "csc", "coo", "bsr", "lil", "dok", "dia")
 @pytest.mark.filterwarnings(
     "ignore:Constructing a DIA matrix:scipy.sparse.SparseEfficiencyWarning")
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+@pytest.mark.heavy
 def test_every_input_kind_gives_the_numpy_result(cls, data, tmp_path):
     pd = pytest.importorskip("pandas")
     X, _, _ = data

@@ -139,6 +139,7 @@ def test_explained_variance_is_the_data_variance_dense_sparse_zarr(tmp_path):
     assert scipy.sparse.issparse(sparse)
 
 
+@pytest.mark.heavy
 def test_explained_variance_ratio_never_exceeds_the_optimum_on_a_flat_spectrum():
     # flat spectrum, small sketch: the sketch's eigenvalue estimates sum to more
     # than the best 5-dimensional subspace explains; the reported ratios do not
@@ -388,6 +389,7 @@ def _lognormalised_counts(n_cells, n_genes, seed=0):
 
 
 @pytest.mark.parametrize("spectrum", ["flat", "steep"])
+@pytest.mark.heavy
 def test_default_sketch_size_captures_the_stated_fraction(spectrum):
     """SketchPCA's default sketch size meets its target: the k components capture at
     least 0.98 of the variance of the best k-dimensional subspace, on a flat

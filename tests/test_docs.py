@@ -176,6 +176,6 @@ def test_install_lines_work_from_the_repository():
         assert first and first.group(1) in (".", "-e", '".[test]"'), (page, first)
     markers = {m.split(":")[0] for m in tomllib.loads((ROOT / "pyproject.toml").read_text())
                ["tool"]["pytest"]["ini_options"]["markers"]}
-    quick = re.search(r'python -m pytest -m "(not slow and not cluster)"',
+    quick = re.search(r'python -m pytest -m "(not slow and not cluster and not heavy)"',
                       (ROOT / "README.md").read_text())
     assert quick and set(re.findall(r"\b(?!not\b|and\b)\w+", quick.group(1))) <= markers

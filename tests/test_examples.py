@@ -4,9 +4,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.heavy
 def test_quickstart_script():
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "quickstart.py"), "--rows", "20000",

@@ -481,6 +481,7 @@ os._exit(1)  # as a hard timeout ends a test process: no finaliser runs
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.heavy
 def test_cluster_processes_end_with_a_test_process_that_dies_hard():
     """The scheduler and worker processes a test starts end with the test's
     process even when it ends without running any finaliser."""

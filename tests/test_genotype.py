@@ -123,6 +123,7 @@ def _peak(fit, path, callback=None):
         tracemalloc.stop()
 
 
+@pytest.mark.heavy
 def test_no_task_holds_more_than_one_float_block(tmp_path):
     G = _genotypes(n_samples=2048, n_variants=1024, seed=1)
     dosages, scaled = str(tmp_path / "dosages.zarr"), str(tmp_path / "scaled.zarr")
@@ -205,6 +206,7 @@ def test_bad_genotypes_and_parameters_are_named(genotypes):
         pca(genotypes[0])
 
 
+@pytest.mark.heavy
 def test_block_functions_import_neither_scikit_learn_nor_dask_in_kernels():
     code = ("import sys, dasketch.kernels.column_scaling; assert 'dask' not in sys.modules; "
             "import dasketch._blocks.scaling, dasketch._blocks.column_reads, "

@@ -40,6 +40,7 @@ def _peak_allocation(func):
         tracemalloc.stop()
 
 
+@pytest.mark.heavy
 def test_merge_of_wide_sketches_allocates_about_its_output():
     d, l = 200_000, 16
     rng = np.random.default_rng(0)
@@ -62,6 +63,7 @@ def test_shrink_of_a_wide_block_allocates_about_its_output():
     assert delta == pytest.approx(singular[l - 1] ** 2, rel=1e-9)
 
 
+@pytest.mark.heavy
 def test_shrink_of_wide_sparse_rows_allocates_about_its_output():
     import scipy.sparse
 
@@ -82,6 +84,7 @@ def test_shrink_of_wide_sparse_rows_allocates_about_its_output():
                                atol=1e-8 * singular[0])
 
 
+@pytest.mark.heavy
 def test_write_synthetic_draws_noise_per_chunk_not_per_4096_rows(tmp_path):
     d = 20_000
     _, peak = _peak_allocation(lambda: dasketch.write_synthetic(

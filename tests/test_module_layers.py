@@ -97,6 +97,7 @@ def test_layers_import_only_themselves_and_the_layers_below(layer):
     assert not found, f"dasketch/{layer}/ imports from layers above it:\n" + "\n".join(found)
 
 
+@pytest.mark.heavy
 def test_importing_the_bridge_loads_no_sketch_file_format():
     code = ("import sys, dasketch._blocks; "
             f"print([m for m in {SKETCH_FORMAT_MODULES!r} if m in sys.modules])")
@@ -183,6 +184,7 @@ print(" ".join(sorted(m for m in set(sys.modules) - before if m.split(".")[0] ==
 """
 
 
+@pytest.mark.heavy
 def test_a_walk_of_sketch_pca_stays_in_decomposition_and_the_bridge(tmp_path):
     """Fitting SketchPCA (and transforming, scoring) in memory, from a Dask array
     and from a zarr store loads no module of the package but those of

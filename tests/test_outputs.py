@@ -54,6 +54,7 @@ def workspace(tmp_path):
     return tmp_path
 
 
+@pytest.mark.heavy
 def test_overwrite_refuses_what_dasketch_did_not_write(workspace):
     before = snapshot(workspace)
     commands = [

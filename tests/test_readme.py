@@ -3,6 +3,8 @@
 import re
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
@@ -14,6 +16,7 @@ def test_readme_has_snippets():
     assert len(python_snippets()) >= 6
 
 
+@pytest.mark.heavy
 def test_readme_snippets_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)

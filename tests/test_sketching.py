@@ -47,6 +47,7 @@ def test_auto_update_is_randomized_for_wide_sparse_only(wide_sparse):
 
 @pytest.mark.parametrize("method", ["rfd", "fd"])
 @pytest.mark.parametrize("center", [False, True])
+@pytest.mark.heavy
 def test_randomized_sketch_within_bound_and_near_best(wide_sparse, method, center):
     sk = dasketch.sketch(wide_sparse, 8, method=method, center=center, random_state=1,
                          block_rows=500)
@@ -71,6 +72,7 @@ def test_randomized_result_independent_of_storage_scheduler_and_workers(tmp_path
         assert other.error_bound == pytest.approx(reference.error_bound, rel=1e-9)
 
 
+@pytest.mark.heavy
 def test_estimate_error_brackets_true_error(wide_sparse):
     failures = 0
     for seed in range(10):
@@ -222,6 +224,7 @@ def test_wide_dense_sketch_independent_of_chunking_and_scheduler(cluster_client)
 
 
 @pytest.mark.parametrize("sketch_size", [5, 10, 20, 30, 50])
+@pytest.mark.heavy
 def test_a9a_tree_within_five_percent_of_best_possible(a9a_train, sketch_size):
     """The RFD paper's Theorem 1 bound (lambda_l - lambda_d) / 2 is the best any
     rank-(l-1)-plus-ridge estimate can reach; the default tree (blocks of 2,048

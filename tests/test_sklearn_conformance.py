@@ -16,6 +16,7 @@ from tests.sklearn_conformance.suites import SUITES
 @pytest.mark.parametrize("name", [
     pytest.param(name, marks=() if suite.fast else pytest.mark.slow)
     for name, suite in SUITES.items()])
+@pytest.mark.heavy
 def test_scikit_learn_suite_passes_through_the_shims(name):
     result = run_suite(name)
     assert result.failures() == {}, result.output[-3000:]

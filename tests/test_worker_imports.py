@@ -231,6 +231,7 @@ PASSES = ["sketch", "estimate_error", "random projection", "X w", "X^T v",
           "DRP multinomial Hessian pass"]
 
 
+@pytest.mark.heavy
 def test_masked_anndata_genes_run_without_scikit_learn(worker_runs):
     """dasketch.anndata imports the estimators (and so scikit-learn): the columns
     of its masked genes are taken by a bridge function inside the read task."""

@@ -56,6 +56,7 @@ def weights(field):
     return np.sqrt(np.cos(np.deg2rad(field.lat)))
 
 
+@pytest.mark.heavy
 def test_eofs_are_certified_against_exact_weighted_eofs(field, weights):
     k = 4
     result = eofs(field, "time", k, weights=weights, sketch_size=8)
@@ -89,6 +90,7 @@ def test_eofs_are_certified_against_exact_weighted_eofs(field, weights):
     assert sin2 <= 2 * k * bound / (lam[k - 1] - lam[k])
 
 
+@pytest.mark.heavy
 def test_an_exact_sketch_gives_the_exact_weighted_eofs(field, weights):
     k = 4
     result = eofs(field.to_dataset(), "time", k, weights=weights, sketch_size=N_TIME + 1)
@@ -214,6 +216,7 @@ def test_a_space_chunked_store_is_read_by_samples_in_the_tasks(field, weights, t
     assert [(start, stop) for _, start, stop in filter(None, reads)] == [(0, N_TIME)] * 3
 
 
+@pytest.mark.heavy
 def test_a_space_chunked_store_is_sketched_transposed(field, weights, tmp_path):
     """With blocks of 48 samples, column reads would decode every chunk 5 times a
     pass: the EOFs come from the sketch of the masked, weighted transpose instead,

@@ -121,6 +121,7 @@ def test_error_estimate_brackets_the_error_of_a_tight_rfd_sketch():
         assert estimate.lower >= 0.5 * (1 - 1e-9)  # three of four directions: exact
 
 
+@pytest.mark.heavy
 def test_error_estimate_lower_end_never_exceeds_a_rounding_level_error():
     for seed in range(4):
         A = _three_directions_and_tiny_noise(seed)
@@ -200,6 +201,7 @@ def test_rounding_constant_is_the_documented_one():
     assert shrink_rounding(20, 100, 3.0) == (2 * 120 + 8 * 20) * EPS * 3.0
 
 
+@pytest.mark.heavy
 def test_error_estimate_upper_end_misses_at_most_as_often_as_it_states():
     """10,000 draws of two Gaussian vectors against a rank-one error ``u u^T`` of
     norm 1: the upper end ``c sqrt(2/pi) max |u^T w_i|`` misses with probability

@@ -62,6 +62,7 @@ _DEFAULT_SUITE_INPUTS = ("sparse", "dense_random")
 @pytest.mark.parametrize("name", [
     name if name in _DEFAULT_SUITE_INPUTS else pytest.param(name, marks=pytest.mark.slow)
     for name in _inputs()])
+@pytest.mark.heavy
 def test_stated_bound_fails_no_more_often_than_stated(name):
     """Over 50 seeds the bound may fail with probability at most 0.05 each: more
     than 8 failures has probability < 1e-3 under that rate."""
@@ -139,6 +140,7 @@ def test_lanczos_ritz_value_brackets_the_top_eigenvalue():
 
 
 @pytest.mark.parametrize("center", [False, True])
+@pytest.mark.heavy
 def test_a_posteriori_estimate_brackets_the_true_error(center):
     A = _inputs()["sparse"]
     dense = A.toarray()
@@ -175,6 +177,7 @@ def test_nan_rows_are_named():
         sketch_rows_randomized(A.tocsr(), 8)
 
 
+@pytest.mark.heavy
 def test_empty_columns_change_nothing():
     """A block is sketched on the columns it touches: spreading the same rows over a
     wider matrix of empty columns gives the same sketch on the touched columns and
@@ -212,6 +215,7 @@ def test_merging_sketches_of_disjoint_columns_is_exact():
 
 
 @pytest.mark.parametrize("zeros", [scipy.sparse.csr_matrix((500, 400)), np.zeros((500, 400))])
+@pytest.mark.heavy
 def test_a_block_of_zero_rows(zeros):
     """Blocks of empty rows (padding, filtered rows) sketch to nothing, exactly."""
     empty = sketch_rows_randomized(zeros, 8)

@@ -22,6 +22,7 @@ def _ill_conditioned(seed, n=200, d=120, condition=1e6):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.heavy
 def test_returned_bound_is_the_smallest_of_the_run(seed):
     """The fit stopped after ``k`` iterations returns the best of iterates ``0..k``:
     its bound never increases with ``k``, the full run returns the smallest, and

@@ -48,6 +48,7 @@ def _lasso(X, y, alpha, rho):
 
 
 @pytest.mark.parametrize("rho", [1.0, 0.5])
+@pytest.mark.heavy
 def test_least_squares_agrees_with_scikit_learn(data, rho):
     X, y, _ = data
     alpha = 40.0

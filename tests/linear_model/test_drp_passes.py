@@ -88,6 +88,7 @@ def rank_80(loss, seed=0):
     return X, np.where(t + 0.3 * rng.standard_normal(400) > 0.5, 1.0, -1.0)
 
 
+@pytest.mark.heavy
 def test_slow_logistic_grows_the_projection_once():
     # Logistic with an intercept, alpha = 0.01, m = 20: without growing, 22 Newton
     # steps and 855 passes; grown to m = 80 after the first slow inner CG, 35.
@@ -110,6 +111,7 @@ def test_slow_logistic_grows_the_projection_once():
             <= res.coef_error_bound + wide.coef_error_bound)
 
 
+@pytest.mark.heavy
 def test_slow_ridge_grows_the_projection_once():
     # Squared loss, alpha = 1, m = 20: 43 passes without growing, 9 grown to 80;
     # the same for any chunking (the new columns of R come from their own tiles).

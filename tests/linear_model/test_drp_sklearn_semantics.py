@@ -207,6 +207,7 @@ def test_the_iterate_of_smallest_bound_is_returned():
     assert (error <= fit.coef_error_bound_).all()
 
 
+@pytest.mark.heavy
 def test_error_bound_covers_rounding():
     """Converged to rounding (residual ~1e-16): the bound still covers the error."""
     rng = np.random.default_rng(0)

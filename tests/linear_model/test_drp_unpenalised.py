@@ -51,6 +51,7 @@ def test_least_squares_full_rank_matches_linear_regression(fit_intercept):
 
 
 @pytest.mark.parametrize("shape", [(200, 12), (40, 100)])
+@pytest.mark.heavy
 def test_least_squares_rank_deficient_is_minimum_norm(shape):
     rng = np.random.default_rng(1)
     n, d = shape

@@ -117,6 +117,7 @@ def weakly_regularised():
 
 
 @pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.heavy
 def test_recovery_one_shot_and_preconditioned(weakly_regularised, loss):
     X, y, lam, s, (w, b) = weakly_regularised[loss]
     common = dict(loss=loss, alpha=lam, smoothing=s, sketch_size=200, random_state=0)
@@ -313,6 +314,7 @@ class _ExactBinaryLogistic(ClassifierMixin, BaseEstimator):
         return X @ self.coef_[0] + self.intercept_[0]
 
 
+@pytest.mark.heavy
 def test_multiclass_one_vs_rest_matches_exact():
     X, y, lam, basis = low_rank_problem(300, 1500, 8, False, seed=4, classes=4)
     labels = np.array(["a", "b", "c", "d"])[y]

@@ -147,6 +147,7 @@ def test_rank_deficient_basis_spans_the_row_space(problem):
     assert np.linalg.cond(X @ P.basis) < 10 and 1 <= P.condition_number_estimate < 10
 
 
+@pytest.mark.heavy
 def test_the_weighted_sketch_pass_runs_without_scikit_learn():
     # workers import the module of the block function they unpickle
     code = ("import sys, dasketch.linear_model._regression_passes; "

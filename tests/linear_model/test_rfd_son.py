@@ -207,6 +207,7 @@ def imbalanced():
     return X[:8000], y[:8000], X[8000:], y[8000:]
 
 
+@pytest.mark.heavy
 def test_default_is_robust_on_sparse_imbalanced_data(imbalanced):
     X, y, X_test, y_test = imbalanced
     majority = max(y_test.mean(), 1 - y_test.mean())
@@ -240,6 +241,7 @@ def _a9a_accuracy(train, test, **params):
     return clf.score(*test), clf
 
 
+@pytest.mark.heavy
 def test_a9a_default_accuracy_and_robustness_to_alpha0(a9a_train, a9a_test):
     acc, clf = _a9a_accuracy(a9a_train, a9a_test)
     # The paper's Table 2: 83.27 % for RFD0-SON at m = 20.

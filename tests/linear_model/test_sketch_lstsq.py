@@ -117,6 +117,7 @@ def _collapsing_seeds(count):
     return seeds[:count]
 
 
+@pytest.mark.heavy
 def test_a_sketch_that_loses_rank_is_factored_with_its_check_sketch():
     """Two rows colliding in S: the check sketch S' has the rank S lost, and the
     preconditioner is factored from both, so the answer is LinearRegression's."""
@@ -127,6 +128,7 @@ def test_a_sketch_that_loses_rank_is_factored_with_its_check_sketch():
         np.testing.assert_allclose([res.x[0], res.intercept], [1.0, 0.0], atol=1e-12)
 
 
+@pytest.mark.heavy
 def test_a_solution_outside_the_sketch_is_not_certified(monkeypatch):
     """Without the check sketch's help, the rank the sketch lost shows in the
     gradient A^T r: no certificate (infinite bound) and a warning saying what to

@@ -62,6 +62,7 @@ def test_osnap_is_a_subspace_embedding(A):
     assert 0.5 < s.min() <= s.max() < 1.5
 
 
+@pytest.mark.heavy
 def test_countsketch_distribution_matches_scipy():
     # The same random matrix law as scipy.linalg.clarkson_woodruff_transform:
     # compare the law of ||S A x||^2 (which depends on bucket collisions and
