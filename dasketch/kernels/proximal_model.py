@@ -10,12 +10,14 @@ Newton-type methods for minimizing composite functions", SIAM J. Optim. 2014):
 with the metric ``M = [[diag(o) + U diag(a) U^T, c], [c^T, e]]``: a positive
 diagonal plus a symmetric low-rank part (``U`` d x r, orthonormal columns) for
 the weights, and the coupling ``c`` and curvature ``e`` of an unpenalised
-intercept (``e = 0``: no intercept). Cyclic coordinate descent with exact
-coordinate minimisation (soft thresholding, Friedman, Hastie, Tibshirani, J.
-Stat. Softw. 2010), on the active set between full sweeps, alternated with
-the exact minimiser on the face of the current support and signs. The products with
-``M`` are kept up to date through ``u = U^T (z - w)``, so a coordinate step
-costs ``O(r)`` and never forms a d x d matrix.
+intercept (``e = 0``: no intercept), optionally over ``z >= 0`` (the penalty
+``l_1 \|z\|_1 + I(z >= 0)``, scikit-learn's ``positive=True``). Cyclic
+coordinate descent with exact coordinate minimisation (soft thresholding, one-sided
+with ``z >= 0``: Friedman, Hastie, Tibshirani, J. Stat. Softw. 2010), on the
+active set between full sweeps, alternated with the exact minimiser on the face
+of the current support and signs. The products with ``M`` are kept up to date
+through ``u = U^T (z - w)``, so a coordinate step costs ``O(r)`` and never forms
+a d x d matrix.
 
 Written by hand: scikit-learn's coordinate descent takes the data or a dense
 d x d Gram matrix, not a diagonal-plus-low-rank metric.
@@ -26,9 +28,10 @@ from numba import njit
 
 
 @njit(cache=True)
-def _coordinate(j, z, step_sum, U, au, a, o, diag, g, c, db, l1):
-    """Minimise over coordinate ``j``; update ``z``, ``au = a * U^T (z - w)`` and
-    return the change of ``z_j`` (``step_sum[0]`` accumulates ``c^T (z - w)``)."""
+def _coordinate(j, z, step_sum, U, au, a, o, diag, g, c, db, l1, positive):
+    """Minimise over coordinate ``j`` (over ``z_j >= 0`` with ``positive``); update
+    ``z``, ``au = a * U^T (z - w)`` and return the change of ``z_j``
+    (``step_sum[0]`` accumulates ``c^T (z - w)``)."""
     r = U.shape[1]
     grad = g[j] + o[j] * step_sum[j + 1] + c[j] * db
     for i in range(r):
@@ -36,7 +39,7 @@ def _coordinate(j, z, step_sum, U, au, a, o, diag, g, c, db, l1):
     old = z[j]
     v = old - grad / diag[j]
     t = l1 / diag[j]
-    new = v - t if v > t else (v + t if v < -t else 0.0)
+    new = v - t if v > t else (v + t if v < -t and not positive else 0.0)
     change = new - old
     if change != 0.0:
         z[j] = new
@@ -48,7 +51,7 @@ def _coordinate(j, z, step_sum, U, au, a, o, diag, g, c, db, l1):
 
 
 @njit(cache=True)
-def _descent(w, z, db, g, U, a, o, c, e, gb, l1, threshold, max_sweeps):
+def _descent(w, z, db, g, U, a, o, c, e, gb, l1, positive, threshold, max_sweeps):
     """Coordinate descent from ``(z, w_b + db)`` until a full sweep moves no
     coordinate by more than ``threshold`` (in the metric's norm of the
     coordinate) or ``max_sweeps``; ``z`` is updated in place. Returns ``db``, the
@@ -71,7 +74,8 @@ def _descent(w, z, db, g, U, a, o, c, e, gb, l1, threshold, max_sweeps):
         for j in range(d):
             if not full and z[j] == 0.0:
                 continue
-            change = _coordinate(j, z, step_sum, U, au, a, o, diag, g, c, db, l1)
+            change = _coordinate(j, z, step_sum, U, au, a, o, diag, g, c, db, l1,
+                                 positive)
             largest = max(largest, abs(change) * np.sqrt(diag[j]))
         if e > 0.0:
             change_b = -(gb + step_sum[0] + e * db) / e
@@ -145,7 +149,7 @@ def within_orthant(current, target):
     return out, t
 
 
-def model_descent(w, g, U, a, o, c, e, gb, l1, tol, max_rounds, sweeps=20):
+def model_descent(w, g, U, a, o, c, e, gb, l1, tol, max_rounds, sweeps=20, positive=False):
     """Minimise the model of the module docstring: rounds of coordinate descent
     (at most ``sweeps`` sweeps each), each followed by the exact minimiser on the
     face of the current support and signs (an active-set step: coordinate
@@ -169,6 +173,11 @@ def model_descent(w, g, U, a, o, c, e, gb, l1, tol, max_rounds, sweeps=20):
         the largest move of the first sweep (in the metric's norm of the
         coordinate).
     max_rounds, sweeps : int
+    positive : bool, default False
+        Minimise over ``z >= 0`` (``w >= 0`` then): the coordinate step is the
+        one-sided soft threshold ``max(v - t, 0)``, the proximal operator of
+        ``t |z| + I(z >= 0)``, and the face solve keeps the support positive
+        (it stops where a coordinate reaches 0).
 
     Returns
     -------
@@ -179,10 +188,12 @@ def model_descent(w, g, U, a, o, c, e, gb, l1, tol, max_rounds, sweeps=20):
     converged : bool
     """
     z = np.array(w, dtype=np.float64)
-    db, first, done = _descent(w, z, 0.0, g, U, a, o, c, e, gb, l1, -1.0, 1)
+    positive = bool(positive)
+    db, first, done = _descent(w, z, 0.0, g, U, a, o, c, e, gb, l1, positive, -1.0, 1)
     threshold = tol * first
     for _ in range(max_rounds):
-        db, _, done = _descent(w, z, db, g, U, a, o, c, e, gb, l1, threshold, sweeps)
+        db, _, done = _descent(w, z, db, g, U, a, o, c, e, gb, l1, positive, threshold,
+                               sweeps)
         if done:
             break
         z, db = _face_solve(w, z, db, g, U, a, o, c, e, gb, l1)

@@ -185,10 +185,6 @@ SUITES.update({
         replace={"sklearn.linear_model.Lasso": "Lasso",
                  "sklearn.linear_model.ElasticNet": "ElasticNet"},
         exceptions=[
-            (r"^test_enet_alpha_max\[[^-]*-True-.*-ElasticNetCV-ElasticNet\]|"
-             r"^test_(lasso|enet)_positive_constraint$", "xfail",
-             "positive=True with an l1 or elastic-net penalty: dasketch refuses it "
-             "(InvalidParameterError; positive=True is fitted for penalty='l2' only)"),
             (r"^test_warm_start_convergence|^test_overridden_gram_matrix$|"
              r"^test_elasticnet_precompute_incorrect_gram$|^test_check_input_false$|"
              r"^test_enet_copy_X_False_check_input_False$|"

@@ -74,15 +74,19 @@ _PARAMS_DOC = """
         choice. The model does not depend on it.
     positive : bool, default False
         Constrain the coefficients to be ``>= 0`` (the intercept stays free), as
-        scikit-learn's ``positive=True``: squared loss only, any other loss (and
-        ``solver="paper"``) raises ``InvalidParameterError`` before anything is
-        fitted. Solved by projected Newton with the projection's preconditioner
+        scikit-learn's ``positive=True``. With ``penalty="l2"``: squared loss
+        only, solved by projected Newton with the projection's preconditioner
         restricted to the free coefficients
         (:mod:`dasketch.linear_model.dual_projection.positive`), or for
         ``alpha=0`` by nonnegative least squares
         (:mod:`dasketch.linear_model.nonnegative_lstsq`);
         ``optimality_residual_`` is then the KKT residual (the projected
-        gradient) and ``coef_error_bound_`` its bound over ``alpha``.
+        gradient) and ``coef_error_bound_`` its bound over ``alpha``. With an
+        l1 part (``Lasso(positive=True)``, ``ElasticNet(positive=True)``, and
+        the logistic loss at ``alpha > 0``): the proximal Newton method over
+        ``w >= 0``, certified by its one-sided ``duality_gap_``. Any other
+        combination (and ``solver="paper"``) raises ``InvalidParameterError``
+        before anything is fitted.
     penalty : {"l2", "l1", "elasticnet"}, default "l2"
         As scikit-learn's ``LogisticRegression`` names it, weighted by
         ``alpha``: ``alpha (l1_ratio ||w||_1 + (1 - l1_ratio) ||w||^2 / 2)``
@@ -199,7 +203,8 @@ class _DualRandomProjectionBase(BaseEstimator):
         # the rules between parameters, before fit sets anything
         loss = getattr(self, "loss", "squared")
         check_positive(self.positive, loss, self.solver,
-                       l1_share(self.penalty, self.l1_ratio, solver=self.solver, loss=loss))
+                       l1_share(self.penalty, self.l1_ratio, solver=self.solver, loss=loss),
+                       self.alpha)
 
     def _solve(self, X, targets, loss, smoothing=1.0, sample_weight=None, solve=None):
         """Fit through :func:`dual_random_projection`, or through ``solve`` (a

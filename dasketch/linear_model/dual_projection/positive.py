@@ -45,21 +45,26 @@ from dasketch.utils._sklearn_compat import InvalidParameterError
 EXACT = 1e-8
 
 
-def check_positive(positive, loss, solver, l1_share=0.0):
+def check_positive(positive, loss, solver, l1_share=0.0, alpha=None):
     """Refuse ``positive=True`` where there is no method for it (before any pass):
-    another loss than the squared one, ``solver="paper"`` or an l1 part in the
-    penalty (``l1_share > 0``)."""
+    with an l1 part in the penalty (``l1_share > 0``, proximal Newton over
+    ``w >= 0``, :mod:`.proximal`) the logistic loss at ``alpha=0``, whose
+    unpenalised Newton-CG is unconstrained; with ``penalty="l2"`` another loss
+    than the squared one, and ``solver="paper"``."""
     if not positive:
         return
     if l1_share > 0:
-        raise InvalidParameterError(
-            "positive=True needs penalty='l2' (projected Newton on a quadratic "
-            "objective); an l1 or elastic-net penalty with positive=True is not fitted; "
-            "use positive=False")
+        if loss != "squared" and alpha is not None and not np.any(alpha):
+            raise InvalidParameterError(
+                f"positive=True with loss={loss!r} needs alpha > 0 (the unpenalised "
+                "problem is fitted without constraints), got alpha=0; use alpha > 0 or "
+                "positive=False")
+        return
     if loss != "squared":
         raise InvalidParameterError(
-            f"positive=True needs loss='squared' (ridge: a quadratic objective), got "
-            f"loss={loss!r}; use positive=False")
+            f"positive=True needs loss='squared' with penalty='l2' (ridge: a quadratic "
+            f"objective), got loss={loss!r}; use an l1 or elastic-net penalty "
+            f"(l1_ratio > 0) or positive=False")
     if solver == "paper":
         raise InvalidParameterError(
             "positive=True needs solver='cg' (Algorithms 1 and 2 of dual random "

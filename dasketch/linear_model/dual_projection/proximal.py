@@ -5,7 +5,9 @@ Solves, per target,
 .. math:: \min_{w, b} \sum_i s_i l(x_i^T w + b, y_i)
           + \alpha \left(\rho \|w\|_1 + \frac{1 - \rho}{2} \|w\|^2\right)
 
-(``rho = l1_ratio``; the squared and logistic losses) by a proximal Newton
+(``rho = l1_ratio``; the squared and logistic losses), with ``positive`` over
+``w >= 0`` (the indicator of ``w >= 0`` added to the penalty, scikit-learn's
+``Lasso(positive=True)``), by a proximal Newton
 method (Lee, Sun, Saunders, SIAM J. Optim. 2014) whose quadratic model uses
 the projection's approximation ``M`` of the Hessian (:mod:`.preconditioner`:
 the exact Hessian when the rank of X is at most the projection dimension, the
@@ -34,6 +36,15 @@ Every iterate is certified by its duality gap (:mod:`.duality_gap`), a bound on
 :class:`~sklearn.exceptions.ConvergenceWarning` exactly when a target does not
 reach it. With a ridge part (``rho < 1``) strong convexity also bounds the
 coefficients: ``||w - w*|| <= sqrt(2 gap / (alpha (1 - rho)))``.
+
+With ``w >= 0`` the proximal operator of the penalty is the one-sided soft
+threshold, ``max(v - t l1, 0) / (1 + t l2)`` for a step ``t``: the model's
+coordinate descent and face solve keep every coordinate at ``>= 0``
+(:func:`~dasketch.kernels.proximal_model.model_descent`), so the working set
+holds only coordinates that are positive before or after a step; the path
+starts from ``max_j (-X^T S l')_j`` in place of ``||X^T S l'||_inf`` (``w = 0``
+solves when it is at most ``l1``, at any penalty when it is at most 0), and the
+duality gap takes the one-sided conjugate of the penalty (:mod:`.duality_gap`).
 """
 
 from __future__ import annotations
@@ -107,7 +118,7 @@ def _store(state, new, columns):
         state.curvature[columns] = new.curvature
 
 
-def _direction(full, basis, gram, V, state, faces, k, l1, l2):
+def _direction(full, basis, gram, V, state, faces, k, l1, l2, positive=False):
     """The minimiser of the model around target ``k``, stacked, and the model's
     predicted decrease ``g^T D + l1 (||w + D_w||_1 - ||w||_1)`` (< 0 unless optimal)."""
     W, b = full.split(V)
@@ -119,15 +130,16 @@ def _direction(full, basis, gram, V, state, faces, k, l1, l2):
     o = o + np.maximum(state.diagonal[:, k] + l2[k] - o - (U * U) @ a, 0.0)
     g = state.xt_dual[:, k] + l2[k] * w
     gb = float(state.dual_sum[k]) if full.fit_intercept else 0.0
-    dz, db, _ = model_descent(w, g, U, a, o, c, e, gb, l1[k], MODEL_TOL, MODEL_ROUNDS)
+    dz, db, _ = model_descent(w, g, U, a, o, c, e, gb, l1[k], MODEL_TOL, MODEL_ROUNDS,
+                              positive=positive)
     if k in faces:
         dz, db = _working_set_step(w, dz, db, g, gb, faces[k], l1[k], l2[k],
-                                   full.fit_intercept)
+                                   full.fit_intercept, positive)
     decrease = g @ dz + gb * db + l1[k] * np.sum(np.abs(w + dz) - np.abs(w))
     return full.stack(dz[:, None], np.array([db]))[:, 0], decrease
 
 
-def _working_set_step(w, dz, db, g, gb, face, l1, l2, fit_intercept):
+def _working_set_step(w, dz, db, g, gb, face, l1, l2, fit_intercept, positive=False):
     """The minimiser of the model with the exact Hessian of the loss on the
     working set ``face = (J, [X_J 1]^T diag(s l'') [X_J 1])`` from the last pass
     (the other coordinates kept at 0), in place of the model's step ``(dz, db)``
@@ -148,7 +160,7 @@ def _working_set_step(w, dz, db, g, gb, face, l1, l2, fit_intercept):
     e = float(hessian[size, size]) if fit_intercept else 0.0
     step, step_b, _ = model_descent(w[support], g[support], np.ascontiguousarray(Q),
                                     eigenvalues - o, np.full(size, o), c, e, gb, l1,
-                                    MODEL_TOL, MODEL_ROUNDS)
+                                    MODEL_TOL, MODEL_ROUNDS, positive=positive)
     out = np.zeros_like(dz)
     out[support] = step
     return out, step_b if fit_intercept else 0.0
@@ -179,16 +191,21 @@ def _objective_path(W, Dw, path, l1, l2):
     return out
 
 
-def penalty_path(xt_dual, l1, l2):
+def penalty_path(xt_dual, l1, l2, positive=False):
     """The stages ``[(l1_s, l2_s), ...]`` of the continuation, the last the target.
 
     ``xt_dual`` is ``X^T S l'`` at ``(0, b0)``, the gradient of the loss there:
     ``w = 0`` is the solution exactly when ``||X^T S l'||_inf <= l1`` (``b0`` the
-    best constant model), so the path starts at ``PATH_START`` of that largest
-    useful ``l1`` and divides both penalties by ``PATH_FACTOR`` per stage, their
-    ratio (``l1_ratio``) kept, until the target (glmnet's warm-started path:
-    Friedman, Hastie, Tibshirani, J. Stat. Softw. 2010, section 2.5)."""
-    top = np.max(np.abs(xt_dual), axis=0) if xt_dual.size else np.zeros(l1.shape)
+    best constant model; with ``positive``, ``w >= 0``, when ``max_j (-X^T S
+    l')_j <= l1``, the only descent directions from 0 being nonnegative), so the
+    path starts at ``PATH_START`` of that largest useful ``l1`` and divides both
+    penalties by ``PATH_FACTOR`` per stage, their ratio (``l1_ratio``) kept,
+    until the target (glmnet's warm-started path: Friedman, Hastie, Tibshirani,
+    J. Stat. Softw. 2010, section 2.5). No stage precedes the target where that
+    ``l1`` is at most the target's (``w = 0`` solves; with ``positive`` that
+    includes a maximum at most 0)."""
+    reach = -xt_dual if positive else np.abs(xt_dual)
+    top = np.max(reach, axis=0) if xt_dual.size else np.zeros(l1.shape)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(l1 > 0, PATH_START * top / l1, 1.0)
         stages = np.where(ratio > 1.0, np.ceil(np.log(np.maximum(ratio, 1.0))
@@ -201,34 +218,34 @@ def penalty_path(xt_dual, l1, l2):
     return out + [(l1, l2)]
 
 
-def proximal_newton(full, setup, *, l1, l2, tol, max_iter, history):
+def proximal_newton(full, setup, *, l1, l2, tol, max_iter, history, positive=False):
     """Fit every target; see the module docstring.
 
     ``setup`` holds what the projection pass gave (``Y``, ``weights``, ``b0``,
     ``column_sums``, ``products``, ``gram``). The penalties follow
     :func:`penalty_path`, each stage warm-started from the last and solved to a
     relative gap of ``max(tol, PATH_TOL)``, the target to ``tol``; ``max_iter``
-    counts the iterations of all stages. Returns ``(V, objective, gap,
-    reference, n_iter)``: the stacked solutions, their objective and duality gap
-    at the target penalties, the objective of the best constant model the gap
-    is measured against, and the iterations run.
+    counts the iterations of all stages; ``positive``: over ``w >= 0``. Returns
+    ``(V, objective, gap, reference, n_iter)``: the stacked solutions, their
+    objective and duality gap at the target penalties, the objective of the best
+    constant model the gap is measured against, and the iterations run.
     """
     Y, weights = setup.Y, setup.weights
     K, m1 = Y.shape[1], setup.gram.shape[0]
     solver = SimpleNamespace(full=full, gram=setup.gram[:, :m1], basis=ProjectedBasis(
-        setup.products[:, :m1], setup.gram[:, :m1], full.fit_intercept))
+        setup.products[:, :m1], setup.gram[:, :m1], full.fit_intercept), positive=positive)
     V = full.stack(np.zeros((full.blocks.shape[1], K)), setup.b0)
     full.passes += 1
     state = l1_pass(full.blocks, full.xhat, full.yd, full.sd, *full.split(V),
                     loss=full.loss, **_pass_options(full))
     terms = dict(loss=full.loss, fit_intercept=full.fit_intercept,
                  column_sums=setup.column_sums, weight_sum=weights.sum(),
-                 weighted_target_sums=weights @ Y)
+                 weighted_target_sums=weights @ Y, positive=positive)
     primal, _, gap = duality_gaps(*full.split(V), state, l1=l1, l2=l2, **terms)
     reference = np.where(primal > 0, primal, 1.0)
     _record(history, 0, full.passes, gap / reference, primal)
     n_iter = 0
-    for l1_s, l2_s in penalty_path(state.xt_dual, l1, l2):
+    for l1_s, l2_s in penalty_path(state.xt_dual, l1, l2, positive):
         stage = {**terms, "l1": l1_s, "l2": l2_s}
         primal, _, gap = duality_gaps(*full.split(V), state, **stage)
         goal = tol if l1_s is l1 else max(tol, PATH_TOL)
@@ -256,7 +273,7 @@ def _descend(solver, V, state, terms, primal, gap, goal, n_iter, max_iter, histo
         D, decrease = np.zeros((V.shape[0], run.size)), np.zeros(run.size)
         for i, k in enumerate(run):
             D[:, i], decrease[i] = _direction(full, solver.basis, solver.gram, V, state,
-                                              faces, k, l1, l2)
+                                              faces, k, l1, l2, solver.positive)
         W, b = full.split(V[:, run])
         Dw, db = full.split(D)
         full.passes += 1
@@ -272,6 +289,9 @@ def _descend(solver, V, state, terms, primal, gap, goal, n_iter, max_iter, histo
         eta = np.where(ok, STEPS[np.argmax(accepted, axis=0)], 0.0)
         stalled[run[~ok]] = True
         V[:, run] += eta * D
+        if solver.positive:     # w + eta (z - w) >= 0 up to its rounding
+            rows = V.shape[0] - int(full.fit_intercept)
+            V[:rows, run] = np.maximum(V[:rows, run], 0.0)
         run_all, before = run, gap[run]
         if np.any(eta[ok] < 1.0):
             W_end, b = full.split(V[:, run])
@@ -346,16 +366,18 @@ def warn_gap(gap, reference, tol, n_iter, sketch_size):
                   stacklevel=caller_stacklevel())
 
 
-def fit_l1(full, setup, *, lam, rho, tol, max_iter, squeeze, seed, cache, source):
-    """:func:`proximal_newton` for ``alpha = lam`` (per target) and ``l1_ratio = rho``,
-    as a :class:`~.result.DualRandomProjectionResult` (warning when it misses
-    ``tol``)."""
+def fit_l1(full, setup, *, lam, rho, tol, max_iter, squeeze, seed, cache, source,
+           positive=False):
+    """:func:`proximal_newton` for ``alpha = lam`` (per target), ``l1_ratio = rho``
+    and ``positive``, as a :class:`~.result.DualRandomProjectionResult` (warning
+    when it misses ``tol``)."""
     from dasketch.linear_model.dual_projection.result import DualRandomProjectionResult
 
     l1, l2 = lam * rho, lam * (1.0 - rho)
     history = []
     V, f, gap, reference, n_iter = proximal_newton(full, setup, l1=l1, l2=l2, tol=tol,
-                                                   max_iter=max_iter, history=history)
+                                                   max_iter=max_iter, history=history,
+                                                   positive=positive)
     W, b = full.split(V)
     bound = np.sqrt(2.0 * gap / np.where(l2 > 0, l2, 1.0))
     bound[l2 == 0] = np.inf        # no strong convexity: nothing bounds ||w - w*||

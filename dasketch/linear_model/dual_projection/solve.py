@@ -166,12 +166,16 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         (the Dask config ``dasketch.cache-fraction``; X in memory is never copied). The
         result's ``cache`` records the choice; the solution does not depend on it.
     positive : bool, default False
-        Constrain ``w >= 0`` (the intercept stays free), squared loss only:
-        projected Newton with the projection's preconditioner restricted to the
-        free coefficients (:mod:`.positive`), or for ``alpha=0`` nonnegative
-        least squares (:mod:`dasketch.linear_model.nonnegative_lstsq`); the
-        certificate is then the KKT residual (the projected gradient). Other
-        losses and ``solver="paper"`` raise ``InvalidParameterError``.
+        Constrain ``w >= 0`` (the intercept stays free). With ``penalty="l2"``,
+        squared loss only: projected Newton with the projection's
+        preconditioner restricted to the free coefficients (:mod:`.positive`),
+        or for ``alpha=0`` nonnegative least squares
+        (:mod:`dasketch.linear_model.nonnegative_lstsq`); the certificate is
+        then the KKT residual (the projected gradient). With an l1 part
+        (``"l1"``, ``"elasticnet"``; squared and logistic losses) the proximal
+        Newton method over ``w >= 0``, certified by its one-sided duality gap
+        (:mod:`.proximal`). Other losses, ``solver="paper"`` and the logistic
+        loss at ``alpha=0`` raise ``InvalidParameterError``.
     penalty : {"l2", "l1", "elasticnet"}, default "l2"
         The penalty, as scikit-learn's ``LogisticRegression`` names it, weighted
         by ``alpha`` (``alpha = 1/C``, the loss summed, not averaged). ``"l1"``
@@ -234,7 +238,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     """
     validate_parameter_constraints(DRP_CONSTRAINTS, locals(), caller_name="dual_random_projection")
     rho = l1_share(penalty, l1_ratio, solver=solver, loss=loss)
-    check_positive(positive, loss, solver, rho)
+    check_positive(positive, loss, solver, rho, alpha)
     sketch_size = renamed_parameter("dual_random_projection", "n_components", "sketch_size",
                                     n_components, sketch_size, new_default=100)
     smoothing, m, max_iter, tol = float(smoothing), int(sketch_size), int(max_iter), \
@@ -284,7 +288,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
                                 products=products, gram=gram)
         return widened(fit_l1(full, setup, lam=lam, rho=rho, tol=tol, max_iter=max_iter,
                               squeeze=np.ndim(y) == 1, seed=seed, cache=cache_choice,
-                              source=source), used)
+                              source=source, positive=positive), used)
     history = []
     diverged, best = False, None
     if solver == "paper":
