@@ -181,7 +181,7 @@ SUITES.update({
     "coordinate_descent": Suite(
         module="sklearn.linear_model.tests.test_coordinate_descent",
         min_reach=0.25,   # most of the others test the path functions and the CV classes
-        min_pass_rate=0.75,
+        min_pass_rate=0.96,  # 75 of the 78 tests reaching dasketch pass
         replace={"sklearn.linear_model.Lasso": "Lasso",
                  "sklearn.linear_model.ElasticNet": "ElasticNet"},
         exceptions=[
