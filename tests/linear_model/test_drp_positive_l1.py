@@ -188,6 +188,7 @@ def test_every_coefficient_zero_when_no_feature_helps():
     assert len(penalty_path(gradient, l1, l2)) > 1
 
 
+@pytest.mark.heavy
 def test_logistic_one_vs_rest_against_the_reference(data):
     X, y, _ = data
     labels = np.digitize(y, np.quantile(y, [0.3, 0.6]))      # three classes
