@@ -182,6 +182,18 @@ def test_which_blocks_run_eagerly(tmp_path):
     np.testing.assert_array_equal(run_eagerly(cached).blocks[0], X)
 
 
+def _on_threads_equals(lazy, thread_counts, X, y, **params):
+    """The eager fit on each thread count runs no block task in a graph and
+    gives the Dask fit ``lazy``, bit for bit."""
+    for threads in thread_counts:
+        with _Graphs() as graphs, dask.config.set(scheduler="threads", num_workers=threads):
+            eager = dual_random_projection(X, y, **params)
+        assert graphs.block_tasks == 0
+        np.testing.assert_array_equal(eager.coef, lazy.coef)
+        assert (eager.intercept, eager.n_passes, eager.coef_error_bound) == \
+            (lazy.intercept, lazy.n_passes, lazy.coef_error_bound)
+
+
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
 def test_a_fit_on_threads_equals_the_dask_fit_bit_for_bit_at_every_thread_count(loss):
     """Under the threaded scheduler a fit's passes run eagerly on its thread
@@ -193,13 +205,7 @@ def test_a_fit_on_threads_equals_the_dask_fit_bit_for_bit_at_every_thread_count(
                   random_state=0, block_rows=32)   # ten blocks
     with dask.config.set({"dasketch.eager": False}):
         lazy = dual_random_projection(X, target, **params)
-    for threads in (1, 2, 3, 16):
-        with _Graphs() as graphs, dask.config.set(scheduler="threads", num_workers=threads):
-            eager = dual_random_projection(X, target, **params)
-        assert graphs.block_tasks == 0
-        np.testing.assert_array_equal(eager.coef, lazy.coef)
-        assert (eager.intercept, eager.n_passes, eager.coef_error_bound) == \
-            (lazy.intercept, lazy.n_passes, lazy.coef_error_bound)
+    _on_threads_equals(lazy, (1, 2, 3, 16), X, target, **params)
 
 
 def test_a_fit_spread_over_equal_blocks_is_the_same_for_every_chunking_and_thread_count():
@@ -214,13 +220,7 @@ def test_a_fit_spread_over_equal_blocks_is_the_same_for_every_chunking_and_threa
     assert as_row_blocks(X, min_blocks=FIT_BLOCKS).offsets == (0, 750, 1500)
     with dask.config.set({"dasketch.eager": False}):
         lazy = dual_random_projection(da.from_array(X, chunks=(400, -1)), y, **params)
-    for threads in (1, 2, 3):
-        with _Graphs() as graphs, dask.config.set(scheduler="threads", num_workers=threads):
-            eager = dual_random_projection(X, y, **params)
-        assert graphs.block_tasks == 0
-        np.testing.assert_array_equal(eager.coef, lazy.coef)
-        assert (eager.intercept, eager.n_passes, eager.coef_error_bound) == \
-            (lazy.intercept, lazy.n_passes, lazy.coef_error_bound)
+    _on_threads_equals(lazy, (1, 2, 3), X, y, **params)
 
 
 def test_threads_of_eager_passes_follow_the_threaded_scheduler():
