@@ -113,11 +113,10 @@ def _projection_block(block, start, stop, y, s, *, seed, n_components, b0, loss,
 
 
 def _sum_then_max(*parts):
-    """Sum of all entries but the last, largest of the last."""
-    total = parts[0].copy()
-    for part in parts[1:]:
-        total[:-1] += part[:-1]
-        total[-1] = max(total[-1], part[-1])
+    """Sum of all entries but the last (:func:`~dasketch._blocks.add`, left to
+    right), largest of the last."""
+    total = add(*parts)
+    total[-1] = max(part[-1] for part in parts)
     return total
 
 
