@@ -171,7 +171,7 @@ def in_order(calls, threads=1):
 # fit (between its passes), e.g. ``dask.config.set({"dasketch.blas-threads": 1})``.
 BLAS_THREADS_KEY = "dasketch.blas-threads"
 # Unset, a fit's own algebra gets one BLAS thread per this many multiply-adds
-# of its largest products (``d m^2``, about 10 ms of one core), at most the
+# of its largest products (``d m^2``, milliseconds of one core), at most the
 # process's threads.
 FIT_WORK_PER_THREAD = 2 ** 28
 _FIT_STACK = contextvars.ContextVar("dasketch_fit_stack", default=None)
