@@ -509,7 +509,7 @@ def test_few_default_blocks_are_spread_over_a_power_of_two_of_equal_blocks():
             assert count & (count - 1) == 0 and count <= 16
             assert n - (count - 1) * spread <= spread and n * d >= count * MIN_SPREAD_VALUES
         assert spread_block_rows(rows, n, d, 1) == min(rows, n)
-    X = da.zeros((1500, 3000), chunks=(100, 1000))
+    X = da.zeros((1500, 3000), chunks=(100, -1))
     assert as_row_blocks(X, min_blocks=16).offsets == (0, 750, 1500)
     assert as_row_blocks(X).offsets == (0, 1024, 1500)
     assert as_row_blocks(X, min_blocks=16, block_rows=100).offsets[1] == 100

@@ -216,7 +216,7 @@ def test_a_fit_spread_over_equal_blocks_is_the_same_for_every_chunking_and_threa
     rng = np.random.default_rng(6)
     X = rng.standard_normal((1500, 3000))
     y = X[:, :20].sum(axis=1) + 0.1 * rng.standard_normal(1500)
-    params = dict(alpha=1.0, sketch_size=8, random_state=0)
+    params = dict(alpha=1000.0, sketch_size=8, random_state=0)
     assert as_row_blocks(X, min_blocks=FIT_BLOCKS).offsets == (0, 750, 1500)
     with dask.config.set({"dasketch.eager": False}):
         lazy = dual_random_projection(da.from_array(X, chunks=(400, -1)), y, **params)
