@@ -475,3 +475,43 @@ def test_a_fit_holds_the_blas_threads_dask_config_names_and_restores_them():
             with dask.config.set({"dasketch.blas-threads": bad}), pytest.raises(
                     ValueError, match="dask.config 'dasketch.blas-threads' must be an integer"):
                 counted()
+
+
+def test_a_fit_takes_its_blas_threads_from_its_size_when_the_key_is_unset():
+    import scipy.linalg  # noqa: F401  (its BLAS is loaded, as the kernels load it)
+    from threadpoolctl import threadpool_limits
+
+    from dasketch._blocks import fit_blas_threads, fit_size
+    from dasketch._blocks.tasks import FIT_WORK_PER_THREAD
+
+    def sized(d, m):
+        fit_size(d, m)
+        return _blas_thread_counts()
+
+    counted = fit_blas_threads(sized)
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert set(counted(6000, 120)) == {1}                 # d m^2 under one thread's work
+        assert set(counted(4 * FIT_WORK_PER_THREAD, 1)) == {2}  # at most the process's
+        assert set(_blas_thread_counts()) == {2}
+        with dask.config.set({"dasketch.blas-threads": 2}):
+            assert set(counted(10, 10)) == {2}                # the key, when set, wins
+        assert set(sized(10, 10)) == {2}                      # outside a fit: unchanged
+
+
+def test_few_default_blocks_are_spread_over_a_power_of_two_of_equal_blocks():
+    from dasketch._blocks.readers.options import MIN_SPREAD_VALUES, spread_block_rows
+
+    for n, d in [(1500, 6000), (1500, 3000), (3000, 12000), (400, 1600), (10 ** 5, 3),
+                 (7, 10 ** 6), (6000, 24000), (1, 5)]:
+        rows = default_block_rows(d)
+        spread = spread_block_rows(rows, n, d, 16)
+        count, before = -(-n // spread), -(-n // min(rows, n))
+        assert spread <= min(rows, n) and count >= before
+        if count > before:   # equal blocks, a power of two of them, none too small
+            assert count & (count - 1) == 0 and count <= 16
+            assert n - (count - 1) * spread <= spread and n * d >= count * MIN_SPREAD_VALUES
+        assert spread_block_rows(rows, n, d, 1) == min(rows, n)
+    X = da.zeros((1500, 3000), chunks=(100, -1))
+    assert as_row_blocks(X, min_blocks=16).offsets == (0, 750, 1500)
+    assert as_row_blocks(X).offsets == (0, 1024, 1500)
+    assert as_row_blocks(X, min_blocks=16, block_rows=100).offsets[1] == 100

@@ -12,6 +12,7 @@ cluster, the ``dasketch.eager`` switch) stays a Dask computation.
 import contextlib
 
 import dask
+import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse
@@ -28,6 +29,7 @@ from dasketch.linear_model import (
     dual_random_projection,
     sketch_lstsq,
 )
+from dasketch.linear_model.dual_projection.checks import FIT_BLOCKS
 
 
 class _Graphs(Callback):
@@ -180,6 +182,18 @@ def test_which_blocks_run_eagerly(tmp_path):
     np.testing.assert_array_equal(run_eagerly(cached).blocks[0], X)
 
 
+def _on_threads_equals(lazy, thread_counts, X, y, **params):
+    """The eager fit on each thread count runs no block task in a graph and
+    gives the Dask fit ``lazy``, bit for bit."""
+    for threads in thread_counts:
+        with _Graphs() as graphs, dask.config.set(scheduler="threads", num_workers=threads):
+            eager = dual_random_projection(X, y, **params)
+        assert graphs.block_tasks == 0
+        np.testing.assert_array_equal(eager.coef, lazy.coef)
+        assert (eager.intercept, eager.n_passes, eager.coef_error_bound) == \
+            (lazy.intercept, lazy.n_passes, lazy.coef_error_bound)
+
+
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
 def test_a_fit_on_threads_equals_the_dask_fit_bit_for_bit_at_every_thread_count(loss):
     """Under the threaded scheduler a fit's passes run eagerly on its thread
@@ -191,13 +205,22 @@ def test_a_fit_on_threads_equals_the_dask_fit_bit_for_bit_at_every_thread_count(
                   random_state=0, block_rows=32)   # ten blocks
     with dask.config.set({"dasketch.eager": False}):
         lazy = dual_random_projection(X, target, **params)
-    for threads in (1, 2, 3, 16):
-        with _Graphs() as graphs, dask.config.set(scheduler="threads", num_workers=threads):
-            eager = dual_random_projection(X, target, **params)
-        assert graphs.block_tasks == 0
-        np.testing.assert_array_equal(eager.coef, lazy.coef)
-        assert (eager.intercept, eager.n_passes, eager.coef_error_bound) == \
-            (lazy.intercept, lazy.n_passes, lazy.coef_error_bound)
+    _on_threads_equals(lazy, (1, 2, 3, 16), X, target, **params)
+
+
+def test_a_fit_spread_over_equal_blocks_is_the_same_for_every_chunking_and_thread_count():
+    """A matrix of few default blocks is cut into equal ones from its shape
+    (here 2 blocks of 750 rows, not 1,024 and 476): a Dask array of other
+    chunks, fitted as a Dask computation, and the eager fit on any number of
+    threads give the same result, bit for bit."""
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((1500, 3000))
+    y = X[:, :20].sum(axis=1) + 0.1 * rng.standard_normal(1500)
+    params = dict(alpha=1000.0, sketch_size=8, random_state=0)
+    assert as_row_blocks(X, min_blocks=FIT_BLOCKS).offsets == (0, 750, 1500)
+    with dask.config.set({"dasketch.eager": False}):
+        lazy = dual_random_projection(da.from_array(X, chunks=(400, -1)), y, **params)
+    _on_threads_equals(lazy, (1, 2, 3), X, y, **params)
 
 
 def test_threads_of_eager_passes_follow_the_threaded_scheduler():

@@ -28,9 +28,13 @@ from dasketch.kernels.sparse_fd import sketch_rows_randomized
 
 
 def add(*terms):
-    """The sum of arrays of one shape (a new array)."""
-    total = terms[0].copy()
-    for term in terms[1:]:
+    """The sum of arrays of one shape (a new array), summed left to right: the
+    first two into a new array (one pass over memory, where a copy and then an
+    addition take two), the others into it in place."""
+    if len(terms) == 1:
+        return terms[0].copy()
+    total = terms[0] + terms[1]
+    for term in terms[2:]:
         total += term
     return total
 

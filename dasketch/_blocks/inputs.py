@@ -37,7 +37,7 @@ __all__ = [
 
 
 def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_options=None,
-                  missing_chunks="fill", default_rows=None, columns=None):
+                  missing_chunks="fill", default_rows=None, columns=None, min_blocks=1):
     """Normalise an input matrix to :class:`RowBlocks`.
 
     Parameters
@@ -76,6 +76,12 @@ scipy.sparse matrix or array (any format), zarr.Array, pyarrow.Table, str or os.
     columns : list of str, optional
         For a Parquet dataset or an Arrow table: the columns read as features,
         in this order (:mod:`dasketch._blocks.readers.arrow`).
+    min_blocks : int, default 1
+        With ``block_rows`` None, a matrix of few default blocks is cut into
+        this many equal ones (a power of two) while each keeps a few MiB
+        (:func:`~dasketch._blocks.readers.options.spread_block_rows`): passes
+        run one block a thread, so a count that divides among the threads
+        keeps every thread busy. Still a function of the shape only.
 
     Raises
     ------
@@ -90,7 +96,7 @@ scipy.sparse matrix or array (any format), zarr.Array, pyarrow.Table, str or os.
     return read_row_blocks(X, ReadOptions(
         block_rows=block_rows, name=name, component=component,
         storage_options=storage_options, missing_chunks=missing_chunks,
-        default_rows=default_rows, columns=columns))
+        default_rows=default_rows, columns=columns, min_blocks=int(min_blocks)))
 
 
 def is_out_of_core(X):

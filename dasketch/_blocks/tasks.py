@@ -4,6 +4,7 @@ deterministic tree reductions over them."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import numbers
 import sys
@@ -19,7 +20,8 @@ from dasketch._blocks.block_functions import add
 
 __all__ = ["COMBINE_BYTES", "COMBINE_BYTES_KEY", "DEFAULT_SPLIT_EVERY", "SPLIT_EVERY_KEY",
            "ReadThenApply", "add", "check_split_every", "check_threads", "fit_blas_threads",
-           "in_order", "one_blas_thread_while_computing", "streamed_tree", "task", "tree_reduce"]
+           "fit_size", "in_order", "one_blas_thread_while_computing", "streamed_tree", "task",
+           "tree_reduce"]
 
 # Fan-in of tree reductions when neither the caller nor dask.config sets one.
 DEFAULT_SPLIT_EVERY = 8
@@ -168,33 +170,61 @@ def in_order(calls, threads=1):
 # dask.config key: BLAS threads of this process's own linear algebra during a
 # fit (between its passes), e.g. ``dask.config.set({"dasketch.blas-threads": 1})``.
 BLAS_THREADS_KEY = "dasketch.blas-threads"
+# Unset, a fit's own algebra gets one BLAS thread per this many multiply-adds
+# of its largest products (``d m^2``, milliseconds of one core), at most the
+# process's threads.
+FIT_WORK_PER_THREAD = 2 ** 28
+_FIT_STACK = contextvars.ContextVar("dasketch_fit_stack", default=None)
 
 
 def fit_blas_threads(func):
     """``func`` run with this process's BLAS at ``dask.config``
     ``"dasketch.blas-threads"`` threads when it is set (an integer >= 1, else a
-    ``ValueError`` naming the key), restored after; with the process's own
-    count when it is not (the default).
+    ``ValueError`` naming the key), restored after; when it is not (the
+    default), at the threads :func:`fit_size` chooses from the fit's size.
 
     A fit's own linear algebra between its passes works on small matrices
-    (``m x m`` factorisations, ``d x m`` products). On a machine whose cores
-    are all busy with other work, a multi-threaded BLAS waits at every
-    synchronisation for a thread that is not running: one thread is then
-    faster, most of all for the ``m x m`` factorisations (figures in
-    benchmarks/README.md). Block tasks hold one thread each whatever this
-    says (:func:`one_blas_thread_while_computing`)."""
+    (``m x m`` factorisations, ``d x m`` products). A multi-threaded BLAS
+    synchronises its threads in every call, which costs more than small calls'
+    arithmetic, and on a machine whose cores are busy with other work it waits
+    at every synchronisation for a thread that is not running (figures in
+    benchmarks/README.md). Block tasks hold one thread each whatever this says
+    (:func:`one_blas_thread_while_computing`)."""
 
     @functools.wraps(func)
     def run(*args, **kwargs):
         threads = dask.config.get(BLAS_THREADS_KEY, None)
-        if threads is None:
-            return func(*args, **kwargs)
-        threads = check_number(threads, f"dask.config {BLAS_THREADS_KEY!r}", integral=True,
-                               low=1)
-        with blas_controller().limit(limits=int(threads), user_api="blas"):
-            return func(*args, **kwargs)
+        with contextlib.ExitStack() as stack:
+            if threads is not None:
+                threads = check_number(threads, f"dask.config {BLAS_THREADS_KEY!r}",
+                                       integral=True, low=1)
+                stack.enter_context(blas_controller().limit(limits=int(threads),
+                                                            user_api="blas"))
+            token = _FIT_STACK.set(None if threads is not None else stack)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                _FIT_STACK.reset(token)
 
     return run
+
+
+def fit_size(n_features, n_components):
+    """Called by a fit wrapped in :func:`fit_blas_threads` once it knows ``d``
+    and ``m``: with ``"dasketch.blas-threads"`` unset, its own algebra runs
+    from here on at one BLAS thread per :data:`FIT_WORK_PER_THREAD`
+    multiply-adds of ``d m^2`` (one thread below that), at most the process's
+    threads; a shape-only choice. Outside such a fit, or with the key set,
+    nothing changes."""
+    stack = _FIT_STACK.get()
+    if stack is None:
+        return
+    _FIT_STACK.set(None)   # once a fit
+    blas = blas_controller().select(user_api="blas").lib_controllers
+    most = max((int(lib.num_threads) for lib in blas), default=1)
+    threads = max(1, int(n_features) * int(n_components) ** 2 // FIT_WORK_PER_THREAD)
+    if threads < most:
+        stack.enter_context(blas_controller().limit(limits=threads, user_api="blas"))
 
 
 class ReadThenApply:

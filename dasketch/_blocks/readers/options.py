@@ -59,27 +59,66 @@ def check_block_count(rows, n_rows, row_bytes):
     return rows
 
 
-def dense_block_rows(block_rows, shape, default_rows=None):
+# A matrix is spread over more blocks than its default (``min_blocks``) only
+# while each block keeps at least this many values (16 MiB of float64): a
+# block's products with a few hundred columns (``X_b^T U_b``, ``d x j`` each)
+# lose their BLAS speed on fewer rows.
+MIN_SPREAD_VALUES = 2 ** 21
+
+
+def spread_block_rows(rows, n_rows, values_per_row, min_blocks):
+    """``rows`` lowered so that ``n_rows`` rows make at least ``min_blocks``
+    blocks of equal size (the last one shorter), when the matrix has fewer:
+    the largest power of two of blocks up to ``min_blocks`` whose blocks hold at
+    least :data:`MIN_SPREAD_VALUES` values each. A function of the shape only.
+
+    The passes of a matrix in memory run one block a thread
+    (:func:`~dasketch._blocks.run_eagerly`): a few large blocks leave threads
+    idle (3 blocks keep 2 threads busy two thirds of the pass, 16 threads less
+    than a fifth), a power-of-two count divides evenly among 2, 4, 8 or 16.
+
+    Examples
+    --------
+    >>> spread_block_rows(512, 1500, 6000, 16), spread_block_rows(512, 1500, 6000, 1)
+    (375, 512)
+    >>> spread_block_rows(2048, 400, 1600, 16)     # too small to spread
+    400
+    """
+    rows = min(int(rows), int(n_rows))
+    if min_blocks <= 1 or -(-n_rows // rows) >= min_blocks:
+        return rows
+    count = 1 << (int(min_blocks).bit_length() - 1)
+    while count > 1 and n_rows * values_per_row < count * MIN_SPREAD_VALUES:
+        count //= 2
+    return min(rows, max(1, -(-int(n_rows) // count)))
+
+
+def dense_block_rows(block_rows, shape, default_rows=None, min_blocks=1):
     """Rows per block of a dense matrix of ``shape``: ``block_rows`` when given
     (:func:`check_block_count`), else ``default_rows(d, d, False)`` or
-    :func:`default_block_rows` of its ``d`` columns; at most its number of rows."""
+    :func:`default_block_rows` of its ``d`` columns, spread over ``min_blocks``
+    blocks (:func:`spread_block_rows`); at most its number of rows."""
     if block_rows is not None:
         rows = check_block_count(check_block_rows(block_rows), shape[0], 8 * shape[1])
     elif default_rows is None:
         rows = default_block_rows(shape[1])
     else:
         rows = default_rows(shape[1], shape[1], False)
+    if block_rows is None:
+        rows = spread_block_rows(rows, shape[0], shape[1], min_blocks)
     return min(rows, shape[0])
 
 
-def sparse_block_rows(block_rows, nnz, n_rows, n_features, default_rows):
+def sparse_block_rows(block_rows, nnz, n_rows, n_features, default_rows, min_blocks=1):
     """Rows per block of a sparse matrix with ``nnz`` nonzeros: ``block_rows``
     when given, else the default for its mean number of nonzeros a row (at
-    least one); at most ``n_rows``."""
+    least one), spread over ``min_blocks`` blocks (:func:`spread_block_rows`);
+    at most ``n_rows``."""
     if block_rows is None:
         nnz_per_row = max(nnz / max(n_rows, 1), 1.0)
         block_rows = (default_block_rows(nnz_per_row) if default_rows is None
                       else default_rows(nnz_per_row, n_features, True))
+        block_rows = spread_block_rows(block_rows, max(n_rows, 1), nnz_per_row, min_blocks)
     else:
         block_rows = check_block_count(check_block_rows(block_rows), n_rows,
                                        16 * max(nnz / max(n_rows, 1), 1.0))
@@ -113,6 +152,9 @@ class ReadOptions:
     columns : list of str or None
         The columns read as features, in order; only readers of columnar inputs
         (``selects_columns``) accept them. None: all of them.
+    min_blocks : int
+        With ``block_rows`` None, the fewest blocks a matrix large enough is
+        cut into (:func:`spread_block_rows`); 1 keeps the default rows.
     """
 
     block_rows: Any = None
@@ -122,15 +164,17 @@ class ReadOptions:
     missing_chunks: str = "fill"
     default_rows: Callable | None = None
     columns: Any = None
+    min_blocks: int = 1
 
     def dense_rows(self, shape):
         """Rows per block of a dense matrix of ``shape``."""
-        return dense_block_rows(self.block_rows, shape, self.default_rows)
+        return dense_block_rows(self.block_rows, shape, self.default_rows, self.min_blocks)
 
     def sparse_rows(self, nnz, n_rows, n_features):
         """Rows per block of a sparse ``n_rows x n_features`` matrix with ``nnz``
         nonzeros."""
-        return sparse_block_rows(self.block_rows, nnz, n_rows, n_features, self.default_rows)
+        return sparse_block_rows(self.block_rows, nnz, n_rows, n_features, self.default_rows,
+                                 self.min_blocks)
 
     def rows(self, nnz, n_rows, n_features, sparse):
         """Rows per block of a sparse (``nnz`` nonzeros) or dense matrix."""

@@ -30,6 +30,10 @@ SOLVERS = ("cg", "paper")
 # optimality residual (benchmarks/README.md, "Default tolerance of dual random
 # projection"; benchmarks/bench_hashed_text.py on hashed text).
 DEFAULT_TOL = 1e-4
+# The fewest blocks (a power of two) a matrix of a few default blocks is cut
+# into (as_row_blocks's min_blocks): its passes run one block a thread, and 16
+# equal blocks keep 2, 4, 8 or 16 threads busy to the end of every pass.
+FIT_BLOCKS = 16
 # A fit whose relative optimality residual is below this while its coefficient
 # bound exceeds ||w|| has a certificate that alpha, not the iteration, makes useless.
 USELESS_RESIDUAL = 1e-6

@@ -37,10 +37,17 @@ import dataclasses
 import numpy as np
 from scipy.special import logsumexp, softmax
 
-from dasketch._blocks import as_row_blocks, cache_blocks, fit_blas_threads, run_eagerly
+from dasketch._blocks import (
+    as_row_blocks,
+    cache_blocks,
+    fit_blas_threads,
+    fit_size,
+    run_eagerly,
+)
 from dasketch.kernels.embeddings import resolve_seed
 from dasketch.linear_model.dual_projection.checks import (
     DEFAULT_TOL,
+    FIT_BLOCKS,
     _check_alpha,
     _warn,
     check_weights,
@@ -246,9 +253,10 @@ random_state, client, sample_weight, cache
         when, without a penalty, the data are linearly separable.
     """
     X, used = select_used_columns(X)
-    source = as_row_blocks(X, block_rows=block_rows)
+    source = as_row_blocks(X, block_rows=block_rows, min_blocks=FIT_BLOCKS)
     n, d = source.shape
     m = min(int(sketch_size), n, d)
+    fit_size(d, m)
     codes = np.asarray(y)
     K = int(codes.max()) + 1
     Y = (codes[:, None] == np.arange(K)).astype(np.float64)

@@ -107,17 +107,21 @@ def _projection_block(block, start, stop, y, s, *, seed, n_components, b0, loss,
     xhat = project_block(block, start, stop, seed=seed, stream=PROJECTION_STREAM,
                          n_components=n_components)
     columns = s * np.hstack([_with_ones(xhat), loss_derivative(b0, y, loss, smoothing)])
-    products = _dense(rows_transpose_times(block, columns)).ravel()
-    return xhat, np.concatenate([products, _gram_terms(xhat, y, s),
-                                 _row_norm_terms(block, s)])
+    products = _dense(rows_transpose_times(block, columns))
+    gram = _gram_terms(xhat, y, s)
+    # packed in place: one copy of the d x (m + 2) products, not a ravel and a concatenation
+    packed = np.empty(products.size + gram.size + 2)
+    packed[:products.size].reshape(products.shape)[...] = products
+    packed[products.size:-2] = gram
+    packed[-2:] = _row_norm_terms(block, s)
+    return xhat, packed
 
 
 def _sum_then_max(*parts):
-    """Sum of all entries but the last, largest of the last."""
-    total = parts[0].copy()
-    for part in parts[1:]:
-        total[:-1] += part[:-1]
-        total[-1] = max(total[-1], part[-1])
+    """Sum of all entries but the last (:func:`~dasketch._blocks.add`, left to
+    right), largest of the last."""
+    total = add(*parts)
+    total[-1] = max(part[-1] for part in parts)
     return total
 
 

@@ -34,12 +34,20 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from dasketch._blocks import as_row_blocks, cache_blocks, fit_blas_threads, run_eagerly
+from dasketch._blocks import (
+    as_row_blocks,
+    cache_blocks,
+    fit_blas_threads,
+    fit_size,
+    gaussian_tile,
+    run_eagerly,
+)
 from dasketch.kernels.deprecation import DEPRECATED, renamed_parameter
-from dasketch.kernels.embeddings import TILE, gaussian_rows, resolve_seed
+from dasketch.kernels.embeddings import TILE, resolve_seed
 from dasketch.linear_model.dual_projection.checks import (  # noqa: F401 - re-exported
     DEFAULT_TOL,
     DRP_CONSTRAINTS,
+    FIT_BLOCKS,
     SOLVERS,
     _check_alpha,
     _check_targets,
@@ -77,11 +85,13 @@ __all__ = ["DualRandomProjectionResult", "dual_random_projection"]
 
 def _gaussian_combination(seed, stream, n_rows, Z):
     """``R Z`` for the Gaussian ``R`` (n_rows x m) of ``(seed, stream)``, tile by
-    tile so that ``R`` is never held whole."""
+    tile so that ``R`` is never held whole: the tiles the projection pass drew
+    and kept in this process (:func:`~dasketch._blocks.gaussian_tile`), else
+    drawn again."""
     out = np.empty((n_rows, Z.shape[1]))
     for lo in range(0, n_rows, TILE):
         hi = min(lo + TILE, n_rows)
-        out[lo:hi] = gaussian_rows(seed, stream, lo, hi, Z.shape[0]) @ Z
+        out[lo:hi] = gaussian_tile(seed, stream, lo, hi, Z.shape[0]) @ Z
     return out
 
 
@@ -244,9 +254,10 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     smoothing, m, max_iter, tol = float(smoothing), int(sketch_size), int(max_iter), \
         float(tol)
     X, used = select_used_columns(X)
-    source = as_row_blocks(X, block_rows=block_rows)
+    source = as_row_blocks(X, block_rows=block_rows, min_blocks=FIT_BLOCKS)
     n, d = source.shape
     m = min(m, n, d)
+    fit_size(d, m)
     Y = _check_targets(y, n, loss)
     K = Y.shape[1]
     lam = _check_alpha(alpha, K)
