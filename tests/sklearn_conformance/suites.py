@@ -77,7 +77,7 @@ POSITIVE = (SOLVER + "which solvers refuse positive=True, and what lbfgs does at
 SUITES.update({
     "ridge": Suite(
         module="sklearn.linear_model.tests.test_ridge",
-        min_pass_rate=0.9,  # issue 22: at least 90 % of the tests reaching dasketch
+        min_pass_rate=0.95,  # issue 36: at least 95 % of the tests reaching dasketch
         replace={"sklearn.linear_model.Ridge": "Ridge",
                  "sklearn.linear_model.RidgeClassifier": "RidgeClassifier"},
         min_reach=0.3,   # most of the others test RidgeCV / RidgeClassifierCV or array API
@@ -91,6 +91,11 @@ SUITES.update({
              SOLVER + "sag's warning that it needs more iterations on sparse X"),
             (r"^test_n_iter$", "skip",
              SOLVER + "n_iter_ of sag, saga and lsqr at a given max_iter (None for the others)"),
+            (r"^test_ridge_individual_penalties$", "xfail",
+             "alpha per target 0 for some targets only (0, 1, 2, 3, 4 here): dasketch "
+             "raises ValueError, the unpenalised targets being solved by another method "
+             "(sketch-preconditioned LSQR) to be fitted separately; scikit-learn's "
+             "Ridge fits them together"),
             (r"^test_ridgeclassifier_multilabel\[RidgeClassifier-", "xfail",
              "multilabel y (a 2-D indicator matrix): DualRandomProjectionClassifier takes "
              "one label per sample and raises ValueError"),
