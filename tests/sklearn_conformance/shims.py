@@ -3,17 +3,18 @@
 Each shim has the scikit-learn class's name and constructor, so
 ``get_params``, ``clone``, ``repr`` and ``get_feature_names_out`` behave as the
 original's; the parameters that choose scikit-learn's solver are stored and
-ignored, and what a shim cannot fit (l1 penalties in LogisticRegression's)
-is refused, never ignored. The PCA shims sketch exactly (``sketch_size="exact"``,
-``n_features + 1`` rows), so results equal exact PCA's up to rounding; the
-linear-model shims precondition exactly (projection dimension
-``min(n_samples, n_features)``) and certify their coefficients to relative
-accuracy 1e-10. The tests measure dasketch's estimators, not the approximation
-of a small sketch.
+ignored, and what a shim cannot fit is refused, never ignored. The PCA shims
+sketch exactly (``sketch_size="exact"``, ``n_features + 1`` rows), so results
+equal exact PCA's up to rounding; the linear-model shims precondition exactly
+(projection dimension ``min(n_samples, n_features)``) and certify their
+coefficients to relative accuracy 1e-10. The tests measure dasketch's
+estimators, not the approximation of a small sketch.
 
 A shim records that it was fitted (:data:`FITS`), so the report counts only the
 tests that reached dasketch.
 """
+
+import warnings
 
 import numpy as np
 import scipy.sparse
@@ -113,31 +114,30 @@ def _keep(estimator, params):
 class _Solving:
     """``fit`` with dasketch's values of the parameters in ``_dasketch_params``
     (scikit-learn's restored afterwards), recorded in :data:`FITS`; what dasketch
-    cannot fit is refused (:meth:`_refuse`), never ignored. ``solver_`` records
-    the solver asked for, where scikit-learn's estimator has that attribute."""
+    cannot fit, dasketch refuses. ``solver_`` records the solver asked for, where
+    scikit-learn's estimator has that attribute."""
 
     _dasketch_params = {}
     block_rows = None
     split_every = None
     cache = "auto"
     multi_class = "auto"
-
-    def _refuse(self):
-        pass
+    penalty = "l2"    # Ridge's and RidgeClassifier's
+    l1_ratio = None
+    n_components = "deprecated"     # dasketch's former name of sketch_size, unset
 
     def fit(self, X, y, sample_weight=None):
         FITS.append(type(self).__name__)
-        self._refuse()
-        theirs = {name: vars(self)[name] for name in self._dasketch_params
-                  if name in vars(self)}
-        vars(self).update(self._dasketch_params)
+        ours = self._dasketch_params
+        theirs = {name: vars(self)[name] for name in ours if name in vars(self)}
+        vars(self).update(ours)
         try:
             if sample_weight is None:
                 super().fit(X, y)
             else:
                 super().fit(X, y, sample_weight=sample_weight)
         finally:
-            for name in self._dasketch_params:
+            for name in ours:
                 vars(self).pop(name, None)
             vars(self).update(theirs)
         if isinstance(self, (Ridge, RidgeClassifier)):
@@ -180,10 +180,14 @@ class LogisticRegression(_Solving, DualRandomProjectionClassifier):
     ``loss="logistic"``, ``alpha = 1 / C`` (exact preconditioner, ``tol=1e-10``;
     ``tol``, ``max_iter``, ``solver``, ``random_state``, ``dual``,
     ``intercept_scaling``, ``warm_start``, ``verbose`` and ``n_jobs`` are
-    ignored; an l1 or elastic-net penalty is refused, none is ``alpha=0``; more than two
-    classes are multinomial)."""
+    ignored). The penalty is resolved as scikit-learn's ``fit`` resolves it
+    (``penalty`` where it is set, ``l1_ratio`` and ``C`` otherwise):
+    scikit-learn's objective ``C sum_i loss_i + l1_ratio ||w||_1 +
+    (1 - l1_ratio) ||w||^2 / 2`` is ``C`` times dasketch's elastic-net objective
+    at ``alpha = 1 / C``, and no penalty (``penalty=None`` or ``C=np.inf``) is
+    ``alpha=0``. More than two classes are multinomial with the l2 penalty,
+    one-vs-rest with an l1 part."""
 
-    _dasketch_params = _DRP
     loss = "logistic"
     smoothing = 1.0
     positive = False
@@ -195,20 +199,20 @@ class LogisticRegression(_Solving, DualRandomProjectionClassifier):
         _keep(self, locals())
 
     @property
-    def alpha(self):
-        if self.penalty is None:        # no penalty, as C=np.inf
-            return 0.0
-        return 1.0 / self.C if self.C != 0 else np.inf
-
-    def _refuse(self):
-        # as scikit-learn: penalty (deprecated) decides where it is "l1" or "l2",
-        # l1_ratio otherwise
-        l1 = {"l1": 1.0, "l2": 0.0}.get(self.penalty, self.l1_ratio)
-        if l1 is None and self.penalty != "elasticnet":
-            l1 = 0.0
-        if l1 is None or l1 > 0:
-            raise ValueError("an l1 or elastic-net penalty is out of dasketch's scope "
-                             f"(penalty={self.penalty!r}, l1_ratio={self.l1_ratio!r})")
+    def _dasketch_params(self):
+        # as scikit-learn: penalty where it is set, l1_ratio otherwise; an
+        # elastic-net penalty without l1_ratio is dasketch's to refuse
+        l1 = {"l1": 1.0, "l2": 0.0, "deprecated": self.l1_ratio or 0.0}.get(
+            self.penalty, self.l1_ratio)
+        none = self.penalty is None or self.C == np.inf    # no penalty: alpha=0
+        if self.penalty is None and self.C != 1.0:      # scikit-learn's warning
+            warnings.warn("Setting penalty=None will ignore the C and l1_ratio parameters",
+                          stacklevel=3)
+        alpha = 0.0 if none else 1.0 / self.C if self.C != 0 else np.inf
+        l1 = 0.0 if none else l1
+        penalty = {0.0: "l2", 1.0: "l1"}.get(l1, "elasticnet")
+        return {**_DRP, "alpha": alpha, "penalty": penalty,
+                "l1_ratio": l1 if penalty == "elasticnet" else None}
 
 
 class LinearRegression(_Solving, SketchLstsqRegressor):

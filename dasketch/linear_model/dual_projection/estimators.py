@@ -52,7 +52,9 @@ class DualRandomProjectionRegressor(RegressorMixin, _DualRandomProjectionBase):
     Differences from ``Ridge``: the intercept is fitted as
     an unpenalised variable (not by centring X, which would densify sparse and
     out-of-core input), with the same minimiser; ``tol`` is the certified
-    relative accuracy of ``coef_`` (``coef_error_bound_``).
+    relative accuracy of ``coef_`` (``coef_error_bound_``); ``alpha`` given per
+    target is 0 for every target or for none (the unpenalised problem is solved
+    by another method: fit such targets separately).
 
     Parameters
     ----------""" + _ALPHA_DOC + _PARAMS_DOC + """
