@@ -98,7 +98,7 @@ def test_zarr_blocks_read_into_reused_buffers_by_overlapping_tasks(tmp_path, dat
     # buffer handed to two running reads, or rows kept past their task, would
     # change the result.
     path = str(tmp_path / "a.zarr")
-    zarr.create_array(path, data=data, chunks=(45, 40))
+    zarr.create_array(path, data=data, chunks=(10, 40))
     reference = dasketch.sketch(data, 10, block_rows=37)
     with dask.config.set(scheduler="threads", num_workers=4):
         for _ in range(3):
@@ -107,6 +107,33 @@ def test_zarr_blocks_read_into_reused_buffers_by_overlapping_tasks(tmp_path, dat
     in_memory = dasketch.estimate_error(data, reference, random_state=3, block_rows=37)
     assert (estimated.lower, estimated.upper) == pytest.approx(
         (in_memory.lower, in_memory.upper), rel=1e-12)
+
+
+def test_a_store_whose_chunks_the_blocks_cut_is_decoded_once(tmp_path, data, monkeypatch):
+    """Blocks of 160 rows reading their own rows would decode chunks of 250 rows
+    2.5 times over (zarr decodes a whole chunk for any of its rows): each chunk is
+    read once instead, by a task of its own, and the sketch is that of the rows."""
+    import dasketch._blocks.stores
+    import dasketch.storage.reading
+
+    path = str(tmp_path / "a.zarr")
+    zarr.create_array(path, data=data, chunks=(250, 40))
+    reads, read_rows = [], dasketch.storage.reading.read_rows
+
+    def counted(array, start, stop, *args, **kwargs):
+        reads.append((start, stop))
+        return read_rows(array, start, stop, *args, **kwargs)
+
+    for module in (dasketch._blocks.stores, dasketch.storage.reading):
+        monkeypatch.setattr(module, "read_rows", counted)
+    assert as_row_blocks(path, block_rows=160).reader is None
+    assert as_row_blocks(path, block_rows=250).reader is not None
+    with dask.config.set(scheduler="sync"):
+        got = dasketch.sketch(path, 10, block_rows=160)
+    assert sorted(reads) == [(start, start + 250) for start in range(0, 3000, 250)]
+    want = dasketch.sketch(data, 10, block_rows=160)
+    np.testing.assert_array_equal(got.B, want.B)
+    assert (got.shrinkage, got.n_rows) == (want.shrinkage, want.n_rows)
 
 
 def test_row_buffers_reused_distinct_while_borrowed_and_one_kept(tmp_path, monkeypatch):
@@ -360,7 +387,7 @@ def test_every_pass_reads_zarr_rows_in_its_tasks(tmp_path, cluster_client):
 
     data = np.random.default_rng(1).standard_normal((300, 7))
     path = str(tmp_path / "a.zarr")
-    zarr.create_array(path, data=data, chunks=(45, 7))
+    zarr.create_array(path, data=data, chunks=(10, 7))
     y = np.arange(300.0)
     specs = [(0, 20, "osnap", 4), (1, 16, "countsketch", 1)]
 

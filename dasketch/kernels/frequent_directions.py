@@ -55,6 +55,7 @@ from dasketch.kernels.sketch_scaling import (  # noqa: F401 - re-exported
     block_scale_exponent,
     divide_by_power_of_two,
     scaled_block_sketch,
+    unit_scale_from_mass,
     with_scale_exponent,
 )
 
@@ -296,23 +297,39 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
         rows = np.asarray(rows)
     if rows.ndim != 2:
         raise ValueError(f"rows must be 2-D, got shape {rows.shape}")
+    if not sparse and not center and rows.size and np.issubdtype(rows.dtype, np.floating):
+        # Almost every block is sketched at scale 1: that is read off the sum of
+        # squares its shrinks compute anyway, rather than off a pass for its largest
+        # entry; a block beyond the safe range is sketched again, scaled, below.
+        with np.errstate(over="ignore", invalid="ignore"):
+            absorbed = _absorb(rows, sketch_size, None, update, row_offset)
+        if unit_scale_from_mass(absorbed[3], rows.size, alpha0):
+            return _block_sketch(rows, sketch_size, method, alpha0, None, row_offset,
+                                 *absorbed)
     exponent = block_scale_exponent(rows, alpha0)
     if exponent:
         block = sketch_rows(divide_by_power_of_two(rows, exponent), sketch_size,
                             method=method, alpha0=alpha0, center=center, update=update,
                             row_offset=row_offset)
         return scaled_block_sketch(block, exponent, rows)
+    if rows.shape[0] == 0:
+        return Sketch.empty(rows.shape[1], sketch_size, method=method, alpha0=alpha0,
+                            center=center)
+    mean = scaled_mean(rows) if center else None
+    return _block_sketch(rows, sketch_size, method, alpha0, mean, row_offset,
+                         *_absorb(rows, sketch_size, mean, update, row_offset))
+
+
+def _absorb(rows, sketch_size, mean, update, row_offset):
+    """The shrinks of :func:`sketch_rows` over a nonempty block at scale 1, its rows
+    centred on ``mean`` when given: ``(B, shrinkage, rounding, frobenius_sq)``, the
+    last unchecked (``inf`` when the Gram of finite rows overflows)."""
+    sparse = scipy.sparse.issparse(rows)
     n_rows, d = rows.shape
-    result = Sketch.empty(d, sketch_size, method=method, alpha0=alpha0, center=center)
-    if n_rows == 0:
-        return result
-    mean = None
-    if center:
-        mean = scaled_mean(rows)
     nnz_per_row = rows.nnz / n_rows if sparse else None
     step = rows_per_shrink(n_rows, d, sketch_size, nnz_per_row=nnz_per_row,
                            update=update)
-    B = result.B
+    B = np.zeros((0, d))
     shrinkage = rounding = 0.0
     frobenius_sq = 0.0
     shrunk = False
@@ -323,7 +340,7 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
             step = 2 * sketch_size - B.shape[0]
         chunk = to_float64(rows[start:start + step])
         start += step
-        if center:
+        if mean is not None:
             chunk = (chunk.toarray() if sparse else chunk) - mean
         n_stack = B.shape[0] + chunk.shape[0]
         top_norm = _squared_norm(B) if n_stack >= sketch_size else 0.0
@@ -340,14 +357,22 @@ def sketch_rows(rows, sketch_size, *, method="rfd", alpha0=0.0, center=False,
             rounding += shrink_rounding(n_stack, d, top_norm + chunk_norm)
         # A shrink leaves orthogonal rows; a stack shorter than l is kept as is.
         shrunk = n_stack >= sketch_size
+    return B, shrinkage, rounding, frobenius_sq
+
+
+def _block_sketch(rows, sketch_size, method, alpha0, mean, row_offset, B, shrinkage,
+                  rounding, frobenius_sq):
+    """The :class:`Sketch` of a block from what :func:`_absorb` returned."""
+    n_rows, d = rows.shape
     frobenius_sq = checked_mass(
         frobenius_sq, lambda: scaled_norm(rows if mean is None else _centred(rows, mean)),
         f"the block of rows [{row_offset}, {row_offset + n_rows})")
-    if center:
+    if mean is not None:
         rounding += centring_rounding(n_rows, frobenius_sq, mean)
-    return replace(result, B=B, shrinkage=shrinkage, n_rows=n_rows, mean=mean,
+    return replace(Sketch.empty(d, sketch_size, method=method, alpha0=alpha0,
+                                center=mean is not None),
+                   B=B, shrinkage=shrinkage, n_rows=n_rows, mean=mean,
                    frobenius_sq=frobenius_sq, rounding=rounding, _svd=[])
-
 
 
 def _centred(rows, mean):

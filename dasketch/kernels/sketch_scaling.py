@@ -21,7 +21,7 @@ from dataclasses import replace
 import numpy as np
 import scipy.sparse
 
-from dasketch.kernels.shrink import EPS, to_float64
+from dasketch.kernels.shrink import EPS, gamma, to_float64
 
 # Rows whose entries are at most 2**SAFE_EXPONENT in magnitude are sketched as they are:
 # every square, and every fourth power (the norms of the Lanczos vectors of the
@@ -80,6 +80,30 @@ def largest_entry_exponent(top, alpha0=0.0):
     if alpha0 > 0:
         exponent = max(exponent, -((RIDGE_EXPONENT - math.frexp(alpha0)[1]) // 2))
     return min(exponent, 0)
+
+
+def unit_scale_from_mass(frobenius_sq, n_values, alpha0=0.0):
+    """Whether :func:`block_scale_exponent` is 0 for rows of ``n_values`` entries
+    whose sum of squares, as computed in float64, is ``frobenius_sq``: a sketch at
+    scale 1, which computes that sum anyway, then needs no pass for the largest
+    entry.
+
+    The largest magnitude lies between ``sqrt(F / n_values)`` and ``sqrt(F)``, ``F``
+    the exact sum of squares; a sum of ``k`` nonnegative terms computed in float64
+    is within ``gamma_k`` of ``F`` relative (Higham, *Accuracy and Stability of
+    Numerical Algorithms*, 2nd ed., 2002, Section 3.1), here ``k <= 2 n_values +
+    2`` for the squares and the sums over columns and chunks, but for squares below
+    float64's smallest normal number ``2**-1022``, each lost at most whole. When
+    both ends give exponent 0, so does the largest entry, as the exponent grows
+    with it. False whenever an end is zero or not finite (the largest entry then
+    decides).
+    """
+    slack = 1.0 + 2.0 * gamma(2 * n_values + 2)
+    high = math.sqrt(frobenius_sq * slack + n_values * 2.0 ** -1022)
+    low = math.sqrt(frobenius_sq / slack / n_values)
+    if not (0 < low <= high < math.inf):
+        return False
+    return largest_entry_exponent(high, alpha0) == 0 == largest_entry_exponent(low, alpha0)
 
 
 def divide_by_power_of_two(rows, exponent):

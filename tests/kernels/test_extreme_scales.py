@@ -12,6 +12,7 @@ import pytest
 import scipy.sparse
 
 from dasketch.kernels.frequent_directions import merge_sketches, sketch_rows
+from dasketch.kernels.sketch_scaling import block_scale_exponent, divide_by_power_of_two
 from dasketch.kernels.sparse_fd import sketch_rows_randomized
 
 SCALES = (1e250, 1.0, 1e-100)
@@ -121,3 +122,26 @@ def test_a_ridge_that_dwarfs_the_shrinkage_is_rounded_twice_within_the_bound():
     error = float(abs(exact[0][0]))
     assert error == delta / 2 + 2 * 8191
     assert error <= sketch.error_bound <= error * (1 + 1e-4)
+
+
+@pytest.mark.parametrize("log2_top", [-1000.0, -201.0, -200.5, -199.5, 0.0, 199.5, 200.0,
+                                      200.5, 250.0, 1000.0])
+@pytest.mark.parametrize("n_rows", [1, 40])
+def test_a_dense_block_is_sketched_at_the_scale_of_its_largest_entry(log2_top, n_rows):
+    """Dense blocks read their scale off the sum of squares of a sketch at scale 1
+    where it decides it, else off the largest entry: either way the scale exponent
+    is the largest entry's, and the sketch is the one of that scale, near the edges
+    of the safe range too (entries near 2**-200 and 2**200, whose squares are far
+    from both ends of float64's range; tails of the other entries far below)."""
+    rng = np.random.default_rng(7)
+    rows = np.ldexp(rng.uniform(0.25, 0.5, (n_rows, 5)), int(np.floor(log2_top)) - 4)
+    rows[0, 2] = 2.0 ** log2_top
+    rows[-1, 0] = 2.0 ** -1070 if n_rows > 1 else rows[-1, 0]
+    sketch = sketch_rows(rows, 3)
+    exponent = block_scale_exponent(rows)
+    assert sketch.scale_exponent == exponent
+    reference = sketch_rows(divide_by_power_of_two(rows, exponent), 3) if exponent else None
+    if reference is not None:
+        np.testing.assert_array_equal(sketch.B, reference.B)
+    error, scaled = _error_in_scaled_units(rows, sketch)
+    assert error <= scaled.error_bound * (1 + 1e-12)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dasketch._blocks.readers.options import MAX_DECODED, decoded_rows
 from dasketch._blocks.row_blocks import RowBlocks, delayed_row_chunks, reader_blocks
 from dasketch._blocks.scheduler import client_holding
 from dasketch.storage.reading import REUSED_READ_BYTES
@@ -30,7 +31,11 @@ def chunk_row_blocks(X, rows, dtype, *, reader=None, plan="rows"):
         more than :data:`~dasketch.storage.reading.REUSED_READ_BYTES`, whose tasks read the
         store's chunks instead (no faster, and a worker's peak memory is
         higher, with a task reading its own wide block: ``bench_scale.py
-        --wide``, ``benchmarks/README.md``).
+        --wide``, ``benchmarks/README.md``), and where reading their own rows
+        would decode more than :data:`~dasketch._blocks.readers.options.MAX_DECODED`
+        times the rows (zarr decodes a whole chunk for any of its rows, so blocks
+        that cut chunks decode them again): each chunk is then decoded once, by
+        its own task, and the blocks are rechunked from them.
     plan : str
         How the blocks are read, as :class:`RowBlocks` states it.
 
@@ -49,7 +54,8 @@ def chunk_row_blocks(X, rows, dtype, *, reader=None, plan="rows"):
     persisted = client_holding([X]) is not None
     blocks = tuple(delayed_row_chunks(X))
     offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(X.chunks[0])]))
-    if rows * int(X.shape[1]) * dtype.itemsize > REUSED_READ_BYTES:
+    if (rows * int(X.shape[1]) * dtype.itemsize > REUSED_READ_BYTES
+            or decoded_rows(offsets, (0, *np.cumsum(row_chunks))) > MAX_DECODED * X.shape[0]):
         reader = None
     if reader is not None:
         blocks = reader_blocks(offsets, reader)

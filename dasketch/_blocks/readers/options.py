@@ -6,6 +6,7 @@ its mean number of nonzeros a row) only, never on how it is chunked.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -91,6 +92,31 @@ def spread_block_rows(rows, n_rows, values_per_row, min_blocks):
     while count > 1 and n_rows * values_per_row < count * MIN_SPREAD_VALUES:
         count //= 2
     return min(rows, max(1, -(-int(n_rows) // count)))
+
+
+# A block task reads the chunks (or row groups) that hold its rows while that decodes
+# at most this many times the input's rows; else every chunk is decoded once, by a
+# task of its own, and the blocks are cut from the chunks (a chunk of zarr or a row
+# group of Parquet is decoded whole for any of its rows).
+MAX_DECODED = 1.5
+
+
+def decoded_rows(offsets, groups):
+    """Rows decoded when every block (rows ``offsets[i]:offsets[i + 1]``) reads
+    the whole chunks or row groups (starting at ``groups``, the last entry the
+    number of rows) that hold its rows.
+
+    >>> decoded_rows((0, 16, 32, 48, 64, 80, 96, 100), (0, 25, 50, 75, 100))
+    250
+    >>> decoded_rows((0, 32, 36), (0, 16, 32, 36))
+    36
+    """
+    total = 0
+    for start, stop in zip(offsets[:-1], offsets[1:]):
+        first = bisect.bisect_right(groups, start) - 1
+        last = bisect.bisect_left(groups, stop)
+        total += groups[last] - groups[first]
+    return total
 
 
 def dense_block_rows(block_rows, shape, default_rows=None, min_blocks=1):

@@ -35,7 +35,7 @@ import numpy as np
 
 from dasketch._blocks.file_checks import check_file, file_signature, remote_signature
 from dasketch._blocks.readers.arrow import check_columns, feature_columns, fill_rows
-from dasketch._blocks.readers.options import check_shape
+from dasketch._blocks.readers.options import MAX_DECODED, check_shape, decoded_rows
 from dasketch._blocks.row_blocks import RowBlocks, reader_blocks
 from dasketch._blocks.tasks import task
 from dasketch.storage.fingerprints import local_file_path
@@ -325,23 +325,6 @@ class ParquetReader:
                              False, (largest_group + rows) * row_bytes, reader)
         return RowBlocks(group_blocks(source, offsets, options.name), offsets, shape[1],
                          source.dtype, False, (largest_group + rows) * row_bytes)
-
-
-# A block task reads the row groups that hold its rows while that decodes at most
-# this many times the dataset's rows; else every row group is read once, by a
-# task of its own, and the blocks are cut from the groups.
-MAX_DECODED = 1.5
-
-
-def decoded_rows(offsets, groups):
-    """Rows decoded when every block (rows ``offsets[i]:offsets[i + 1]``) reads
-    the whole row groups (starting at ``groups``) that hold its rows."""
-    total = 0
-    for start, stop in zip(offsets[:-1], offsets[1:]):
-        first = bisect.bisect_right(groups, start) - 1
-        last = bisect.bisect_left(groups, stop)
-        total += groups[last] - groups[first]
-    return total
 
 
 def _read_group(source, k, name):
