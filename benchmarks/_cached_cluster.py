@@ -8,7 +8,9 @@ kind, the compute seconds of every worker, and every transfer between workers
 (so whether cached blocks, the tasks ``read_block``, move);
 cProfile of the client gives its seconds outside the waits for the cluster
 (graph construction, tokenisation, the fit's own linear algebra). A pass's
-overhead is its wall time less the slowest worker's compute in it.
+overhead is what neither the client nor the slowest worker spent computing:
+the fit's wall time less the client's busy seconds and the slowest worker's
+compute, per pass (scheduling, messages, transfers, waits).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def _moved(client, since):
             for start, keys in log if start >= since for key, nbytes in keys.items()]
 
 
-def trace(fit, client, block_bytes):
+def trace(fit, client, chunk_bytes):
     """One traced run of ``fit`` on ``client``: see the module."""
     from distributed import get_task_stream
 
@@ -76,7 +78,6 @@ def trace(fit, client, block_bytes):
             if step["action"] == "compute":
                 worker_compute[task["worker"]] += step["stop"] - step["start"]
     passes = int(res.n_passes)
-    pass_seconds = sum(seconds.values())
     slowest = max(worker_compute.values(), default=0.0)
     client_busy = wall - _waiting_seconds(profile)
     return {"seconds": wall, "n_passes": passes,
@@ -84,11 +85,11 @@ def trace(fit, client, block_bytes):
             "tasks_per_pass": {k: v / passes for k, v in tasks.items()},
             "worker_compute_seconds": {k: round(v, 4) for k, v in worker_compute.items()},
             "slowest_worker_seconds_per_pass": slowest / passes,
-            "overhead_seconds_per_pass": (pass_seconds - slowest) / passes,
+            "overhead_seconds_per_pass": (wall - client_busy - slowest) / passes,
             "client_busy_seconds_per_pass": client_busy / passes,
             "transfers": len(transfers), "transfer_bytes": int(sum(transfers)),
             "largest_transfer": list(largest),
-            "block_bytes": int(block_bytes),
+            "store_chunk_bytes": int(chunk_bytes),
             "cached_block_bytes_moved": sum(b for key, b in moved if key == "read_block")}
 
 
