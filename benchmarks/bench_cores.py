@@ -20,6 +20,12 @@ Two measurements, each with every core of the machine:
   ``dask.array.to_zarr`` (its default codec), ``dasketch.sketch(path, 32)``
   against ``da.from_zarr(path).sum()`` on a ``LocalCluster`` of 1, 2, 4, ...
   ``os.cpu_count()`` single-threaded worker processes.
+* **A cached fit on a cluster** (``--cached``). The ridge fit from a zarr
+  store with ``cache=True`` on a ``LocalCluster`` of ``os.cpu_count()``
+  single-threaded worker processes against the same fit in memory, and a
+  trace of one cached pass (:mod:`benchmarks._cached_cluster`): tasks per
+  pass, the slowest worker's compute, the overhead, the client's own
+  seconds, transfers between workers.
 
 Every time is the best of ``--repeat`` runs (interleaved where they are
 compared), as the machine may be shared. Writes ``benchmarks/results/cores.json``
@@ -29,7 +35,7 @@ those of the issue it answers (6,000 x 24,000, m = 320; 2,000,000 x 256);
 minutes on two idle cores (three with the cores busy with other work).
 
 Usage: ``python -m benchmarks.bench_cores [--quick] [--n N] [--d D] [--rank R]
-[--m M] [--rows ROWS] [--repeat K] [--fits-only]``
+[--m M] [--rows ROWS] [--repeat K] [--fits-only] [--cached [--cached-n N]]``
 """
 
 import collections
@@ -51,6 +57,7 @@ if __package__ in (None, ""):
     __package__ = "benchmarks"
 
 import dasketch
+from benchmarks._cached_cluster import cached_fit_on_cluster, plot_cached
 from benchmarks._common import (
     local_cluster,
     machine_facts,
@@ -319,7 +326,18 @@ def main(argv=None):
     options.add_argument("--repeat", type=int, default=3)
     options.add_argument("--fits-only", action="store_true",
                          help="leave out the sketch against the read")
+    options.add_argument("--cached", action="store_true",
+                         help="only the cached fit on a cluster against the fit in memory")
+    options.add_argument("--cached-n", type=int, default=200_000,
+                         help="rows of the cached fit (500 columns, m = 100)")
     args = options.parse_args(argv)
+    if args.cached:
+        rows = 50_000 if args.quick else args.cached_n
+        report = {"machine": machine_facts(), "cached": cached_fit_on_cluster(
+            rows, 500, 100, 40, args.repeat, n_workers=os.cpu_count())}
+        print(report["cached"], flush=True)
+        write_results("cores_cached", report, plot_cached, quick=args.quick)
+        return
     if args.quick:
         args.n, args.d, args.rank, args.m, args.rows = 1500, 6000, 20, 120, 100_000
         args.repeat = min(args.repeat, 2)

@@ -164,3 +164,28 @@ def test_a_flat_noise_tail_does_not_grow_the_projection(tmp_path):
     res = fit(X, labels, sketch_size=10, loss="logistic", alpha=alpha, fit_intercept=False)
     assert res.converged and res.n_components == 10 and res.n_passes <= 66
 
+
+
+def test_passes_over_persisted_targets_select_no_columns_in_tasks():
+    """A pass at every target reads the persisted targets as they are: no graph of
+    a squared-loss fit on a Dask X selects columns of the targets (a take, and
+    with it a rechunk and slices per block, in every Hessian pass)."""
+    import dask
+    import dask.array as da
+    from dask.callbacks import Callback
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((600, 40)) @ np.diag(0.9 ** np.arange(40))
+    y = X @ rng.standard_normal(40) + 0.01 * rng.standard_normal(600)
+    names = []
+
+    class Names(Callback):
+        def _start(self, dsk):
+            names.extend((k[0] if isinstance(k, tuple) else k).rsplit("-", 1)[0] for k in dsk)
+
+    with dask.config.set({"dasketch.eager": False}), Names():
+        res = dual_random_projection(da.from_array(X, chunks=(100, 40)), y, alpha=1e-3,
+                                     sketch_size=10, tol=1e-8, random_state=0,
+                                     fit_intercept=False, block_rows=100)
+    assert res.n_passes > 2
+    assert "shuffle-taker" not in names, " ".join(sorted(set(names)))

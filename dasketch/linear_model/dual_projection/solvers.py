@@ -163,6 +163,13 @@ class FullProblem:
             return V[:-1], V[-1]
         return V, np.zeros(V.shape[1])
 
+    def targets(self, columns):
+        """The targets of ``columns``: ``yd`` itself when they are all of them in
+        order, so that a pass over a Dask ``yd`` reads its (persisted) chunks as
+        they are instead of selecting columns in tasks of its own."""
+        every = np.arange(self.yd.shape[1])
+        return self.yd if np.array_equal(every[columns], every) else self.yd[:, columns]
+
     def stack(self, gradient_w, gradient_b):
         return np.vstack([gradient_w, gradient_b]) if self.fit_intercept else gradient_w
 
@@ -184,7 +191,7 @@ class FullProblem:
                      "start_hessian": start_hessian is not None}
         self.passes += 1
         value, xt_dual, dual_sum, curv, *more = evaluate_pass(
-            self.blocks, self.xhat, self.yd[:, columns], self.sd, W, b,
+            self.blocks, self.xhat, self.targets(columns), self.sd, W, b,
             curvature_gram=curvature_gram, keep_margins=keep_margins, **extra, **self.options)
         if direction is not None:
             path = more[0] + 0.5 * self.lam[columns] * np.array(
@@ -206,7 +213,9 @@ class FullProblem:
         W, b = self.split(center) if center is not None else (None, None)
         Pw, pb = self.split(P)
         self.passes += 1
-        xt, sums = hessian_pass(self.blocks, self.yd[:, columns], self.sd, W, b, Pw, pb,
+        # The squared loss's curvature does not depend on the targets: any will do.
+        targets = self.yd if self.loss == "squared" else self.targets(columns)
+        xt, sums = hessian_pass(self.blocks, targets, self.sd, W, b, Pw, pb,
                                 **self.options)
         return self.stack(xt + self.lam[columns] * Pw, sums + intercept_curvature * pb)
 
