@@ -20,11 +20,9 @@ no Poisson loss). ``coef_`` and ``predict`` are dasketch's: ``coef_`` of
 shape ``(1, n_features)`` for the classifier, labels from ``classes_``
 where dask-ml returns booleans.
 
-This module needs dask-ml (and with it dask-glm) installed.
+Fitting needs dask-ml (and with it dask-glm) installed; importing this module
+does not.
 """
-
-from dask_glm.regularizers import Regularizer
-from dask_glm.utils import add_intercept
 
 from dasketch.linear_model import DualRandomProjectionClassifier, DualRandomProjectionRegressor
 from tests.sklearn_conformance.shims import _DRP, FITS, _keep, _Solving
@@ -48,6 +46,8 @@ class _GLM(_Solving):
 
     def _penalty(self):
         """``(penalty, l1_ratio)`` of dasketch for dask-ml's ``penalty``, or refused."""
+        from dask_glm.regularizers import Regularizer
+
         regularizer = self.penalty
         if isinstance(regularizer, str) and regularizer in PENALTIES:
             regularizer = Regularizer.get(regularizer)
@@ -58,6 +58,8 @@ class _GLM(_Solving):
         return name, regularizer.weight if l1_ratio is None else l1_ratio
 
     def fit(self, X, y=None):
+        from dask_glm.utils import add_intercept
+
         if self.solver not in SOLVERS:
             raise ValueError(f"'solver' must be {set(SOLVERS)}. Got {self.solver!r} instead")
         penalty, l1_ratio = self._penalty()
