@@ -31,7 +31,7 @@ with ``--quick``); without dask-ml (the ``bench`` extra) its rows are skipped
 with a message.
 
 Usage: ``python -m benchmarks.bench_l1_zarr [--quick] [--budget SECONDS]
-[--alpha-scale S] [--n N] [--d D] [--rank R] [--m M]``
+[--alpha-scale S] [--solvers admm proximal_grad] [--n N] [--d D] [--rank R] [--m M]``
 """
 
 import os
@@ -59,6 +59,7 @@ SIZES = {False: (16_384, 500, 10), True: (8_192, 400, 5)}     # n, d, rank
 # dask-ml's iterations per run at most (each a pass over the store, proximal_grad's
 # line search several): without --quick more than bench_l1's, for its tight tols
 ITERATIONS = {False: 1000, True: DASK_ML_ITERATIONS}
+SOLVERS = ("admm", "proximal_grad")
 
 
 def dasketch_fit(X, labels, alpha, m, tol, max_iter=100):
@@ -83,7 +84,7 @@ def dask_ml_fit(solver, iterations):
     return fit
 
 
-def rows_for(X, Xmem, labels, alpha, m, budget, iterations):
+def rows_for(X, Xmem, labels, alpha, m, budget, iterations, solvers):
     """One row per method: CPU and wall seconds, objective relative to the best."""
     at_zero = objective(Xmem, labels, np.zeros(Xmem.shape[1]), 0.0, alpha, "logistic")
     with warnings.catch_warnings():     # the reference may stop at the rounding
@@ -97,7 +98,7 @@ def rows_for(X, Xmem, labels, alpha, m, budget, iterations):
              "peer": False, **facts}]
     print(f"  dasketch: cpu {seconds:.2f}s wall {Clock.wall:.2f}s", flush=True)
     try:
-        peers = {f"dask-ml {s}": dask_ml_fit(s, iterations) for s in ("admm", "proximal_grad")}
+        peers = {f"dask-ml {s}": dask_ml_fit(s, iterations) for s in solvers}
     except ImportError:
         peers, skipped = {}, ["dask-ml is not installed (pip install -e '.[bench]'): its "
                               "admm and proximal_grad rows are skipped"]
@@ -166,7 +167,7 @@ def plot(result, path):
     fig.savefig(path, dpi=120)
 
 
-def run(n, d, rank, m, budget, alpha_scale, iterations):
+def run(n, d, rank, m, budget, alpha_scale, iterations, solvers=SOLVERS):
     with tempfile.TemporaryDirectory(dir=os.environ.get("DASKETCH_BENCH_TMP")) as tmp:
         path = os.path.join(tmp, "X.zarr")
         write_synthetic(path, n, d, rank=rank, decay=DECAY, noise=NOISE,
@@ -176,7 +177,7 @@ def run(n, d, rank, m, budget, alpha_scale, iterations):
         _, labels = targets(Xmem, 0)
         alpha = alpha_scale * float(np.einsum("ij,ij->", Xmem, Xmem)) / min(n, d)
         facts = machine_facts()
-        rows, skipped = rows_for(X, Xmem, labels, alpha, m, budget, iterations)
+        rows, skipped = rows_for(X, Xmem, labels, alpha, m, budget, iterations, solvers)
     facts["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return {"config": {"n": n, "d": d, "rank": rank, "sketch_size": m, "alpha": alpha,
                        "accuracy": ACCURACY, "block_rows": BLOCK_ROWS, "chunks": X.chunksize,
@@ -193,13 +194,15 @@ def main(argv=None):
     for name, kind in (("--budget", float), ("--alpha-scale", float), ("--n", int),
                        ("--d", int), ("--rank", int), ("--m", int)):
         options.add_argument(name, type=kind, default=None)
+    options.add_argument("--solvers", nargs="+", choices=SOLVERS, default=SOLVERS,
+                         help="dask-ml's solvers to run (default both)")
     args = options.parse_args(argv)
     n, d, rank = SIZES[args.quick]
     n, d, rank = args.n or n, args.d or d, args.rank or rank
     budget = args.budget if args.budget is not None else (60.0 if args.quick else 300.0)
     with threadpool_limits(limits=1), dask.config.set(scheduler="synchronous"):
         result = run(n, d, rank, args.m or 4 * rank, budget, args.alpha_scale or 1e-3,
-                     ITERATIONS[args.quick])
+                     ITERATIONS[args.quick], args.solvers)
     write_results("l1_zarr", result, plot, quick=args.quick)
 
 
