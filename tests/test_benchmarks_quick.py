@@ -38,6 +38,7 @@ SCRIPTS = {
     "bench_lstsq_store": (["--before", "."], "lstsq_store", (), True),
     "bench_parquet": ([], "parquet", ("pyarrow",), True),
     "bench_l1": ([], "l1", (), True),
+    "bench_l1_zarr": ([], "l1_zarr", (), True),  # runs without dask-ml too
     "bench_gpu": ([], "gpu", ("cupy",), False),  # needs a CUDA device too
     "bench_cores": ([], "cores", (), True),
     "bench_hashed_text": ([], "hashed_text", (), True),
@@ -174,7 +175,18 @@ def _hashed_text(report):
     assert report["time_ratio"] == pytest.approx(ours["wall_seconds"] / sklearn["wall_seconds"])
 
 
-CHECKS = {"bench_store_checks": _store_checks, "bench_block_products": _block_products,
+def _l1_zarr(report):
+    """The dasketch fit is certified to the accuracy asked; every objective is at
+    or above the best, and every ratio is that of the seconds."""
+    ours = report["rows"][0]
+    assert ours["certified_relative_gap"] <= report["config"]["accuracy"]
+    assert all(r["relative_suboptimality"] >= 0 for r in report["rows"])
+    for entry, peer in zip(report["ratios"], report["rows"][1:]):
+        assert entry["ratio_cpu"] == pytest.approx(peer["seconds"] / ours["seconds"])
+
+
+CHECKS = {"bench_store_checks": _store_checks, "bench_l1_zarr": _l1_zarr,
+          "bench_block_products": _block_products,
           "bench_drp_small": _drp_small,
           "bench_sketch": _sketch,
           "bench_sketch_size": _sketch_size, "bench_lstsq_store": _lstsq_store,

@@ -1,7 +1,7 @@
 """pytest plugin applying one suite of :mod:`.suites`.
 
 Run as ``pytest -p tests.sklearn_conformance.plugin --conformance-suite NAME
---conformance-report FILE <scikit-learn test file>``: the suite's names are
+--conformance-report FILE <test file>``: the suite's names are
 replaced by their shims before the test file is imported, its exceptions are
 applied as skip / strict xfail marks, and FILE receives one JSON record per test:
 its outcome, its reason, and whether it fitted a shim.
@@ -33,9 +33,10 @@ class Conformance:
     """Replaces the suite's names at once, marks its exceptions, records outcomes."""
 
     def __init__(self, suite, report_path):
+        stand_ins = importlib.import_module(suite.shims)
         for target, shim in suite.replace.items():
             module, name = target.rsplit(".", 1)
-            setattr(importlib.import_module(module), name, getattr(shims, shim))
+            setattr(importlib.import_module(module), name, getattr(stand_ins, shim))
         self.suite, self.report_path, self.records = suite, report_path, {}
 
     def pytest_collection_modifyitems(self, items):

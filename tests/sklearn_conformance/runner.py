@@ -1,14 +1,14 @@
 """Run one conformance suite in a subprocess and summarise it.
 
 A subprocess keeps the replaced scikit-learn names out of the calling
-interpreter. scikit-learn's own ``conftest.py`` (``global_random_seed``,
+interpreter. The library's own ``conftest.py`` (scikit-learn's ``global_random_seed``,
 ``global_dtype`` and its skips) applies, as in its own test runs.
 
 ``python -m tests.sklearn_conformance.runner [SUITE ...]`` prints the table of
 README.md's "scikit-learn conformance" section and every failure.
 """
 
-import importlib.util
+import importlib
 import json
 import os
 import subprocess
@@ -18,8 +18,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-
-import sklearn
 
 from tests.sklearn_conformance.suites import SUITES
 
@@ -67,7 +65,7 @@ class SuiteResult:
         reached, passed, rate = (self.count(reached=True), self.count("passed", reached=True),
                                  self.pass_rate())
         rate = "-" if rate is None else f"{100 * rate:.1f} %"
-        return (f"| {SUITES[self.name].module.rsplit('.', 1)[-1]}.py | {len(self.records)} | "
+        return (f"| {SUITES[self.name].title} | {len(self.records)} | "
                 f"{reached} | {self.count('passed')} ({passed}) | {rate} | "
                 f"{self.count('failed')} | {xfailed_by_us} | "
                 f"{sum(xfailed.values()) - xfailed_by_us} | {skipped_by_us} | "
@@ -81,13 +79,15 @@ HEADER = ("| suite | tests | reaching dasketch | passed (reaching dasketch) | pa
 
 
 def run_suite(name, *pytest_args, timeout=1800):
-    """Run suite ``name`` of :data:`SUITES` on the installed scikit-learn."""
-    test_file = importlib.util.find_spec(SUITES[name].module).origin
+    """Run suite ``name`` of :data:`SUITES` on the installed library."""
+    test_file, root = SUITES[name].location()
+    if test_file is None:
+        raise FileNotFoundError(f"suite {name}: {root}")
     with tempfile.TemporaryDirectory() as tmp:
         ini, report = Path(tmp, "pytest.ini"), Path(tmp, "report.json")
         ini.write_text("[pytest]\n")  # not the repository's options (doctests, markers)
-        command = [sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir",
-                   str(Path(sklearn.__file__).parent), "-q", "-p", "no:cacheprovider",
+        command = [sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir", str(root),
+                   "-q", "-p", "no:cacheprovider",
                    "-p", "tests.sklearn_conformance.plugin", "--conformance-suite", name,
                    "--conformance-report", str(report), test_file, *pytest_args]
         # one BLAS thread: the suites' matrices are small, and threads waiting
@@ -105,10 +105,15 @@ def run_suite(name, *pytest_args, timeout=1800):
 def main(names):
     results, seconds = [], []
     for name in names or SUITES:
+        if SUITES[name].location()[0] is None:
+            print(f"{name}: not run: {SUITES[name].location()[1]}")
+            continue
         start = time.perf_counter()
         results.append(run_suite(name))
         seconds.append(time.perf_counter() - start)
-    print(f"scikit-learn {sklearn.__version__}\n\n{HEADER}")
+    for library in sorted({SUITES[r.name].library for r in results}):
+        print(library, importlib.import_module(library).__version__)
+    print(f"\n{HEADER}")
     for result in results:
         print(result.row())
     for result, took in zip(results, seconds):

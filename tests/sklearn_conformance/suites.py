@@ -1,7 +1,8 @@
-"""Which scikit-learn test files run against which shims, and what they skip.
+"""Which scikit-learn (and dask-ml) test files run against which shims, and what they skip.
 
-A suite is one scikit-learn test module, the names it imports that are replaced
-by shims (``"module.attribute": "ShimName"`` of :mod:`.shims`), and one table of
+A suite is one test module, the names it imports that are replaced by shims
+(``"module.attribute": "ShimName"`` of :mod:`.shims`, or of the suite's
+``shims`` module), and one table of
 exceptions: ``(pattern, kind, reason)`` where ``pattern`` is a regular
 expression searched in the test's name (with its parameters), ``kind`` is
 ``"skip"`` (the test is about another solver's internals, or a feature
@@ -11,9 +12,17 @@ documented in the estimator's docstring or README.md: run, and must fail).
 A suite may set how many of its tests must reach dasketch (``min_reach``) and
 pass (``min_pass_rate``, of those that reach it). Adding a suite is one more
 entry here and a shim in :mod:`.shims`.
+
+scikit-learn installs its test files; dask-ml's wheel and sdist carry none, so
+a dask-ml suite reads its test file from a checkout of dask-ml's repository at
+the installed version's tag, named by ``DASKETCH_DASK_ML_SOURCE``
+(:meth:`Suite.location`).
 """
 
+import importlib.util
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -24,6 +33,33 @@ class Suite:
     fast: bool = False  # runs in the default test suite
     min_reach: float = 0.5  # at least this fraction of the tests fit a shim
     min_pass_rate: float = 0.0  # of the tests that fit a shim (runner.SuiteResult.pass_rate)
+    shims: str = "tests.sklearn_conformance.shims"  # the module holding the shims
+    library: str = "sklearn"  # the library whose tests these are
+    # where the library installs no tests: the environment variable naming a
+    # checkout of its repository, ``module`` being a path in it
+    source_env: str | None = None
+
+    @property
+    def title(self):
+        """The test file's name, as README.md's table shows it."""
+        return Path(self.module.replace(".", "/")).name + ".py" if self.source_env is None \
+            else Path(self.module).name
+
+    def location(self):
+        """``(test file, pytest's root directory)``; ``(None, why)`` where the test
+        file is not on this machine."""
+        if importlib.util.find_spec(self.library) is None:
+            return None, f"{self.library} is not installed"
+        root = Path(importlib.util.find_spec(self.library).origin).parent
+        if self.source_env is None:
+            return Path(importlib.util.find_spec(self.module).origin), root
+        version = importlib.import_module(self.library).__version__
+        source = os.environ.get(self.source_env)
+        if not source or not (Path(source) / self.module).is_file():
+            return None, (f"{self.library}'s wheel and sdist carry no tests: set "
+                          f"{self.source_env} to a checkout of its repository at the tag "
+                          f"of the installed version, v{version} ({self.module} in it)")
+        return Path(source) / self.module, Path(source)
 
 
 SOLVER = "about another solver's internals: "
@@ -188,3 +224,22 @@ SUITES.update({
         ],
     ),
 })
+
+SUITES["dask_ml_glm"] = Suite(
+    module="tests/linear_model/test_glm.py",
+    library="dask_ml",
+    source_env="DASKETCH_DASK_ML_SOURCE",
+    shims="tests.sklearn_conformance.dask_ml_shims",
+    fast=False,
+    min_reach=0.5,    # the others construct estimators only, or test dask-ml's add_intercept
+    min_pass_rate=0.9,
+    replace={f"dask_ml.linear_model.{name}": name
+             for name in ("LogisticRegression", "LinearRegression", "PoissonRegression")},
+    exceptions=[
+        (r"^test_poisson_fit\[|^test_model_coef_dask_numpy\[PoissonRegression-", "skip",
+         "out of dasketch's scope: a Poisson loss (the PoissonRegression shim refuses to fit)"),
+        (r"^test_dataframe_warns_about_chunks\[", "xfail",
+         "extension: dasketch fits Dask DataFrames (their partitions as row blocks) where "
+         "dask-ml raises TypeError asking for dask arrays"),
+    ],
+)
