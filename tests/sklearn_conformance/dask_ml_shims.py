@@ -16,9 +16,9 @@ for the squared one (dasketch halves the sum of squares), ``penalty`` and
 the solver is ignored, as are ``tol``, ``max_iter``, ``random_state`` and
 the parameters dask-ml itself ignores: the fit is certified to ``tol=1e-10``
 with an exact preconditioner. ``PoissonRegression`` is refused (dasketch has
-no Poisson loss). ``coef_`` and ``predict`` are dasketch's: ``coef_`` of
-shape ``(1, n_features)`` for the classifier, labels from ``classes_``
-where dask-ml returns booleans.
+no Poisson loss). ``coef_`` is one vector and ``intercept_`` a
+number, as dask-ml's; ``predict`` is dasketch's: labels from ``classes_`` where
+dask-ml returns booleans.
 
 Fitting needs dask-ml (and with it dask-glm) installed; importing this module
 does not.
@@ -71,10 +71,12 @@ class _GLM(_Solving):
             super().fit(add_intercept(X) if self.fit_intercept else X, y)
         finally:
             del self._dasketch_params
+        coef = self.coef_.reshape(-1)   # one vector, as dask-glm's solvers return it
         if self.fit_intercept:      # the last coefficient is the intercept
-            self.intercept_ = self.coef_[..., -1]
-            self.coef_ = self.coef_[..., :-1]
+            self.coef_, self.intercept_ = coef[:-1], coef[-1]
             self.n_features_in_ -= 1
+        else:
+            self.coef_, self.intercept_ = coef, 0.0
         return self
 
 
