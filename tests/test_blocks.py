@@ -402,16 +402,13 @@ def _rows_and_gram(block, start, stop):
     return block * 2.0, block.T @ block
 
 
-# On an in-process distributed cluster under load, every block of the persisted
-# pair has been seen to run twice in about 1 of 3 fresh runs, a duplicate computation
-# not yet explained; fusion, which this test guards, doubles the calls on every
-# scheduler, so the sync and threaded cases keep the guard in the default suite.
-@pytest.mark.parametrize("scheduler", [
-    "sync", "threads", pytest.param("distributed", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("scheduler", ["sync", "threads", "distributed"])
 def test_a_fused_pass_computes_each_block_once(scheduler):
     """map_reduce with rows= hands one block task to a Dask array and a Delayed
     tree: persisting or computing them together runs it once per block (task
-    fusion would copy it into both collections under new keys)."""
+    fusion would copy it into both collections under new keys). On a cluster
+    the graphs are optimised before they are submitted: the scheduler,
+    optimising them itself after the call returned, would fuse them."""
     from distributed import Client, LocalCluster
 
     from dasketch._blocks import add, compute, map_reduce, persist
@@ -424,7 +421,8 @@ def test_a_fused_pass_computes_each_block_once(scheduler):
         if scheduler == "distributed":
             with LocalCluster(n_workers=1, processes=False, threads_per_worker=2,
                               dashboard_address=None) as cluster, Client(cluster) as client:
-                kept = persist(rows, total, client=client) if use == "persist" else (rows, total)
+                # persist by the default client, compute by the one named
+                kept = persist(rows, total) if use == "persist" else (rows, total)
                 got_rows, got_total = compute(*kept, client=client)
         else:
             with dask.config.set(scheduler=scheduler):
