@@ -421,8 +421,7 @@ def test_a_fused_pass_computes_each_block_once(scheduler):
         if scheduler == "distributed":
             with LocalCluster(n_workers=1, processes=False, threads_per_worker=2,
                               dashboard_address=None) as cluster, Client(cluster) as client:
-                # persist by the default client, compute by the one named
-                kept = persist(rows, total) if use == "persist" else (rows, total)
+                kept = persist(rows, total, client=client) if use == "persist" else (rows, total)
                 got_rows, got_total = compute(*kept, client=client)
         else:
             with dask.config.set(scheduler=scheduler):
