@@ -1,5 +1,7 @@
 """dasketch.sketch over Dask: chunking, trees, schedulers, zarr, bad input, real data."""
 
+import contextlib
+
 import dask
 import dask.array as da
 import numpy as np
@@ -472,3 +474,23 @@ def test_a_fit_holds_the_blas_threads_dask_config_names_and_restores_them():
             with dask.config.set({"dasketch.blas-threads": bad}), pytest.raises(
                     ValueError, match="dask.config 'dasketch.blas-threads' must be an integer"):
                 counted()
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "distributed"])
+def test_arrays_and_delayed_computed_together_keep_their_order(scheduler):
+    """Dask arrays and Delayed values interleaved come back in the order given."""
+    from distributed import Client, LocalCluster
+
+    from dasketch._blocks import compute, persist
+
+    objs = (da.ones(3, chunks=3), dask.delayed(sum)([1, 2]), da.zeros(2, chunks=2))
+    with contextlib.ExitStack() as stack:
+        if scheduler == "distributed":
+            stack.enter_context(Client(stack.enter_context(LocalCluster(
+                n_workers=1, processes=False, dashboard_address=None))))
+        else:
+            stack.enter_context(dask.config.set(scheduler=scheduler))
+        for got in (compute(*objs), compute(*persist(*objs))):
+            np.testing.assert_array_equal(got[0], np.ones(3))
+            assert got[1] == 3
+            np.testing.assert_array_equal(got[2], np.zeros(2))

@@ -105,7 +105,10 @@ def optimized_here(objs):
     there, and the Dask array and the Delayed tree of a fused pass, optimised
     apart, would each run the shared block tasks under keys of their own
     (every block read twice). Optimising them together here, culling and all,
-    leaves one key per block task.
+    leaves one key per block task. Submitted unoptimised, the collections also
+    keep their order: Dask groups collections of different types by their
+    optimisation, and ``dask.compute``, ``dask.persist`` and ``Client.compute``
+    then pair results and collections in the grouped order.
     """
     with unfused():
         return list(dask.optimize(*objs))
@@ -126,12 +129,13 @@ def active_client():
 def _compute(objs, client, progress):
     client = client if client is not None else active_client()
     if client is None:
+        objs = optimized_here(objs)
         if not progress:
-            return dask.compute(*objs)
+            return dask.compute(*objs, optimize_graph=False)
         from dask.diagnostics import ProgressBar
 
         with ProgressBar(out=sys.stderr):
-            return dask.compute(*objs)
+            return dask.compute(*objs, optimize_graph=False)
     from distributed.scheduler import KilledWorker
 
     futures = client.compute(optimized_here(objs), optimize_graph=False)
@@ -242,7 +246,7 @@ def persist(*arrays, client=None):
         kept = tuple(client.persist(optimized_here(arrays), optimize_graph=False))
     else:
         with unfused(), one_blas_thread_while_computing():
-            kept = dask.persist(*arrays)
+            kept = dask.persist(*optimized_here(arrays), optimize_graph=False)
     store_watch.carry(kept, checks)
     return kept
 
