@@ -1,5 +1,7 @@
 """dasketch.sketch over Dask: chunking, trees, schedulers, zarr, bad input, real data."""
 
+import contextlib
+
 import dask
 import dask.array as da
 import numpy as np
@@ -429,16 +431,13 @@ def _rows_and_gram(block, start, stop):
     return block * 2.0, block.T @ block
 
 
-# On an in-process distributed cluster under load, every block of the persisted
-# pair has been seen to run twice in about 1 of 3 fresh runs, a duplicate computation
-# not yet explained; fusion, which this test guards, doubles the calls on every
-# scheduler, so the sync and threaded cases keep the guard in the default suite.
-@pytest.mark.parametrize("scheduler", [
-    "sync", "threads", pytest.param("distributed", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("scheduler", ["sync", "threads", "distributed"])
 def test_a_fused_pass_computes_each_block_once(scheduler):
     """map_reduce with rows= hands one block task to a Dask array and a Delayed
     tree: persisting or computing them together runs it once per block (task
-    fusion would copy it into both collections under new keys)."""
+    fusion would copy it into both collections under new keys). On a cluster
+    the graphs are optimised before they are submitted: the scheduler,
+    optimising them itself after the call returned, would fuse them."""
     from distributed import Client, LocalCluster
 
     from dasketch._blocks import add, compute, map_reduce, persist
@@ -542,3 +541,23 @@ def test_few_default_blocks_are_spread_over_a_power_of_two_of_equal_blocks():
     assert as_row_blocks(X, min_blocks=16).offsets == (0, 750, 1500)
     assert as_row_blocks(X).offsets == (0, 1024, 1500)
     assert as_row_blocks(X, min_blocks=16, block_rows=100).offsets[1] == 100
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "distributed"])
+def test_arrays_and_delayed_computed_together_keep_their_order(scheduler):
+    """Dask arrays and Delayed values interleaved come back in the order given."""
+    from distributed import Client, LocalCluster
+
+    from dasketch._blocks import compute, persist
+
+    objs = (da.ones(3, chunks=3), dask.delayed(sum)([1, 2]), da.zeros(2, chunks=2))
+    with contextlib.ExitStack() as stack:
+        if scheduler == "distributed":
+            stack.enter_context(Client(stack.enter_context(LocalCluster(
+                n_workers=1, processes=False, dashboard_address=None))))
+        else:
+            stack.enter_context(dask.config.set(scheduler=scheduler))
+        for got in (compute(*objs), compute(*persist(*objs))):
+            np.testing.assert_array_equal(got[0], np.ones(3))
+            assert got[1] == 3
+            np.testing.assert_array_equal(got[2], np.zeros(2))

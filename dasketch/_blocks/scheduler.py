@@ -94,6 +94,26 @@ def unfused():
     return dask.config.set({"optimization.fuse.active": False})
 
 
+def optimized_here(objs):
+    """``objs`` with their graphs optimised now, in this process and with fusion
+    off (:func:`unfused`), as a list for ``Client.compute`` or ``Client.persist``
+    with ``optimize_graph=False``.
+
+    A ``distributed`` client leaves the optimisation of the graphs it submits
+    to the scheduler, which runs it later, in a thread of its own or in its own
+    process, under its own Dask config: fusion switched off here may be on
+    there, and the Dask array and the Delayed tree of a fused pass, optimised
+    apart, would each run the shared block tasks under keys of their own
+    (every block read twice). Optimising them together here, culling and all,
+    leaves one key per block task. Submitted unoptimised, the collections also
+    keep their order: Dask groups collections of different types by their
+    optimisation, and ``dask.compute``, ``dask.persist`` and ``Client.compute``
+    then pair results and collections in the grouped order.
+    """
+    with unfused():
+        return list(dask.optimize(*objs))
+
+
 def active_client():
     """The ``distributed.Client`` that ``dask.compute`` would use now, or None
     (a local scheduler chosen by ``dask.config``, or no client)."""
@@ -109,15 +129,16 @@ def active_client():
 def _compute(objs, client, progress):
     client = client if client is not None else active_client()
     if client is None:
+        objs = optimized_here(objs)
         if not progress:
-            return dask.compute(*objs)
+            return dask.compute(*objs, optimize_graph=False)
         from dask.diagnostics import ProgressBar
 
         with ProgressBar(out=sys.stderr):
-            return dask.compute(*objs)
+            return dask.compute(*objs, optimize_graph=False)
     from distributed.scheduler import KilledWorker
 
-    futures = client.compute(list(objs))
+    futures = client.compute(optimized_here(objs), optimize_graph=False)
     # The text bar writes to stdout; progress belongs on stderr, so that the
     # results a command prints stay clean when stdout is redirected.
     shown = (contextlib.redirect_stdout(sys.stderr), progress_bar(client, futures)) \
@@ -220,12 +241,12 @@ def persist(*arrays, client=None):
     if not any(dask.is_dask_collection(array) for array in arrays):
         return arrays   # values already (results of eager passes)
     checks = store_watch.stores_read_by(arrays)
-    with unfused():
-        if client is not None:
-            kept = tuple(client.persist(list(arrays)))
-        else:
-            with one_blas_thread_while_computing():
-                kept = dask.persist(*arrays)
+    client = client if client is not None else active_client()
+    if client is not None:
+        kept = tuple(client.persist(optimized_here(arrays), optimize_graph=False))
+    else:
+        with unfused(), one_blas_thread_while_computing():
+            kept = dask.persist(*optimized_here(arrays), optimize_graph=False)
     store_watch.carry(kept, checks)
     return kept
 
