@@ -47,7 +47,7 @@ def test_result_independent_of_input_chunking(data):
         _same_sketch(sk, reference)
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # .ci/run runs it by name
 def test_split_every_and_block_rows_keep_guarantee(data):
     lambda_l = np.linalg.eigvalsh(data.T @ data)[::-1][9]
     bounds = {}

@@ -9,7 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # .ci/run runs it by name
 def test_quickstart_script():
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "quickstart.py"), "--rows", "20000",

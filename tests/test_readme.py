@@ -16,7 +16,7 @@ def test_readme_has_snippets():
     assert len(python_snippets()) >= 6
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # .ci/run runs it by name
 def test_readme_snippets_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)

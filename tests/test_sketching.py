@@ -72,7 +72,7 @@ def test_randomized_result_independent_of_storage_scheduler_and_workers(tmp_path
         assert other.error_bound == pytest.approx(reference.error_bound, rel=1e-9)
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # .ci/run runs it by name
 def test_estimate_error_brackets_true_error(wide_sparse):
     failures = 0
     for seed in range(10):

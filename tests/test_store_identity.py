@@ -213,7 +213,7 @@ def test_overwrite_keeps_what_dasketch_did_not_write(tmp_path, intruder):
     assert intruder != "file" or (path / "notes.txt").read_text() == "mine"
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # .ci/run runs it by name
 def test_a_clean_store_and_sketch_are_replaced(tmp_path):
     path = tmp_path / "data.zarr"
     _make_data(path, "--chunks", 500)

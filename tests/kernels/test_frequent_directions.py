@@ -250,7 +250,7 @@ A9A_STREAMING = {5: (0.1908, 0.0954), 10: (0.0870, 0.0435), 20: (0.0383, 0.0191)
 # The default suite checks the smallest and a middle sketch size; `-m slow` all of them.
 @pytest.mark.parametrize("l", [l if l in (5, 20) else pytest.param(l, marks=pytest.mark.slow)
                                for l in A9A_STREAMING])
-@pytest.mark.heavy
+@pytest.mark.slow  # .ci/run runs it by name
 def test_a9a_streaming_reproduces_paper_algorithms(a9a_train, l):
     X, _ = a9a_train
     gram = (X.T @ X).toarray()

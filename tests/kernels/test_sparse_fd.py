@@ -62,7 +62,7 @@ _DEFAULT_SUITE_INPUTS = ("sparse", "dense_random")
 @pytest.mark.parametrize("name", [
     name if name in _DEFAULT_SUITE_INPUTS else pytest.param(name, marks=pytest.mark.slow)
     for name in _inputs()])
-@pytest.mark.heavy
+@pytest.mark.slow  # .ci/run runs it by name
 def test_stated_bound_fails_no_more_often_than_stated(name):
     """Over 50 seeds the bound may fail with probability at most 0.05 each: more
     than 8 failures has probability < 1e-3 under that rate."""
@@ -140,7 +140,7 @@ def test_lanczos_ritz_value_brackets_the_top_eigenvalue():
 
 
 @pytest.mark.parametrize("center", [False, True])
-@pytest.mark.heavy
+@pytest.mark.slow  # .ci/run runs it by name
 def test_a_posteriori_estimate_brackets_the_true_error(center):
     A = _inputs()["sparse"]
     dense = A.toarray()
@@ -177,7 +177,7 @@ def test_nan_rows_are_named():
         sketch_rows_randomized(A.tocsr(), 8)
 
 
-@pytest.mark.heavy
+@pytest.mark.slow  # .ci/run runs it by name
 def test_empty_columns_change_nothing():
     """A block is sketched on the columns it touches: spreading the same rows over a
     wider matrix of empty columns gives the same sketch on the touched columns and

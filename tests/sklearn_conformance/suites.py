@@ -75,7 +75,7 @@ SUITES = {
     "incremental_pca": Suite(
         module="sklearn.decomposition.tests.test_incremental_pca",
         replace={"sklearn.decomposition.IncrementalPCA": "IncrementalPCA"},
-        fast=True,
+        fast=False,  # run by .ci/run's slow step
         exceptions=[
             (r"^test_incremental_pca_sparse\[", "xfail", SPARSE_PARTIAL_FIT),
             (r"^test_incremental_pca_validation$", "xfail", WORDING),
