@@ -116,7 +116,7 @@ POSITIVE = (SOLVER + "which solvers refuse positive=True, and what lbfgs does at
 SUITES.update({
     "ridge": Suite(
         module="sklearn.linear_model.tests.test_ridge",
-        min_pass_rate=0.95,  # issue 36: at least 95 % of the tests reaching dasketch
+        min_pass_rate=0.95,  # at least 95 % of the tests reaching dasketch pass
         replace={"sklearn.linear_model.Ridge": "Ridge",
                  "sklearn.linear_model.RidgeClassifier": "RidgeClassifier"},
         min_reach=0.3,   # most of the others test RidgeCV / RidgeClassifierCV or array API
