@@ -20,14 +20,14 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 # script -> (extra arguments, result name, modules its peers need, slow?)
 SCRIPTS = {
-    "bench_store_checks": ([], "store_checks", (), False),
+    "bench_store_checks": ([], "store_checks", (), True),
     "bench_block_products": ([], "block_products", (), False),
     "bench_sketch": ([], "sketch", (), True),
     "bench_sparse_wide": ([], "sparse_wide", (), True),
     "bench_row_sampling": (["--seeds", "1"], "row_sampling", (), True),
     "bench_scale": ([], "scale", ("psutil",), True),
     "bench_drp": ([], "drp", ("dask_ml",), True),
-    "bench_drp_small": (["--repeat", "1"], "drp_small", (), False),
+    "bench_drp_small": (["--repeat", "1"], "drp_small", (), True),
     "bench_regression": ([], "regression", (), True),
     "bench_online": ([], "online", (), True),  # runs without the JAX reference too
     "bench_faults": ([], "faults", (), True),
