@@ -103,7 +103,7 @@ def estimate_error(X, sketch, *, n_vectors=10, random_state=None, split_every=No
                          f"float64's range); check it as estimate_error(numpy.ldexp(X, -{e}), "
                          f"sketch.scaled())")
     blocks = as_row_blocks(X, block_rows=block_rows, component=component,
-                           storage_options=storage_options)
+                           storage_options=storage_options, array_libraries="any")
     if blocks.n_features != sketch.n_features or blocks.n_rows != sketch.n_rows:
         raise ValueError(f"X has shape ({blocks.n_rows}, {blocks.n_features}) but the sketch "
                          f"summarises ({sketch.n_rows}, {sketch.n_features})")

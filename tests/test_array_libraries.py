@@ -1,10 +1,13 @@
 """The array seam: blocks of other array libraries than numpy.
 
-Inputs of another library (in memory, or as the blocks of a Dask array) are
-refused by type, with a ``TypeError`` naming the type and what is read, before
-any task runs. The exact dense update runs on a block's own array namespace
-(``array_api_strict``, the array API standard's strictest implementation, stands
-for a GPU library here) and equals the numpy path to rounding, with its bound.
+``dasketch.sketch`` and ``estimate_error`` read inputs of another library (in
+memory, or as the blocks of a Dask array) as blocks of that library, on the
+default scheduler and on a cluster; the other entry points refuse them by type,
+with a ``TypeError`` naming the type and what is read, before any task runs, and
+so does every entry point for a library without the ``linalg`` extension. The
+exact dense update runs on a block's own array namespace (``array_api_strict``,
+the array API standard's strictest implementation, stands for a GPU library
+here) and equals the numpy path to rounding, with its bound.
 """
 
 import importlib
@@ -34,17 +37,18 @@ def _never_computed():
     raise AssertionError("a block task ran")
 
 
-def _dask_of_strict_blocks(X, rows=60):
-    """A Dask array whose blocks are array_api_strict arrays; its tasks fail if run."""
-    name = "strict-blocks-" + dask.base.tokenize(X)
-    graph = {(name, i, 0): (_never_computed,) for i in range(-(-X.shape[0] // rows))}
-    chunks = (tuple(min(rows, X.shape[0] - s) for s in range(0, X.shape[0], rows)),
-              (X.shape[1],))
+def _dask_of_strict_blocks(X, rows=60, computed=False):
+    """A Dask array whose blocks are array_api_strict arrays of the rows of
+    ``X``; unless ``computed``, its tasks fail if run."""
+    name = "strict-blocks-" + dask.base.tokenize(X, rows, computed)
+    starts = range(0, X.shape[0], rows)
+    graph = {(name, i, 0): xps.asarray(X[s:s + rows]) if computed else (_never_computed,)
+             for i, s in enumerate(starts)}
+    chunks = (tuple(min(rows, X.shape[0] - s) for s in starts), (X.shape[1],))
     return da.Array(graph, name, chunks, meta=xps.asarray(np.empty((0, 0))))
 
 
 ENTRY_POINTS = {
-    "sketch": lambda X, y: dasketch.sketch(X, 4),
     "SketchPCA": lambda X, y: dasketch.SketchPCA(n_components=2).fit(X),
     "DualRandomProjectionRegressor": lambda X, y: DualRandomProjectionRegressor().fit(X, y),
     "sketch_lstsq": lambda X, y: sketch_lstsq(X, y),
@@ -62,7 +66,66 @@ def test_arrays_of_other_libraries_are_refused_by_type(entry, lazy):
     message = str(error.value)
     assert "array_api_strict.Array" in message
     assert ("Dask collection of" in message) == lazy
-    assert "numpy array" in message and "GPU (CuPy) blocks are not supported yet" in message
+    assert "numpy array" in message and "reads as numpy blocks only" in message
+    assert "dasketch.sketch" in message and "cupy.asnumpy" in message
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["in-memory", "dask"])
+def test_a_library_without_linalg_is_refused_by_every_entry_point(lazy):
+    X = _data()
+    with xps.ArrayAPIStrictFlags(enabled_extensions=()):
+        data = _dask_of_strict_blocks(X) if lazy else xps.asarray(X)
+        for run in (lambda: dasketch.sketch(data, 4),
+                    lambda: dasketch.SketchPCA(n_components=2).fit(data)):
+            with pytest.raises(TypeError, match="array_api_strict.Array") as error:
+                run()
+            assert "no array API namespace with the linalg extension" in str(error.value)
+
+
+def _strict_inputs(X, rows):
+    return {"in-memory": xps.asarray(X), "dask": _dask_of_strict_blocks(X, rows, computed=True)}
+
+
+@pytest.mark.parametrize("center", [False, True])
+def test_sketch_reads_another_library_as_numpy_to_rounding(center):
+    X = _data((1200, 12), seed=2)
+    reference = dasketch.sketch(X, 5, block_rows=300, center=center)
+    for kind, data in _strict_inputs(X, 300).items():
+        ours = dasketch.sketch(data, 5, block_rows=300, center=center)
+        assert isinstance(ours.B, np.ndarray), kind
+        top = np.abs(reference.covariance()).max()
+        assert np.abs(ours.covariance() - reference.covariance()).max() <= 1e-12 * top, kind
+        assert ours.error_bound == pytest.approx(reference.error_bound, rel=1e-12), kind
+        exact = X - X.mean(axis=0) if center else X
+        assert np.linalg.norm(exact.T @ exact - ours.covariance(), 2) <= ours.error_bound
+    # One block of another library by default: as the numpy path's one block.
+    one_block = dasketch.sketch(X, 5, block_rows=1200, center=center)
+    ours = dasketch.sketch(xps.asarray(X), 5, center=center)
+    assert ours.shrinkage == pytest.approx(one_block.shrinkage, rel=1e-12)
+
+
+def test_estimate_error_reads_another_library():
+    X = _data((900, 10), seed=3)
+    sketch = dasketch.sketch(X, 4)
+    reference = dasketch.estimate_error(X, sketch, random_state=1)
+    for kind, data in _strict_inputs(X, 300).items():
+        ours = dasketch.estimate_error(data, sketch, random_state=1, block_rows=300)
+        assert ours.lower == pytest.approx(reference.lower, rel=1e-10), kind
+        assert ours.upper == pytest.approx(reference.upper, rel=1e-10), kind
+
+
+@pytest.mark.cluster
+def test_another_librarys_blocks_sketch_alike_on_a_cluster():
+    from distributed import Client, LocalCluster
+
+    X = _data((1200, 12), seed=4)
+    local = dasketch.sketch(_dask_of_strict_blocks(X, 300, computed=True), 5, block_rows=300)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        for kind, data in _strict_inputs(X, 300).items():
+            ours = dasketch.sketch(data, 5, block_rows=300, client=client)
+            assert np.abs(ours.covariance() - local.covariance()).max() \
+                <= 1e-12 * np.abs(local.covariance()).max(), kind
 
 
 def test_numpy_like_inputs_are_still_read():

@@ -2,9 +2,10 @@
 
 The exact dense update in CuPy's array namespace equals the numpy path to
 rounding (not bit for bit: other BLAS, another eigensolver), keeps its bound,
-and its sketches merge with CPU sketches of other rows; CuPy inputs are refused
-by the readers with a ``TypeError`` naming the type. Skipped without CuPy or a
-device.
+and its sketches merge with CPU sketches of other rows; ``dasketch.sketch`` and
+``estimate_error`` read CuPy arrays and Dask arrays of CuPy blocks, on one GPU
+and on a cluster of one GPU worker alike, and the entry points that compute on
+numpy only refuse them by type. Skipped without CuPy or a device.
 """
 
 import dask.array as da
@@ -82,12 +83,47 @@ def test_gpu_block_sketches_merge_with_cpu_sketches_within_the_bound():
     assert error <= 1.05 * np.linalg.norm(centred.T @ centred - cpu.covariance(), 2) + 1e-9
 
 
-@pytest.mark.parametrize("lazy", [False, True], ids=["cupy array", "dask array of cupy"])
-def test_cupy_inputs_are_refused_by_type(lazy):
-    X = cupy.asarray(_data((300, 8)))
-    data = da.from_array(X, chunks=(100, 8), asarray=False) if lazy else X
-    for run in (lambda: dasketch.sketch(data, 4),
-                lambda: dasketch.SketchPCA(n_components=2).fit(data)):
-        with pytest.raises(TypeError, match=r"cupy\S*ndarray") as error:
-            run()
-        assert "GPU (CuPy) blocks are not supported yet" in str(error.value)
+def _cupy_inputs(X, rows):
+    on_device = cupy.asarray(X)
+    return {"cupy array": on_device,
+            "dask array of cupy": da.from_array(on_device, chunks=(rows, X.shape[1]),
+                                                asarray=False)}
+
+
+@pytest.mark.parametrize("center", [False, True])
+def test_sketch_of_cupy_inputs_equals_the_cpu_path_to_rounding(center):
+    X = _data((6000, 40), seed=2)
+    reference = dasketch.sketch(X, 8, block_rows=1500, center=center)
+    exact = X - X.mean(axis=0) if center else X
+    for kind, data in _cupy_inputs(X, 1000).items():
+        ours = dasketch.sketch(data, 8, block_rows=1500, center=center)
+        assert isinstance(ours.B, np.ndarray), kind
+        top = np.abs(reference.covariance()).max()
+        assert np.abs(ours.covariance() - reference.covariance()).max() <= 1e-10 * top, kind
+        assert np.linalg.norm(exact.T @ exact - ours.covariance(), 2) <= ours.error_bound
+        estimate = dasketch.estimate_error(data, ours, random_state=0)
+        error = np.linalg.norm(exact.T @ exact - ours.covariance(), 2)
+        assert estimate.lower <= error * (1 + 1e-9), kind
+
+
+def test_a_cupy_array_is_one_block_by_default_and_refused_by_numpy_only_entry_points():
+    X = _data((3000, 16), seed=3)
+    ours = dasketch.sketch(cupy.asarray(X), 6)
+    one_block = dasketch.sketch(X, 6, block_rows=3000)
+    assert ours.shrinkage == pytest.approx(one_block.shrinkage, rel=1e-9)
+    with pytest.raises(TypeError, match=r"cupy\S*ndarray.*numpy blocks only"):
+        dasketch.linear_model.sketch_lstsq(cupy.asarray(X), X[:, 0])
+
+
+@pytest.mark.cluster
+def test_a_gpu_worker_gives_the_single_gpu_result():
+    from distributed import Client, LocalCluster
+
+    X = _data((8000, 32), seed=4)
+    single = dasketch.sketch(cupy.asarray(X), 8, block_rows=2000)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        for kind, data in _cupy_inputs(X, 2000).items():
+            ours = dasketch.sketch(data, 8, block_rows=2000, client=client)
+            assert np.abs(ours.covariance() - single.covariance()).max() \
+                <= 1e-12 * np.abs(single.covariance()).max(), kind

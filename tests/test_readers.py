@@ -103,7 +103,7 @@ def test_an_unknown_input_names_the_argument_and_the_kinds():
 
 def test_readers_are_tried_in_order(row_file_reader):
     names = [reader.name for reader in registered_readers()]
-    assert names == ["array-type-check", "parquet", "anndata", "dask", "in-memory", "arrow", "zarr",
+    assert names == ["array-library", "parquet", "anndata", "dask", "in-memory", "arrow", "zarr",
                      "array-like", "row-file"]
     with pytest.raises(ValueError, match="registered already"):
         register_reader(RowFileReader())

@@ -277,6 +277,11 @@ def resized_sketch(sketch, sketch_size):
 
 def gram_block(block, start, stop, *, seed, n_vectors):
     """``block^T (block Omega)`` for the ``d x n_vectors`` Gaussian ``Omega`` of
-    ``seed`` (stream 1)."""
+    ``seed`` (stream 1); a block of another array library computes it in its own
+    namespace (float64), the product handed back on the host."""
     omega = gaussian_rows(seed, 1, 0, block.shape[1], n_vectors)
+    if not is_numpy_block(block):
+        xp = block_namespace(block)
+        rows = xp.astype(block, xp.float64, copy=False)
+        return to_host(rows.T @ (rows @ xp.asarray(omega)))
     return np.asarray(rows_transpose_times(block, rows_times(block, omega)))

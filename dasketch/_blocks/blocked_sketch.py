@@ -163,7 +163,8 @@ def sketch_blocks(X, sketch_size, *, method="rfd", alpha0=0.0, center=False,
     blocks = run_eagerly(as_row_blocks(X, block_rows=block_rows, component=component,
                                        storage_options=storage_options,
                                        missing_chunks=missing_chunks, columns=columns,
-                                       default_rows=default_rows), client)
+                                       default_rows=default_rows, array_libraries="any"),
+                         client)
     requested, update = update, choose_update(update, blocks.sparse, blocks.n_features,
                                               sketch_size)
     if working_size is None:

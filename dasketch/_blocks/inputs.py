@@ -37,7 +37,8 @@ __all__ = [
 
 
 def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_options=None,
-                  missing_chunks="fill", default_rows=None, columns=None, min_blocks=1):
+                  missing_chunks="fill", default_rows=None, columns=None, min_blocks=1,
+                  array_libraries="numpy"):
     """Normalise an input matrix to :class:`RowBlocks`.
 
     Parameters
@@ -82,6 +83,11 @@ scipy.sparse matrix or array (any format), zarr.Array, pyarrow.Table, str or os.
         (:func:`~dasketch._blocks.readers.options.spread_block_rows`): passes
         run one block a thread, so a count that divides among the threads
         keeps every thread busy. Still a function of the shape only.
+    array_libraries : {"numpy", "any"}, default "numpy"
+        ``"any"``: a CuPy array, a Dask array of CuPy blocks or an array of
+        another array API library is read as blocks of its library (the
+        caller's block functions compute in its namespace); ``"numpy"``: such an
+        array is a ``TypeError`` (:mod:`dasketch._blocks.readers.array_types`).
 
     Raises
     ------
@@ -96,7 +102,8 @@ scipy.sparse matrix or array (any format), zarr.Array, pyarrow.Table, str or os.
     return read_row_blocks(X, ReadOptions(
         block_rows=block_rows, name=name, component=component,
         storage_options=storage_options, missing_chunks=missing_chunks,
-        default_rows=default_rows, columns=columns, min_blocks=int(min_blocks)))
+        default_rows=default_rows, columns=columns, min_blocks=int(min_blocks),
+        array_libraries=array_libraries))
 
 
 def is_out_of_core(X):

@@ -3,8 +3,9 @@ and giving its :class:`~dasketch._blocks.row_blocks.RowBlocks`
 (:mod:`.registry` states what a reader is).
 
 The readers are tried in the order registered below; the first that can read
-an input reads it. Arrays of other libraries than numpy are refused first
-(:mod:`.array_types`), by type. Parquet comes next (it tells its paths by their first
+an input reads it. Arrays of other libraries than numpy come first
+(:mod:`.array_types`): read as blocks of their library for callers that compute
+there, refused by type for the others. Parquet comes next (it tells its paths by their first
 bytes, a directory's files or a URL's suffix, where the next readers would open
 them as zarr stores), then AnnData (its zarr groups are also paths), zarr
 (which takes every other path) after the in-memory types, and array-likes last
@@ -14,7 +15,7 @@ them as zarr stores), then AnnData (its zarr groups are also paths), zarr
 """
 
 from dasketch._blocks.readers.anndata_files import AnnDataReader
-from dasketch._blocks.readers.array_types import ArrayTypeCheck, check_array_library
+from dasketch._blocks.readers.array_types import ArrayLibraryReader, check_array_library
 from dasketch._blocks.readers.arrow import ArrowReader
 from dasketch._blocks.readers.dask_arrays import DaskReader
 from dasketch._blocks.readers.in_memory import ArrayLikeReader, InMemoryReader, row_blocks_of
@@ -29,7 +30,7 @@ from dasketch._blocks.readers.registry import (
 )
 from dasketch._blocks.readers.zarr_stores import ZarrReader
 
-register_reader(ArrayTypeCheck())
+register_reader(ArrayLibraryReader())
 register_reader(ParquetReader())
 register_reader(AnnDataReader())
 register_reader(DaskReader())

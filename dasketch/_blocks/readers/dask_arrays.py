@@ -48,10 +48,12 @@ class DaskReader:
     def can_read(self, X, options):
         return isinstance(X, da.Array) or is_dask_dataframe(X)
 
-    def row_blocks(self, X, options):
+    def row_blocks(self, X, options, dtype=None):
+        """The blocks of ``X``; ``dtype``, when given, is the numpy dtype of its
+        values (for blocks of a library whose dtypes are not numpy's)."""
         X = known_row_chunks(X)
         check_shape(X.shape, options.name)
-        dtype = check_dtype(X.dtype, options.name)
+        dtype = check_dtype(X.dtype if dtype is None else dtype, options.name)
         if len(X.chunks[1]) > 1:
             store = zarr_behind(X)
             if store is not None:  # dask.array.from_zarr: the tasks read the store instead

@@ -25,7 +25,7 @@ from dasketch._blocks.row_blocks import RowBlocks
 row_blocks_of = Dispatch("row_blocks_of")
 
 
-def in_memory_row_blocks(X, rows, dtype, sparse, read_bytes):
+def in_memory_row_blocks(X, rows, dtype, sparse, read_bytes, token=None):
     """Blocks of ``rows`` rows of an in-memory matrix (ndarray or CSR), each a
     graph literal under a key named here: numpy blocks are views, and the matrix
     is not copied (``dask.array.from_array`` copies its whole input: 0.16 s and
@@ -33,11 +33,13 @@ def in_memory_row_blocks(X, rows, dtype, sparse, read_bytes):
     content, so that the same data gives the same keys (and identical work is
     shared) and different data different keys: ``dask.base.tokenize`` hashes
     the buffer in memory order with the shape and dtype, which a square matrix
-    and its transpose share, so the strides enter the token too."""
+    and its transpose share, so the strides enter the token too. A ``token``
+    given names the keys instead."""
     n_rows = X.shape[0]
     offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
-    token = dask.base.tokenize(X, getattr(X, "strides", None), rows)
-    blocks = tuple(dask.delayed(X[start:stop], name=f"rows-{start}-{token}")
+    if token is None:
+        token = dask.base.tokenize(X, getattr(X, "strides", None), rows)
+    blocks = tuple(dask.delayed(X[start:stop, ...], name=f"rows-{start}-{token}")
                    for start, stop in zip(offsets[:-1], offsets[1:]))
     return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, sparse, int(read_bytes),
                      resident=True)

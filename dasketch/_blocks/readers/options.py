@@ -181,6 +181,10 @@ class ReadOptions:
     min_blocks : int
         With ``block_rows`` None, the fewest blocks a matrix large enough is
         cut into (:func:`spread_block_rows`); 1 keeps the default rows.
+    array_libraries : {"numpy", "any"}
+        Which array libraries the caller's block functions compute in: numpy
+        only, or any with an array API namespace (CuPy on a GPU;
+        :mod:`~dasketch._blocks.readers.array_types`).
     """
 
     block_rows: Any = None
@@ -191,6 +195,7 @@ class ReadOptions:
     default_rows: Callable | None = None
     columns: Any = None
     min_blocks: int = 1
+    array_libraries: str = "numpy"
 
     def dense_rows(self, shape):
         """Rows per block of a dense matrix of ``shape``."""
