@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 
@@ -37,7 +38,11 @@ from dasketch.kernels.shrink import (
     shrink_rounding,
 )
 from dasketch.kernels.sketch_checks import centring_rounding, check_sketch_parameters
-from dasketch.kernels.sketch_scaling import largest_entry_exponent, scaled_block_sketch
+from dasketch.kernels.sketch_scaling import (
+    largest_entry_exponent,
+    scaled_block_sketch,
+    unit_scale_from_mass,
+)
 
 
 def sketch_dense_rows(rows, sketch_size, *, xp, to_host, method="rfd", alpha0=0.0,
@@ -70,18 +75,57 @@ def sketch_dense_rows(rows, sketch_size, *, xp, to_host, method="rfd", alpha0=0.
     result = Sketch.empty(d, sketch_size, method=method, alpha0=alpha0, center=center)
     if n_rows == 0 or d == 0:
         return result
+    absorb = partial(_absorb_on, xp, rows, sketch_size, update=update, to_host=to_host)
+    if not center:
+        # Almost every block is sketched at scale 1: that is read off the sum of
+        # squares the shrinks compute anyway (as on the numpy path), rather than off
+        # a pass for the largest entry; a block beyond the safe range (or holding
+        # NaN or Inf, named below) is sketched again.
+        try:
+            absorbed = absorb(0, None)
+        except NonFiniteError:
+            absorbed = None
+        if absorbed is not None and unit_scale_from_mass(absorbed[3], n_rows * d, alpha0):
+            return _block_sketch(result, n_rows, None, *absorbed)
     # The largest magnitude without a |rows| temporary.
     exponent = largest_entry_exponent(max(float(xp.max(rows)), -float(xp.min(rows))),
                                       alpha0)
-
-    def chunk_of(start, stop):
-        chunk = _times_power_of_two(xp, xp.astype(rows[start:stop, :], xp.float64, copy=False),
-                                    -exponent)
-        return chunk if mean is None else chunk - mean
-
     mean = None
     if center:
-        mean = xp.mean(chunk_of(0, n_rows), axis=0)
+        mean = xp.mean(_chunk_on(xp, rows, 0, n_rows, exponent, None), axis=0)
+    try:
+        absorbed = absorb(exponent, mean)
+    except NonFiniteError:
+        check_finite_rows(to_host(rows), row_offset)  # names the rows, then raises
+        raise
+    block = _block_sketch(result, n_rows, None, *absorbed)
+    if mean is not None:
+        mean = np.asarray(to_host(mean), dtype=np.float64)
+        block = replace(block, mean=mean, rounding=block.rounding + centring_rounding(
+            n_rows, block.frobenius_sq, mean))
+    return scaled_block_sketch(block, exponent, rows) if exponent else block
+
+
+def _chunk_on(xp, rows, start, stop, exponent, mean):
+    """Rows ``start:stop`` in float64, multiplied by ``2**-exponent`` and centred
+    on ``mean`` (when given)."""
+    chunk = _times_power_of_two(xp, xp.astype(rows[start:stop, :], xp.float64, copy=False),
+                                -exponent)
+    return chunk if mean is None else chunk - mean
+
+
+def _absorb_on(xp, rows, sketch_size, exponent, mean, *, update, to_host):
+    """The shrinks over a nonempty block of ``rows`` at scale ``2**-exponent``,
+    centred on ``mean`` when given: ``(B, shrinkage, rounding, frobenius_sq,
+    shrunk)``, ``B`` on the host.
+
+    Raises
+    ------
+    NonFiniteError
+        When a stack's sum of squares is not finite (``NaN`` or ``Inf`` in the
+        rows, or a Gram beyond float64's range).
+    """
+    n_rows, d = rows.shape
     step = rows_per_shrink(n_rows, d, sketch_size, update=update)
     B = xp.zeros((0, d), dtype=xp.float64)
     shrinkage = rounding = frobenius_sq = 0.0
@@ -91,12 +135,8 @@ def sketch_dense_rows(rows, sketch_size, *, xp, to_host, method="rfd", alpha0=0.
             step = 2 * sketch_size - B.shape[0]
         n_stack = B.shape[0] + min(step, n_rows - start)
         top_norm = float(xp.sum(B * B)) if n_stack >= sketch_size else 0.0
-        try:
-            B, delta, chunk_norm = shrink_on(xp, B, chunk_of(start, min(start + step, n_rows)),
-                                             sketch_size)
-        except NonFiniteError:
-            check_finite_rows(to_host(rows), row_offset)  # names the rows, then raises
-            raise
+        chunk = _chunk_on(xp, rows, start, min(start + step, n_rows), exponent, mean)
+        B, delta, chunk_norm = shrink_on(xp, B, chunk, sketch_size)
         start += step
         frobenius_sq += chunk_norm
         shrinkage += delta
@@ -106,12 +146,13 @@ def sketch_dense_rows(rows, sketch_size, *, xp, to_host, method="rfd", alpha0=0.
     B = np.ascontiguousarray(to_host(B), dtype=np.float64)
     if shrunk:  # the signs of a shrink's rows, as the numpy path chooses them
         B = _positive_largest_entries(B)
-    if mean is not None:
-        mean = np.asarray(to_host(mean), dtype=np.float64)
-        rounding += centring_rounding(n_rows, frobenius_sq, mean)
-    block = replace(result, B=B, shrinkage=shrinkage, n_rows=n_rows, mean=mean,
-                    frobenius_sq=frobenius_sq, rounding=rounding, _svd=[])
-    return scaled_block_sketch(block, exponent, rows) if exponent else block
+    return B, shrinkage, rounding, frobenius_sq, shrunk
+
+
+def _block_sketch(empty, n_rows, mean, B, shrinkage, rounding, frobenius_sq, shrunk):
+    """The block's sketch: ``empty`` with the shrinks' results and the host ``mean``."""
+    return replace(empty, B=B, shrinkage=shrinkage, n_rows=n_rows, mean=mean,
+                   frobenius_sq=frobenius_sq, rounding=rounding, _svd=[])
 
 
 def shrink_on(xp, top, extra, sketch_size):
