@@ -44,6 +44,7 @@ import sys
 import time
 import traceback
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -275,10 +276,9 @@ def main(argv=None):
         if "pca" in cases:
             run_case("pca", lambda: pca_case(device, X, host, args, repeat), results)
         del X, host
-    for loss in ("ridge", "logistic"):
-        if loss in cases:
-            run_case(loss, lambda: drp_case(device, "squared" if loss == "ridge" else loss,
-                                            args, repeat), results)
+    for case, loss in (("ridge", "squared"), ("logistic", "logistic")):
+        if case in cases:
+            run_case(case, partial(drp_case, device, loss, args, repeat), results)
     if "lstsq" in cases:
         run_case("lstsq", lambda: lstsq_case(device, args, repeat), results)
     report = {
