@@ -20,7 +20,15 @@ import zarr
 from dask.callbacks import Callback
 
 import dasketch
-from dasketch._blocks import add, as_row_blocks, cache_blocks, run_eagerly, tree_reduce
+from dasketch._blocks import (
+    add,
+    as_row_blocks,
+    cache_blocks,
+    run_eagerly,
+    transformed_blocks,
+    tree_reduce,
+)
+from dasketch._blocks.block_functions import append_ones
 from dasketch._blocks.tasks import streamed_tree
 from dasketch.linear_model import (
     DualRandomProjectionClassifier,
@@ -316,3 +324,14 @@ def test_in_order_yields_in_order_raises_the_first_error_and_does_not_nest():
 
     (names,) = list(in_order([nested], threads=2))
     assert len(set(names)) == 1
+
+
+def test_eager_blocks_in_memory_are_views_of_the_input_and_others_are_computed():
+    X = np.arange(60.0).reshape(20, 3)
+    blocks = as_row_blocks(X, block_rows=8)
+    with dask.config.set(scheduler="synchronous"):
+        eager = run_eagerly(blocks)
+        assert all(np.shares_memory(block, X) for block in eager.blocks)
+        # Blocks replaced by a transformation are computed, never the input's views.
+        with_ones = run_eagerly(transformed_blocks(blocks, append_ones, 4))
+    assert np.array_equal(np.vstack(with_ones.blocks), np.hstack([X, np.ones((20, 1))]))

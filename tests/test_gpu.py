@@ -14,7 +14,8 @@ import pytest
 
 import dasketch
 from dasketch._blocks import merge_all_sketches, sketch_block
-from dasketch._blocks.array_libraries import block_namespace, to_host
+from dasketch._blocks.array_libraries import block_namespace, gram_of, to_host
+from dasketch.linear_model import PWSGDRegressor
 
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
@@ -37,6 +38,16 @@ PARAMS = dict(failure_probability=0.0, seed=0, method="rfd", alpha0=0.0)
 def _data(shape, seed=0):
     rng = np.random.default_rng(seed)
     return rng.standard_normal(shape) * np.linspace(4, 0.1, shape[1])
+
+
+def test_the_gram_of_a_cupy_block_is_symmetric_and_the_product_to_rounding():
+    X = cupy.asarray(_data((5000, 24)))
+    gram = gram_of(X)
+    assert bool((gram == gram.T).all())
+    product = X.T @ X
+    assert float(cupy.abs(gram - product).max()) <= 1e-13 * float(cupy.abs(product).max())
+    assert float(cupy.abs(gram_of(X[:, ::2]) - X[:, ::2].T @ X[:, ::2]).max()) \
+        <= 1e-13 * float(cupy.abs(product).max())  # strided: the product
 
 
 def test_the_namespace_and_the_host_copy_of_a_cupy_block():
@@ -106,13 +117,13 @@ def test_sketch_of_cupy_inputs_equals_the_cpu_path_to_rounding(center):
         assert estimate.lower <= error * (1 + 1e-9), kind
 
 
-def test_a_cupy_array_is_one_block_by_default_and_refused_by_numpy_only_entry_points():
+def test_a_cupy_array_is_one_block_by_default_and_refused_by_numpy_only_estimators():
     X = _data((3000, 16), seed=3)
     ours = dasketch.sketch(cupy.asarray(X), 6)
     one_block = dasketch.sketch(X, 6, block_rows=3000)
     assert ours.shrinkage == pytest.approx(one_block.shrinkage, rel=1e-9)
     with pytest.raises(TypeError, match=r"cupy\S*ndarray.*numpy blocks only"):
-        dasketch.linear_model.sketch_lstsq(cupy.asarray(X), X[:, 0])
+        PWSGDRegressor().fit(cupy.asarray(X), X[:, 0])
 
 
 @pytest.mark.cluster

@@ -8,6 +8,8 @@ cupy is imported only once a CuPy block is seen, and for any other type the
 namespace its arrays name themselves (``__array_namespace__``, the Python array
 API standard). :data:`to_host` copies an array of any of them to a numpy
 ndarray: ``cupy.asnumpy`` for CuPy, DLPack (``numpy.from_dlpack``) otherwise.
+:data:`gram_of` is a block's Gram matrix ``rows^T rows``: the product, or
+cuBLAS's ``syrk`` for CuPy (no such routine is in the array API standard).
 
 The kernels never resolve a namespace themselves: a block function passes
 ``xp`` and ``to_host`` to the namespace-generic kernels
@@ -17,6 +19,8 @@ registration here. Which libraries the readers accept as input is decided by
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 import scipy.sparse
@@ -52,14 +56,38 @@ def _on_host(array):
     return array
 
 
+#: ``gram_of(rows)``: ``rows^T rows`` in the rows' own library, both triangles.
+gram_of = Dispatch("gram_of")
+
+
+@gram_of.register(object)
+def _product_gram(rows):
+    return rows.T @ rows
+
+
 @block_namespace.register_lazy("cupy")
 @to_host.register_lazy("cupy")
+@gram_of.register_lazy("cupy")
 def _register_cupy():
     import cupy
     from array_api_compat import cupy as cupy_namespace
 
     block_namespace.register(cupy.ndarray, lambda block: cupy_namespace)
     to_host.register(cupy.ndarray, cupy.asnumpy)
+    try:
+        import cupy.cublas as cublas
+    except ImportError:  # a CuPy without its cuBLAS wrappers: the product
+        return
+    gram_of.register(cupy.ndarray, partial(_syrk_gram, cupy, cublas))
+
+
+def _syrk_gram(cupy, cublas, rows):
+    """``rows^T rows`` of a CuPy float64 matrix by cuBLAS's ``syrk`` (half the
+    product's flops: one triangle), mirrored into the other triangle."""
+    if rows.dtype != cupy.float64 or not (rows.flags.c_contiguous or rows.flags.f_contiguous):
+        return rows.T @ rows
+    lower = cublas.syrk("T", rows, lower=True)
+    return cupy.tril(lower) + cupy.tril(lower, -1).T
 
 
 def is_numpy_block(block):

@@ -18,7 +18,12 @@ from collections import OrderedDict
 import numpy as np
 import scipy.sparse
 
-from dasketch._blocks.array_libraries import block_namespace, is_numpy_block, to_host
+from dasketch._blocks.array_libraries import (
+    block_namespace,
+    gram_of,
+    is_numpy_block,
+    to_host,
+)
 from dasketch.kernels.block_products import rows_times, rows_transpose_times
 from dasketch.kernels.embeddings import TILE, gaussian_rows, sparse_embedding_block
 from dasketch.kernels.frequent_directions import merge_sketches, sketch_rows
@@ -258,7 +263,8 @@ def sketch_block(block, start, stop, *, update, failure_probability, seed, **par
             raise TypeError(f"the randomized update sketches numpy blocks only, got a "
                             f"block of type {type(block).__name__}")
         return sketch_dense_rows(block, row_offset=start, update=update,
-                                 xp=block_namespace(block), to_host=to_host, **params)
+                                 xp=block_namespace(block), to_host=to_host, gram=gram_of,
+                                 **params)
     if update == "randomized":
         return sketch_rows_randomized(block, row_offset=start, seed=seed,
                                       failure_probability=failure_probability, **params)

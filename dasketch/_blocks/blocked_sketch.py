@@ -167,7 +167,9 @@ def sketch_blocks(X, sketch_size, *, method="rfd", alpha0=0.0, center=False,
                          client)
     requested, update = update, choose_update(update, blocks.sparse, blocks.n_features,
                                               sketch_size)
-    if working_size is None:
+    if working_size is None and len(blocks.blocks) == 1:
+        working_size = sketch_size  # no merges to oversample for
+    elif working_size is None:
         working_size = default_working_size(sketch_size, blocks.n_features, update=update,
                                             split_every=split_every, sparse=blocks.sparse)
     elif working_size < sketch_size:

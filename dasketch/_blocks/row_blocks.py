@@ -102,6 +102,10 @@ class RowBlocks:
     threads : int
         Threads that run the functions of eager blocks, each block on one
         (:func:`~dasketch._blocks.tasks.in_order`).
+    literals : tuple
+        For an input in memory, ``(key, array)`` of every block: the array a
+        block's Delayed holds as a literal, which :func:`run_eagerly` takes
+        without computing the Delayed while the keys are those of ``blocks``.
     """
 
     blocks: tuple
@@ -116,6 +120,7 @@ class RowBlocks:
     plan: str = "rows"
     eager: bool = False
     threads: int = 1
+    literals: tuple = ()
 
     @property
     def n_rows(self):
@@ -314,9 +319,12 @@ def run_eagerly(blocks, client=None, *, threaded=False):
         return blocks
     if store_watch.stores_read_by(blocks.blocks):
         return blocks   # kept from a remote store: every pass lists it again when it ends
-    # the one graph: the blocks themselves
-    arrays = dask.compute(*blocks.blocks, scheduler="synchronous")
-    return replace(blocks, blocks=tuple(arrays), eager=True, threads=threads)
+    keys = tuple(block.key for block in blocks.blocks)
+    if keys == tuple(key for key, _ in blocks.literals):
+        arrays = tuple(array for _, array in blocks.literals)
+    else:  # the one graph: the blocks themselves
+        arrays = dask.compute(*blocks.blocks, scheduler="synchronous")
+    return replace(blocks, blocks=tuple(arrays), eager=True, threads=threads, literals=())
 
 
 _transformed = transformed_blocks  # its former name

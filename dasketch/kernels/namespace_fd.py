@@ -45,8 +45,8 @@ from dasketch.kernels.sketch_scaling import (
 )
 
 
-def sketch_dense_rows(rows, sketch_size, *, xp, to_host, method="rfd", alpha0=0.0,
-                      center=False, update="auto", row_offset=0):
+def sketch_dense_rows(rows, sketch_size, *, xp, to_host, gram=None, method="rfd",
+                      alpha0=0.0, center=False, update="auto", row_offset=0):
     """Sketch one block of dense rows in its own array namespace.
 
     Parameters
@@ -59,6 +59,9 @@ def sketch_dense_rows(rows, sketch_size, *, xp, to_host, method="rfd", alpha0=0.
         The array namespace of ``rows`` (array API standard, with ``linalg``).
     to_host : callable
         ``to_host(array)``: the numpy ndarray of an array of ``xp``.
+    gram : callable, optional
+        ``gram(chunk)``: ``chunk^T chunk`` (both triangles), for a library's own
+        routine; default the product.
     method, alpha0, center, update, row_offset
         As for :func:`~dasketch.kernels.frequent_directions.sketch_rows`.
 
@@ -75,14 +78,16 @@ def sketch_dense_rows(rows, sketch_size, *, xp, to_host, method="rfd", alpha0=0.
     result = Sketch.empty(d, sketch_size, method=method, alpha0=alpha0, center=center)
     if n_rows == 0 or d == 0:
         return result
-    absorb = partial(_absorb_on, xp, rows, sketch_size, update=update, to_host=to_host)
+    absorb = partial(_absorb_on, xp, rows, sketch_size, update=update, to_host=to_host,
+                     gram=gram or _product_gram)
     if not center:
         # Almost every block is sketched at scale 1: that is read off the sum of
         # squares the shrinks compute anyway (as on the numpy path), rather than off
         # a pass for the largest entry; a block beyond the safe range (or holding
         # NaN or Inf, named below) is sketched again.
         try:
-            absorbed = absorb(0, None)
+            with np.errstate(over="ignore", invalid="ignore"):  # numpy-backed namespaces
+                absorbed = absorb(0, None)
         except NonFiniteError:
             absorbed = None
         if absorbed is not None and unit_scale_from_mass(absorbed[3], n_rows * d, alpha0):
@@ -114,7 +119,7 @@ def _chunk_on(xp, rows, start, stop, exponent, mean):
     return chunk if mean is None else chunk - mean
 
 
-def _absorb_on(xp, rows, sketch_size, exponent, mean, *, update, to_host):
+def _absorb_on(xp, rows, sketch_size, exponent, mean, *, update, to_host, gram):
     """The shrinks over a nonempty block of ``rows`` at scale ``2**-exponent``,
     centred on ``mean`` when given: ``(B, shrinkage, rounding, frobenius_sq,
     shrunk)``, ``B`` on the host.
@@ -136,7 +141,7 @@ def _absorb_on(xp, rows, sketch_size, exponent, mean, *, update, to_host):
         n_stack = B.shape[0] + min(step, n_rows - start)
         top_norm = float(xp.sum(B * B)) if n_stack >= sketch_size else 0.0
         chunk = _chunk_on(xp, rows, start, min(start + step, n_rows), exponent, mean)
-        B, delta, chunk_norm = shrink_on(xp, B, chunk, sketch_size)
+        B, delta, chunk_norm = shrink_on(xp, B, chunk, sketch_size, gram)
         start += step
         frobenius_sq += chunk_norm
         shrinkage += delta
@@ -155,7 +160,7 @@ def _block_sketch(empty, n_rows, mean, B, shrinkage, rounding, frobenius_sq, shr
                    frobenius_sq=frobenius_sq, rounding=rounding, _svd=[])
 
 
-def shrink_on(xp, top, extra, sketch_size):
+def shrink_on(xp, top, extra, sketch_size, gram=None):
     """FD's shrink of the stack ``[top; extra]`` in the namespace ``xp``.
 
     As :func:`~dasketch.kernels.shrink.shrink`: ``C = U S V^T``, ``delta =
@@ -163,7 +168,8 @@ def shrink_on(xp, top, extra, sketch_size):
     the eigendecomposition of ``C C^T`` when the stack has at most ``d`` rows,
     of ``C^T C`` otherwise; a stack of fewer than ``l`` rows is returned as it
     is. When nothing is shrunk away (``l > d``) and the Gram's condition exceeds
-    ``1 / GRAM_FLOOR``, the rows are the stack's own ``S V^T``.
+    ``1 / GRAM_FLOOR``, the rows are the stack's own ``S V^T``. ``gram(extra)``
+    computes ``extra^T extra`` (default the product).
 
     Returns
     -------
@@ -189,7 +195,7 @@ def shrink_on(xp, top, extra, sketch_size):
         kept = int(xp.count_nonzero(values[:keep] > delta))  # a prefix: values descend
         weights = xp.sqrt(1.0 - delta / values[:kept])
         return (vectors[:, :kept] * weights).T @ stack, delta, extra_norm
-    inner = extra.T @ extra  # column side: eigendecomposition of C^T C
+    inner = (gram or _product_gram)(extra)  # column side: eigendecomposition of C^T C
     extra_norm = _finite_sum(xp, xp.linalg.diagonal(inner))
     values, vectors = _descending_eigh(xp, top.T @ top + inner)
     delta = float(values[keep]) if keep < d else 0.0
@@ -204,6 +210,10 @@ def shrink_on(xp, top, extra, sketch_size):
     kept = int(xp.count_nonzero(lead > 0))
     new = xp.expand_dims(xp.sqrt(lead[:kept]), axis=1) * vectors[:, :kept].T
     return new, delta, extra_norm
+
+
+def _product_gram(rows):
+    return rows.T @ rows
 
 
 def _descending_eigh(xp, gram):

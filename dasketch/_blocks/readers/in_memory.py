@@ -39,10 +39,12 @@ def in_memory_row_blocks(X, rows, dtype, sparse, read_bytes, token=None):
     offsets = tuple(range(0, n_rows, rows)) + (n_rows,)
     if token is None:
         token = dask.base.tokenize(X, getattr(X, "strides", None), rows)
-    blocks = tuple(dask.delayed(X[start:stop, ...], name=f"rows-{start}-{token}")
-                   for start, stop in zip(offsets[:-1], offsets[1:]))
+    views = tuple(X[start:stop, ...] for start, stop in zip(offsets[:-1], offsets[1:]))
+    blocks = tuple(dask.delayed(view, name=f"rows-{start}-{token}")
+                   for start, view in zip(offsets[:-1], views))
     return RowBlocks(blocks, offsets, int(X.shape[1]), dtype, sparse, int(read_bytes),
-                     resident=True)
+                     resident=True,
+                     literals=tuple((block.key, view) for block, view in zip(blocks, views)))
 
 
 @row_blocks_of.register(np.ndarray)
