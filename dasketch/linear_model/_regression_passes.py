@@ -19,12 +19,25 @@ from functools import partial
 import numpy as np
 import scipy.sparse
 
-from dasketch._blocks import add, as_row_aligned, compute, embed_block, map_reduce
+from dasketch._blocks import (
+    add,
+    as_row_aligned,
+    compute,
+    device_rows,
+    embed_block,
+    is_numpy_block,
+    map_reduce,
+    to_host,
+)
 from dasketch.kernels.block_products import rows_times, rows_transpose_times
 
 
 def scale_rows(block, scale):
-    """``diag(scale) @ block`` for an ndarray (float64) or a sparse block (CSR)."""
+    """``diag(scale) @ block`` for an ndarray (float64), a sparse block (CSR) or a
+    block of another array library (float64, in its namespace)."""
+    if not is_numpy_block(block):
+        rows, xp = device_rows(block)
+        return rows * xp.reshape(xp.asarray(scale, device=rows.device), (-1, 1))
     if scipy.sparse.issparse(block):
         return scipy.sparse.csr_matrix(scipy.sparse.diags(scale) @ block)
     return np.asarray(block, dtype=np.float64) * scale[:, None]
@@ -48,7 +61,11 @@ def _weighted_embed_block(block, start, stop, weights, extra, *, seed, specs, po
     out = np.zeros(_packed_shape(specs, block.shape[1] + E.shape[1]))
     embed_block(block if unit else scale_rows(block, scale), start, stop,
                 E if unit else E * scale[:, None], seed=seed, specs=specs, out=out)
-    if scipy.sparse.issparse(block):
+    if not is_numpy_block(block):
+        rows, xp = device_rows(block)
+        sums = to_host(xp.asarray(w, device=rows.device) @ rows)
+        squares = to_host(xp.sum(rows * rows, axis=1))
+    elif scipy.sparse.issparse(block):
         sums = np.asarray(rows_transpose_times(block, w)).ravel()
         squares = np.asarray(block.multiply(block).sum(axis=1)).ravel()
     else:
@@ -90,6 +107,13 @@ def _basis_gram_block(block, start, stop, weights, *, basis, mean):
     (dense rows are centred before the product, as scikit-learn centres ``X``;
     sparse rows after it, staying sparse)."""
     root = np.sqrt(np.asarray(weights, dtype=np.float64).ravel())
+    if not is_numpy_block(block):
+        rows, xp = device_rows(block)
+        device = rows.device
+        centred = rows if mean is None else rows - xp.asarray(mean, device=device)
+        U = centred @ xp.asarray(basis, device=device)
+        U = U * xp.reshape(xp.asarray(root, device=device), (-1, 1))
+        return to_host(U.T @ U)
     if scipy.sparse.issparse(block):
         U = np.asarray(rows_times(block, basis), dtype=np.float64)
         if mean is not None:

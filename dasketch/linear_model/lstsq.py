@@ -162,7 +162,8 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         """
         self._validate_params()
         X, y, weights, dtype = self._validate_fit_data(X, y, sample_weight, ones_column=False,
-                                                       multi_output=True)
+                                                       multi_output=True,
+                                                       array_libraries="any")
         res = solve_lstsq(X, y, tol=self.tol, max_iter=self.max_iter,
                           sketch_size=self.sketch_size, embedding=self.embedding,
                           random_state=self.random_state, block_rows=self.block_rows,
