@@ -8,7 +8,10 @@ weighted rows, ``S_j W^(1/p) [B E]`` for every embedding ``S_j`` of ``specs``
 targets or a column of ones), together with the weighted column sums
 ``w^T [B E]`` and ``sum_i w_i ||B_i||^2``: what weighted centring and the
 accuracy bounds need, from the same read of every block. Weighted rows are
-formed block by block in the task, never as a copy of ``B``. This module
+formed block by block in the task, never as a copy of ``B``. A block of
+another array library than numpy is weighted, embedded and multiplied in its own
+namespace (:func:`dasketch._blocks.device_rows`), the weights and the basis moved
+to its device and the block's results handed back to the host. This module
 imports numpy, scipy and the bridge only (workers unpickle its block functions).
 """
 

@@ -149,9 +149,11 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_features)
             A numpy array, pandas DataFrame, scipy.sparse matrix, Dask array,
-            ``zarr.Array`` or zarr path or URL.
+            ``zarr.Array`` or zarr path or URL; or a CuPy array or Dask array
+            of CuPy blocks, computed in its own namespace as in
+            :func:`sketch_lstsq` (the fitted attributes are numpy).
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
-            Targets.
+            Targets (an array of another library is copied to the host).
         sample_weight : array-like of shape (n_samples,), optional
             Weights ``>= 0`` of the squared residuals; default all 1.
 

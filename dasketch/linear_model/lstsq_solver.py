@@ -150,9 +150,15 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
     ----------
     A : array-like of shape (n, d)
         A numpy array, scipy.sparse matrix, Dask array or zarr path; any shape
-        (``n < d`` too: the minimum-norm solution).
+        (``n < d`` too: the minimum-norm solution). A CuPy array or a Dask array
+        of CuPy blocks (any array API library with the ``linalg`` extension) is
+        read as blocks of its library: the passes over ``A`` run in its
+        namespace, the embeddings drawn on the host from the same seeds as for
+        numpy input and moved there, each block's result handed back to the
+        host, so the result is the numpy path's to rounding.
     b : array-like of shape (n,) or (n, k)
-        Targets, one column per problem.
+        Targets, one column per problem (an array of another library is copied
+        to the host).
     tol : float, default 1e-10
         ``atol`` and ``btol`` of LSQR: it stops when ``||(A N)^T r|| <= tol
         ||A N|| ||r||`` (or ``||r|| <= tol ||b||``), then restarts once from
