@@ -115,3 +115,15 @@ def test_the_embedding_of_a_block_in_its_namespace_is_the_numpy_paths(module, em
     ours = to_host(embed_dense_rows(on_device, buckets, values, 24, xp=xp, tile_values=2400))
     assert ours.dtype == np.float64 and ours.shape == (24, 7)
     assert np.abs(ours - reference).max() <= 1e-12 * np.abs(reference).max()
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # 0 * inf
+def test_non_finite_values_of_another_library_are_named():
+    A, b, _ = _problem(n=600, targets=1)
+    A[123, 4] = np.inf
+    for data in _inputs(A).values():
+        with pytest.raises(ValueError, match="A contains NaN or Inf"):
+            sketch_lstsq(data, b[:, 0], random_state=0, block_rows=ROWS)
+    b[7, 0] = np.nan
+    with pytest.raises(ValueError, match="b contains NaN or Inf"):
+        sketch_lstsq(_on_device(A[:, :3]), _on_device(b[:, 0]), random_state=0)
