@@ -1,10 +1,11 @@
 """The array seam: blocks of other array libraries than numpy.
 
-``dasketch.sketch`` and ``estimate_error`` read inputs of another library (in
-memory, or as the blocks of a Dask array) as blocks of that library, on the
-default scheduler and on a cluster; the other entry points refuse them by type,
-with a ``TypeError`` naming the type and what is read, before any task runs, and
-so does every entry point for a library without the ``linalg`` extension. The
+``dasketch.sketch``, ``estimate_error`` and ``sketch_lstsq`` read inputs of
+another library (in memory, or as the blocks of a Dask array) as blocks of that
+library, on the default scheduler and on a cluster; the other entry points
+(and the regressor's ``predict``) refuse them by type, with a ``TypeError``
+naming the type and what is read, before any task runs, and so does every entry
+point for a library without the ``linalg`` extension. The
 exact dense update runs on a block's own array namespace (``array_api_strict``,
 the array API standard's strictest implementation, stands for a GPU library
 here) and equals the numpy path to rounding, with its bound.
@@ -23,7 +24,7 @@ from dasketch._blocks.array_libraries import block_namespace, is_numpy_block, to
 from dasketch._blocks.block_functions import merge_all_sketches, sketch_block
 from dasketch.kernels.frequent_directions import sketch_rows
 from dasketch.kernels.namespace_fd import sketch_dense_rows
-from dasketch.linear_model import DualRandomProjectionRegressor, sketch_lstsq
+from dasketch.linear_model import DualRandomProjectionRegressor, SketchLstsqRegressor
 
 xps = pytest.importorskip("array_api_strict")
 
@@ -37,12 +38,13 @@ def _never_computed():
     raise AssertionError("a block task ran")
 
 
-def _dask_of_strict_blocks(X, rows=60, computed=False):
+def _dask_of_strict_blocks(X, rows=60, computed=False, device=None):
     """A Dask array whose blocks are array_api_strict arrays of the rows of
-    ``X``; unless ``computed``, its tasks fail if run."""
-    name = "strict-blocks-" + dask.base.tokenize(X, rows, computed)
+    ``X`` (on ``device``); unless ``computed``, its tasks fail if run."""
+    name = "strict-blocks-" + dask.base.tokenize(X, rows, computed, str(device))
     starts = range(0, X.shape[0], rows)
-    graph = {(name, i, 0): xps.asarray(X[s:s + rows]) if computed else (_never_computed,)
+    graph = {(name, i, 0): xps.asarray(X[s:s + rows], device=device) if computed
+             else (_never_computed,)
              for i, s in enumerate(starts)}
     chunks = (tuple(min(rows, X.shape[0] - s) for s in starts), (X.shape[1],))
     return da.Array(graph, name, chunks, meta=xps.asarray(np.empty((0, 0))))
@@ -51,7 +53,7 @@ def _dask_of_strict_blocks(X, rows=60, computed=False):
 ENTRY_POINTS = {
     "SketchPCA": lambda X, y: dasketch.SketchPCA(n_components=2).fit(X),
     "DualRandomProjectionRegressor": lambda X, y: DualRandomProjectionRegressor().fit(X, y),
-    "sketch_lstsq": lambda X, y: sketch_lstsq(X, y),
+    "SketchLstsqRegressor.predict": lambda X, y: SketchLstsqRegressor().fit(_data(), y).predict(X),
 }
 
 

@@ -4,13 +4,16 @@ The exact dense update in CuPy's array namespace equals the numpy path to
 rounding (not bit for bit: other BLAS, another eigensolver), keeps its bound,
 and its sketches merge with CPU sketches of other rows; ``dasketch.sketch`` and
 ``estimate_error`` read CuPy arrays and Dask arrays of CuPy blocks, on one GPU
-and on a cluster of one GPU worker alike, and the entry points that compute on
-numpy only refuse them by type. Skipped without CuPy or a device.
+and on a cluster of one GPU worker alike, and so do ``sketch_lstsq`` and
+``SketchLstsqRegressor.fit`` (solution and certificates as numpy on the host);
+the entry points that compute on numpy only refuse them by type. Skipped without
+CuPy or a device.
 """
 
 import dask.array as da
 import numpy as np
 import pytest
+import sklearn.base
 
 import dasketch
 from dasketch._blocks import merge_all_sketches, sketch_block
@@ -124,6 +127,48 @@ def test_a_cupy_array_is_one_block_by_default_and_refused_by_numpy_only_estimato
     assert ours.shrinkage == pytest.approx(one_block.shrinkage, rel=1e-9)
     with pytest.raises(TypeError, match=r"cupy\S*ndarray.*numpy blocks only"):
         PWSGDRegressor().fit(cupy.asarray(X), X[:, 0])
+
+
+def _lstsq_problem(seed=5, n=20000, d=48):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, d)) * np.logspace(0, -3, d) + 0.5
+    b = A @ rng.standard_normal((d, 2)) + 0.01 * rng.standard_normal((n, 2))
+    return A, b, rng.random(n)
+
+
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_sketch_lstsq_of_cupy_inputs_equals_the_cpu_path_to_rounding(fit_intercept):
+    A, b, w = _lstsq_problem()
+    options = dict(random_state=0, block_rows=5000, fit_intercept=fit_intercept)
+    reference = dasketch.linear_model.sketch_lstsq(A, b, sample_weight=w, **options)
+    for kind, data in _cupy_inputs(A, 5000).items():
+        for targets in (b, cupy.asarray(b)):
+            ours = dasketch.linear_model.sketch_lstsq(data, targets,
+                                                      sample_weight=cupy.asarray(w), **options)
+            assert isinstance(ours.x, np.ndarray), kind
+            assert np.abs(ours.x - reference.x).max() <= 1e-8 * np.abs(reference.x).max()
+            assert ours.rank == reference.rank
+            np.testing.assert_allclose(ours.singular_values, reference.singular_values,
+                                       rtol=1e-10)
+            np.testing.assert_allclose(ours.residual_norm, reference.residual_norm, rtol=1e-10)
+            np.testing.assert_allclose(ours.intercept, reference.intercept, rtol=1e-8)
+            np.testing.assert_allclose(ours.coef_error_bound, reference.coef_error_bound,
+                                       rtol=0.05)
+            assert np.all(np.linalg.norm(ours.x - reference.x, axis=0)
+                          <= ours.coef_error_bound + reference.coef_error_bound)
+
+
+def test_the_lstsq_regressor_fits_cupy_inputs_as_numpy():
+    A, b, _ = _lstsq_problem(seed=6)
+    regressor = dasketch.linear_model.SketchLstsqRegressor(random_state=0, block_rows=5000)
+    reference = regressor.fit(A, b[:, 0])
+    for kind, data in _cupy_inputs(A, 5000).items():
+        model = sklearn.base.clone(regressor).fit(data, cupy.asarray(b[:, 0]))
+        assert isinstance(model.coef_, np.ndarray), kind
+        assert np.abs(model.coef_ - reference.coef_).max() <= 1e-9 * np.abs(
+            reference.coef_).max(), kind
+        np.testing.assert_allclose(model.singular_, reference.singular_, rtol=1e-10)
+        assert model.coef_error_bound_ == pytest.approx(reference.coef_error_bound_, rel=0.05)
 
 
 @pytest.mark.cluster

@@ -38,10 +38,12 @@ first use (:data:`ESTIMATOR_NAMES`).
 
 import importlib
 
+from dasketch._blocks.array_libraries import is_numpy_block, to_host
 from dasketch._blocks.block_functions import (
     affine_block,
     centred_rows,
     class_labels,
+    device_rows,
     embed_block,
     gaussian_log_likelihood_block,
     gaussian_tile,
@@ -74,7 +76,7 @@ from dasketch._blocks.operators import (
     rmatvec,
     sparse_embed_streams,
 )
-from dasketch._blocks.readers import check_array_library
+from dasketch._blocks.readers import check_array_library, host_values
 from dasketch._blocks.readers.options import dense_block_rows
 from dasketch._blocks.readers.parquet import ParquetSource, open_parquet
 from dasketch._blocks.row_blocks import (
@@ -136,7 +138,8 @@ __all__ = [
     "task", "transformed_blocks", "transposed_pca_pass", "transposed_store_blocks",
     "tree_reduce", "worker_timeout",
     "SKETCH_UPDATES", "check_estimate_memory", "sketch_blocks", "sketch_dense_block_rows",
-    "check_array_library", "affine_rows",
+    "check_array_library", "affine_rows", "device_rows", "host_values", "is_numpy_block",
+    "to_host",
 ]
 
 # The estimators' side of the bridge, which imports scikit-learn: input

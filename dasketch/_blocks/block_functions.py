@@ -25,8 +25,14 @@ from dasketch._blocks.array_libraries import (
     to_host,
 )
 from dasketch.kernels.block_products import rows_times, rows_transpose_times
-from dasketch.kernels.embeddings import TILE, gaussian_rows, sparse_embedding_block
+from dasketch.kernels.embeddings import (
+    TILE,
+    embedding_entries,
+    entries_matrix,
+    gaussian_rows,
+)
 from dasketch.kernels.frequent_directions import merge_sketches, sketch_rows
+from dasketch.kernels.namespace_embeddings import embed_dense_rows
 from dasketch.kernels.namespace_fd import sketch_dense_rows
 from dasketch.kernels.shrink import check_finite_rows
 from dasketch.kernels.sparse_fd import sketch_rows_randomized
@@ -151,8 +157,22 @@ def finite_rows(out, start, stop):
     return out
 
 
+def device_rows(block):
+    """``(rows, xp)``: a block of another array library than numpy as float64 in
+    its own namespace ``xp`` (:mod:`.array_libraries`); host values join it by
+    ``xp.asarray(values, device=rows.device)``."""
+    xp = block_namespace(block)
+    return xp.astype(block, xp.float64, copy=False), xp
+
+
 def matvec_block(block, start, stop, *, w):
-    """``block @ w`` as float64 ``(rows, k)``, checked by :func:`finite_rows`."""
+    """``block @ w`` as float64 ``(rows, k)``, checked by :func:`finite_rows`; a
+    block of another array library multiplies in its own namespace (``w`` moved
+    there), the product handed back on the host."""
+    if not is_numpy_block(block):
+        rows, xp = device_rows(block)
+        w = np.reshape(np.asarray(w, dtype=np.float64), (block.shape[1], -1))
+        return finite_rows(to_host(rows @ xp.asarray(w, device=rows.device)), start, stop)
     product = np.asarray(rows_times(block, w), dtype=np.float64)
     return finite_rows(product.reshape(stop - start, -1),
                        start, stop)
@@ -185,7 +205,12 @@ def gaussian_log_likelihood_block(block, start, stop, *, mean, precision, consta
 
 
 def rmatvec_block(block, start, stop, v):
-    """``block^T v`` in float64 for the block's piece ``v`` of a row-aligned array."""
+    """``block^T v`` in float64 for the block's piece ``v`` of a row-aligned array
+    (a block of another array library: in its namespace, handed back on the host)."""
+    if not is_numpy_block(block):
+        rows, xp = device_rows(block)
+        v = np.asarray(v, dtype=np.float64)
+        return to_host(rows.T @ xp.asarray(v, device=rows.device))
     product = rows_transpose_times(block, np.asarray(v, dtype=np.float64))
     return np.asarray(product, dtype=np.float64)
 
@@ -201,7 +226,10 @@ def embed_block(block, start, stop, *pieces, seed, specs, out=None):
 
     Written into the top left corner of ``out`` when given (and ``out`` returned),
     else into a new array: each embedding's rows are written in place, never
-    stacked from copies, :data:`EMBED_COLUMNS` columns of a dense block at a time."""
+    stacked from copies, :data:`EMBED_COLUMNS` columns of a dense block at a time.
+    A block of another array library is embedded in its own namespace by the
+    same ``S`` (:func:`~dasketch.kernels.namespace_embeddings.embed_dense_rows`),
+    the pieces on the host."""
     columns = [np.asarray(p, dtype=np.float64).reshape(stop - start, -1) for p in pieces]
     d = block.shape[1]
     width = d + sum(c.shape[1] for c in columns)
@@ -209,9 +237,14 @@ def embed_block(block, start, stop, *pieces, seed, specs, out=None):
         out = np.empty((sum(spec[1] for spec in specs), width))
     row = 0
     for stream, size, embedding, k in specs:
-        S = sparse_embedding_block(seed, stream, start, stop, size, embedding=embedding,
-                                   nnz_per_column=k)
-        if scipy.sparse.issparse(block):
+        buckets, values = embedding_entries(seed, stream, start, stop, size,
+                                            embedding=embedding, nnz_per_column=k)
+        S = entries_matrix(buckets, values, size)
+        if not is_numpy_block(block):
+            rows, xp = device_rows(block)
+            out[row:row + size, :d] = to_host(embed_dense_rows(rows, buckets, values, size,
+                                                               xp=xp))
+        elif scipy.sparse.issparse(block):
             out[row:row + size, :d] = (S @ block).toarray()
         else:   # a few columns at a time: no temporary of the embedding's size
             for lo in range(0, d, EMBED_COLUMNS):
@@ -287,7 +320,6 @@ def gram_block(block, start, stop, *, seed, n_vectors):
     namespace (float64), the product handed back on the host."""
     omega = gaussian_rows(seed, 1, 0, block.shape[1], n_vectors)
     if not is_numpy_block(block):
-        xp = block_namespace(block)
-        rows = xp.astype(block, xp.float64, copy=False)
-        return to_host(rows.T @ (rows @ xp.asarray(omega)))
+        rows, xp = device_rows(block)
+        return to_host(rows.T @ (rows @ xp.asarray(omega, device=rows.device)))
     return np.asarray(rows_transpose_times(block, rows_times(block, omega)))

@@ -14,6 +14,7 @@ from sklearn.utils.validation import column_or_1d, validate_data
 
 from dasketch._blocks.inputs import as_row_blocks, is_out_of_core
 from dasketch._blocks.readers import check_array_library
+from dasketch._blocks.readers.array_types import foreign_array_type
 from dasketch._blocks.scheduler import compute, is_dask_collection
 
 FLOAT_DTYPES = (np.float64, np.float32)
@@ -42,7 +43,7 @@ def _check_not_1d(X):
 
 
 def validate_input(estimator, X, y="no_validation", *, reset, accept_sparse=("csr", "csc"),
-                   dtype=FLOAT_DTYPES, y_numeric=False):
+                   dtype=FLOAT_DTYPES, y_numeric=False, array_libraries="numpy"):
     """Validate ``X`` (and ``y``) as ``fit`` (``reset=True``) or ``predict``,
     ``transform`` and ``score`` (``reset=False``) do.
 
@@ -70,6 +71,11 @@ str or PathLike
         As in :func:`sklearn.utils.check_array` for in-memory input.
     y_numeric : bool
         Require finite real targets (regression); they come back as float64.
+    array_libraries : {"numpy", "any"}, default "numpy"
+        ``"any"`` for an estimator that computes in the blocks' own namespace:
+        an array of another library (CuPy, a Dask array of CuPy blocks) becomes
+        ``RowBlocks`` of that library, never converted by scikit-learn; with
+        ``"numpy"`` it is a ``TypeError`` naming its type.
 
     Returns
     -------
@@ -90,15 +96,16 @@ str or PathLike
     ...
     ValueError: X has 4 features, but Ridge is expecting 2 features as input.
     """
-    check_array_library(X, "X")  # before scikit-learn converts it
-    if not is_out_of_core(X):
+    check_array_library(X, "X", array_libraries)  # before scikit-learn converts it
+    if not is_out_of_core(X) and foreign_array_type(X) is None:
         _check_not_1d(X)
         if isinstance(y, str) and y == "no_validation":
             return validate_data(estimator, X, reset=reset, accept_sparse=accept_sparse,
                                  dtype=dtype)
         return validate_data(estimator, X, y, reset=reset, accept_sparse=accept_sparse,
                              dtype=dtype, y_numeric=y_numeric)
-    blocks = as_row_blocks(X, name="X", block_rows=getattr(estimator, "block_rows", None))
+    blocks = as_row_blocks(X, name="X", block_rows=getattr(estimator, "block_rows", None),
+                           array_libraries=array_libraries)
     _check_out_of_core_features(estimator, blocks, reset)
     if isinstance(y, str) and y == "no_validation":
         return blocks

@@ -119,12 +119,22 @@ def sparse_embedding_block(seed, stream, start, stop, sketch_size, *, embedding=
     * ``"cauchy"`` ([3]_): one entry per column, a standard Cauchy variable, in a
       uniform bucket (``S = Phi D``).
     """
+    buckets, values = embedding_entries(seed, stream, start, stop, sketch_size,
+                                        embedding=embedding, nnz_per_column=nnz_per_column)
+    return entries_matrix(buckets, values, sketch_size)
+
+
+def embedding_entries(seed, stream, start, stop, sketch_size, *, embedding="osnap",
+                      nnz_per_column=1):
+    """The nonzeros of :func:`sparse_embedding_block`: ``(buckets, values)``, each
+    of shape ``(stop - start, k)``, column ``i`` of the block's ``S`` holding
+    ``values[i, j]`` in row ``buckets[i, j]``."""
     check_embedding(embedding, nnz_per_column)
     k = nnz_per_column
     if k > sketch_size:
         raise ValueError(f"nnz_per_column ({k}) must not exceed sketch_size ({sketch_size})")
     bounds = np.linspace(0, sketch_size, k + 1).astype(np.int64)
-    buckets, values = [], []
+    buckets, values = [np.zeros((0, k), dtype=np.int64)], [np.zeros((0, k))]
     for tile, lo, hi in _tiles(start, stop):
         rng = _tile_rng(seed, stream, tile)
         u = rng.random((TILE, k))[lo:hi]
@@ -136,11 +146,15 @@ def sparse_embedding_block(seed, stream, start, stop, sketch_size, *, embedding=
         else:
             signs = rng.integers(0, 2, size=(TILE, k))[lo:hi] * 2.0 - 1.0
             values.append(signs / np.sqrt(k))
-    n_cols = stop - start
+    return np.concatenate(buckets), np.concatenate(values)
+
+
+def entries_matrix(buckets, values, sketch_size):
+    """The CSR matrix (``sketch_size x len(buckets)``) of the entries of
+    :func:`embedding_entries`."""
+    n_cols, k = buckets.shape
     if n_cols == 0:
         return scipy.sparse.csr_matrix((sketch_size, 0))
-    buckets = np.concatenate(buckets)
-    values = np.concatenate(values)
     columns = np.repeat(np.arange(n_cols), k)
     return scipy.sparse.csr_matrix(
         (values.ravel(), (buckets.ravel(), columns)), shape=(sketch_size, n_cols))

@@ -8,7 +8,10 @@ weighted rows, ``S_j W^(1/p) [B E]`` for every embedding ``S_j`` of ``specs``
 targets or a column of ones), together with the weighted column sums
 ``w^T [B E]`` and ``sum_i w_i ||B_i||^2``: what weighted centring and the
 accuracy bounds need, from the same read of every block. Weighted rows are
-formed block by block in the task, never as a copy of ``B``. This module
+formed block by block in the task, never as a copy of ``B``. A block of
+another array library than numpy is weighted, embedded and multiplied in its own
+namespace (:func:`dasketch._blocks.device_rows`), the weights and the basis moved
+to its device and the block's results handed back to the host. This module
 imports numpy, scipy and the bridge only (workers unpickle its block functions).
 """
 
@@ -19,12 +22,25 @@ from functools import partial
 import numpy as np
 import scipy.sparse
 
-from dasketch._blocks import add, as_row_aligned, compute, embed_block, map_reduce
+from dasketch._blocks import (
+    add,
+    as_row_aligned,
+    compute,
+    device_rows,
+    embed_block,
+    is_numpy_block,
+    map_reduce,
+    to_host,
+)
 from dasketch.kernels.block_products import rows_times, rows_transpose_times
 
 
 def scale_rows(block, scale):
-    """``diag(scale) @ block`` for an ndarray (float64) or a sparse block (CSR)."""
+    """``diag(scale) @ block`` for an ndarray (float64), a sparse block (CSR) or a
+    block of another array library (float64, in its namespace)."""
+    if not is_numpy_block(block):
+        rows, xp = device_rows(block)
+        return rows * xp.reshape(xp.asarray(scale, device=rows.device), (-1, 1))
     if scipy.sparse.issparse(block):
         return scipy.sparse.csr_matrix(scipy.sparse.diags(scale) @ block)
     return np.asarray(block, dtype=np.float64) * scale[:, None]
@@ -48,7 +64,11 @@ def _weighted_embed_block(block, start, stop, weights, extra, *, seed, specs, po
     out = np.zeros(_packed_shape(specs, block.shape[1] + E.shape[1]))
     embed_block(block if unit else scale_rows(block, scale), start, stop,
                 E if unit else E * scale[:, None], seed=seed, specs=specs, out=out)
-    if scipy.sparse.issparse(block):
+    if not is_numpy_block(block):
+        rows, xp = device_rows(block)
+        sums = to_host(xp.asarray(w, device=rows.device) @ rows)
+        squares = to_host(xp.sum(rows * rows, axis=1))
+    elif scipy.sparse.issparse(block):
         sums = np.asarray(rows_transpose_times(block, w)).ravel()
         squares = np.asarray(block.multiply(block).sum(axis=1)).ravel()
     else:
@@ -90,6 +110,13 @@ def _basis_gram_block(block, start, stop, weights, *, basis, mean):
     (dense rows are centred before the product, as scikit-learn centres ``X``;
     sparse rows after it, staying sparse)."""
     root = np.sqrt(np.asarray(weights, dtype=np.float64).ravel())
+    if not is_numpy_block(block):
+        rows, xp = device_rows(block)
+        device = rows.device
+        centred = rows if mean is None else rows - xp.asarray(mean, device=device)
+        U = centred @ xp.asarray(basis, device=device)
+        U = U * xp.reshape(xp.asarray(root, device=device), (-1, 1))
+        return to_host(U.T @ U)
     if scipy.sparse.issparse(block):
         U = np.asarray(rows_times(block, basis), dtype=np.float64)
         if mean is not None:

@@ -8,7 +8,13 @@ import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, validate_data
 
-from dasketch._blocks import RowBlocks, append_ones_column, compute, is_dask_collection
+from dasketch._blocks import (
+    RowBlocks,
+    append_ones_column,
+    compute,
+    host_values,
+    is_dask_collection,
+)
 from dasketch.linear_model.dual_projection.checks import check_weights
 from dasketch.utils.blockwise import affine_rows
 from dasketch.utils.validation import validate_input
@@ -39,18 +45,23 @@ class SketchedRegressorMixin(RegressorMixin):
     """
 
     def _validate_fit_data(self, X, y, sample_weight=None, *, ones_column=True,
-                           multi_output=False):
+                           multi_output=False, array_libraries="numpy"):
         """``(design, y, weights, dtype)``: ``X`` validated by
         :func:`validate_input` (setting ``n_features_in_``), with a column of
         ones when ``ones_column`` and ``fit_intercept`` (in memory stays in
         memory, out-of-core stays row blocks); ``y`` finite float64, 1-D or,
         with ``multi_output``, 2-D; the weights of :func:`check_sample_weight`;
-        ``dtype`` that of ``X``."""
+        ``dtype`` that of ``X``. With ``array_libraries="any"`` an ``X`` of
+        another library stays one (row blocks, see :func:`validate_input`) and
+        ``y`` and the weights of one are copied to the host."""
+        if array_libraries == "any":
+            y, sample_weight = host_values(y), host_values(sample_weight)
         if is_dask_collection(y):
             (y,) = compute(y)
         # y first: validating y alone resets the feature names that X then sets
         y = validate_data(self, "no_validation", y, multi_output=multi_output, y_numeric=True)
-        X = validate_input(self, X, reset=True, accept_sparse="csr")
+        X = validate_input(self, X, reset=True, accept_sparse="csr",
+                           array_libraries=array_libraries)
         n = X.shape[0]
         check_consistent_length(np.empty((n, 0)), y)
         weights = check_sample_weight(sample_weight, n)

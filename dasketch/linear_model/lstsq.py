@@ -149,9 +149,11 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_features)
             A numpy array, pandas DataFrame, scipy.sparse matrix, Dask array,
-            ``zarr.Array`` or zarr path or URL.
+            ``zarr.Array`` or zarr path or URL; or a CuPy array or Dask array
+            of CuPy blocks, computed in its own namespace as in
+            :func:`sketch_lstsq` (the fitted attributes are numpy).
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
-            Targets.
+            Targets (an array of another library is copied to the host).
         sample_weight : array-like of shape (n_samples,), optional
             Weights ``>= 0`` of the squared residuals; default all 1.
 
@@ -162,7 +164,8 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         """
         self._validate_params()
         X, y, weights, dtype = self._validate_fit_data(X, y, sample_weight, ones_column=False,
-                                                       multi_output=True)
+                                                       multi_output=True,
+                                                       array_libraries="any")
         res = solve_lstsq(X, y, tol=self.tol, max_iter=self.max_iter,
                           sketch_size=self.sketch_size, embedding=self.embedding,
                           random_state=self.random_state, block_rows=self.block_rows,

@@ -26,6 +26,7 @@ from dasketch._blocks import (
     as_row_blocks,
     cache_blocks,
     compute,
+    host_values,
     is_dask_collection,
     run_eagerly,
 )
@@ -149,9 +150,15 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
     ----------
     A : array-like of shape (n, d)
         A numpy array, scipy.sparse matrix, Dask array or zarr path; any shape
-        (``n < d`` too: the minimum-norm solution).
+        (``n < d`` too: the minimum-norm solution). A CuPy array or a Dask array
+        of CuPy blocks (any array API library with the ``linalg`` extension) is
+        read as blocks of its library: the passes over ``A`` run in its
+        namespace, the embeddings drawn on the host from the same seeds as for
+        numpy input and moved there, each block's result handed back to the
+        host, so the result is the numpy path's to rounding.
     b : array-like of shape (n,) or (n, k)
-        Targets, one column per problem.
+        Targets, one column per problem (an array of another library is copied
+        to the host).
     tol : float, default 1e-10
         ``atol`` and ``btol`` of LSQR: it stops when ``||(A N)^T r|| <= tol
         ||A N|| ||r||`` (or ``||r|| <= tol ||b||``), then restarts once from
@@ -233,9 +240,9 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
     validate_parameter_constraints(_LSTSQ_CONSTRAINTS, {"tol": tol, "max_iter": max_iter},
                                    caller_name="sketch_lstsq")
     tol = float(tol)
-    blocks = as_row_blocks(A, block_rows=block_rows, name="A")
+    blocks = as_row_blocks(A, block_rows=block_rows, name="A", array_libraries="any")
     b = _check_targets(b, blocks.n_rows)
-    weights = check_sample_weight(sample_weight, blocks.n_rows)
+    weights = check_sample_weight(host_values(sample_weight), blocks.n_rows)
     return solve_lstsq(A if _in_memory(A) else blocks, b, tol=tol, max_iter=max_iter,
                        sketch_size=sketch_size, embedding=embedding,
                        nnz_per_column=nnz_per_column, random_state=random_state,
@@ -245,7 +252,8 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
 
 
 def _check_targets(b, n):
-    """``b`` as a finite float64 array of shape ``(n,)`` or ``(n, k)``."""
+    """``b`` as a finite float64 array of shape ``(n,)`` or ``(n, k)`` on the host."""
+    b = host_values(b)
     if is_dask_collection(b):
         (b,) = compute(b)
     b = np.asarray(b)
@@ -281,8 +289,8 @@ def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
     itself, from one more pass (:func:`data_singular_values`), instead of the
     sketch's. With ``positive`` the coefficients are constrained ``>= 0``
     (:mod:`~dasketch.linear_model.nonnegative_lstsq`)."""
-    blocks, cache = cache_blocks(as_row_blocks(A, block_rows=block_rows, name=name), cache,
-                                 client=client)
+    blocks, cache = cache_blocks(as_row_blocks(A, block_rows=block_rows, name=name,
+                                               array_libraries="any"), cache, client=client)
     blocks = run_eagerly(blocks, client)
     n, d = blocks.shape
     precond = precondition_blocks(blocks, b, sketch_size=sketch_size, embedding=embedding,

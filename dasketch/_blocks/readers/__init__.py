@@ -15,7 +15,11 @@ them as zarr stores), then AnnData (its zarr groups are also paths), zarr
 """
 
 from dasketch._blocks.readers.anndata_files import AnnDataReader
-from dasketch._blocks.readers.array_types import ArrayLibraryReader, check_array_library
+from dasketch._blocks.readers.array_types import (
+    ArrayLibraryReader,
+    check_array_library,
+    host_values,
+)
 from dasketch._blocks.readers.arrow import ArrowReader
 from dasketch._blocks.readers.dask_arrays import DaskReader
 from dasketch._blocks.readers.in_memory import ArrayLikeReader, InMemoryReader, row_blocks_of
@@ -40,6 +44,7 @@ register_reader(ZarrReader())
 register_reader(ArrayLikeReader())
 
 __all__ = [
-    "ReadOptions", "accepted_kinds", "check_array_library", "read_row_blocks", "register_reader",
+    "ReadOptions", "accepted_kinds", "check_array_library", "host_values", "read_row_blocks",
+    "register_reader",
     "registered_readers", "row_blocks_of", "unregister_reader",
 ]

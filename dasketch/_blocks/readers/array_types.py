@@ -27,15 +27,17 @@ from dataclasses import replace
 import numpy as np
 import scipy.sparse
 
-from dasketch._blocks.array_libraries import block_namespace
+from dasketch._blocks.array_libraries import block_namespace, to_host
 from dasketch._blocks.readers.dask_arrays import DaskReader
 from dasketch._blocks.readers.in_memory import in_memory_row_blocks
 from dasketch._blocks.readers.options import check_dtype, check_shape
 from dasketch._blocks.readers.registry import accepted_kinds
-from dasketch._blocks.scheduler import is_dask_collection
+from dasketch._blocks.scheduler import compute, is_dask_collection
 
 #: The public functions that read arrays of other libraries (``array_libraries="any"``).
-LIBRARY_ENTRY_POINTS = ("dasketch.sketch", "dasketch.estimate_error")
+LIBRARY_ENTRY_POINTS = ("dasketch.sketch", "dasketch.estimate_error",
+                        "dasketch.linear_model.sketch_lstsq",
+                        "dasketch.linear_model.SketchLstsqRegressor.fit")
 #: Values of a default block of another library (4 GiB of float64). A block on a
 #: device is absorbed by one Gram product and one eigendecomposition, whose launch
 #: and solver latency is paid once a block, so blocks are as large as a device holds
@@ -70,6 +72,20 @@ def _namespace_or_none(block):
     return xp if hasattr(linalg, "eigh") and hasattr(linalg, "svd") else None
 
 
+def host_values(values):
+    """``values`` (targets, weights: ``n`` values at most a few columns wide) on
+    the host: an array of another library (:func:`foreign_array_type`) copied to
+    numpy by :func:`~dasketch._blocks.array_libraries.to_host`, a Dask array of
+    such blocks block by block, then computed; anything else unchanged."""
+    if foreign_array_type(values) is None:
+        return values
+    if is_dask_collection(values):
+        host = np.empty((0,) * values.ndim, dtype=host_dtype(values._meta, values.dtype))
+        (values,) = compute(values.map_blocks(to_host, dtype=host.dtype, meta=host))
+        return values
+    return to_host(values)
+
+
 def check_array_library(X, name="X", array_libraries="numpy"):
     """Raise a ``TypeError`` naming ``name`` when ``X`` holds arrays of another
     library than numpy (see :func:`foreign_array_type`) that the caller does not
@@ -91,7 +107,7 @@ def check_array_library(X, name="X", array_libraries="numpy"):
             "and array API arrays (array_api_compat); copy it to a numpy array first")
     raise TypeError(
         f"{name} is {what}, which this function reads as numpy blocks only: a "
-        f"{accepted_kinds()}. {' and '.join(LIBRARY_ENTRY_POINTS)} read CuPy "
+        f"{accepted_kinds()}. {', '.join(LIBRARY_ENTRY_POINTS)} read CuPy "
         "arrays and Dask arrays of CuPy blocks on the GPU; here copy them to the host "
         "first (cupy.asnumpy(X), or X.map_blocks(cupy.asnumpy) for a Dask array)")
 
