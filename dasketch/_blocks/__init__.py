@@ -38,21 +38,27 @@ first use (:data:`ESTIMATOR_NAMES`).
 
 import importlib
 
+from dasketch._blocks.array_libraries import block_namespace, is_numpy_block, to_host
 from dasketch._blocks.block_functions import (
     affine_block,
     centred_rows,
     class_labels,
     embed_block,
+    float_rows,
+    forward_backward,
     gaussian_log_likelihood_block,
     gaussian_tile,
     gram_block,
     leverage_block,
+    like,
     matvec_block,
     merge_all_sketches,
     project_block,
     resized_sketch,
+    rows_product,
     sketch_block,
     squared_norms_block,
+    transpose_product,
     transposed_pca_pass,
 )
 from dasketch._blocks.blocked_sketch import (
@@ -75,6 +81,7 @@ from dasketch._blocks.operators import (
     sparse_embed_streams,
 )
 from dasketch._blocks.readers import check_array_library
+from dasketch._blocks.readers.array_types import foreign_array_type
 from dasketch._blocks.readers.options import dense_block_rows
 from dasketch._blocks.readers.parquet import ParquetSource, open_parquet
 from dasketch._blocks.row_blocks import (
@@ -137,6 +144,8 @@ __all__ = [
     "tree_reduce", "worker_timeout",
     "SKETCH_UPDATES", "check_estimate_memory", "sketch_blocks", "sketch_dense_block_rows",
     "check_array_library", "affine_rows",
+    "block_namespace", "float_rows", "forward_backward", "is_numpy_block", "like",
+    "rows_product", "to_host", "transpose_product", "foreign_array_type",
 ]
 
 # The estimators' side of the bridge, which imports scikit-learn: input
