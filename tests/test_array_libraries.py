@@ -23,7 +23,7 @@ from dasketch._blocks.array_libraries import block_namespace, is_numpy_block, to
 from dasketch._blocks.block_functions import merge_all_sketches, sketch_block
 from dasketch.kernels.frequent_directions import sketch_rows
 from dasketch.kernels.namespace_fd import sketch_dense_rows
-from dasketch.linear_model import DualRandomProjectionRegressor, sketch_lstsq
+from dasketch.linear_model import sketch_lstsq
 
 xps = pytest.importorskip("array_api_strict")
 
@@ -50,7 +50,6 @@ def _dask_of_strict_blocks(X, rows=60, computed=False):
 
 ENTRY_POINTS = {
     "SketchPCA": lambda X, y: dasketch.SketchPCA(n_components=2).fit(X),
-    "DualRandomProjectionRegressor": lambda X, y: DualRandomProjectionRegressor().fit(X, y),
     "sketch_lstsq": lambda X, y: sketch_lstsq(X, y),
 }
 

@@ -81,7 +81,7 @@ from dasketch._blocks.operators import (
     sparse_embed_streams,
 )
 from dasketch._blocks.readers import check_array_library
-from dasketch._blocks.readers.array_types import foreign_array_type
+from dasketch._blocks.readers.array_types import foreign_array_type, host_dtype
 from dasketch._blocks.readers.options import dense_block_rows
 from dasketch._blocks.readers.parquet import ParquetSource, open_parquet
 from dasketch._blocks.row_blocks import (
@@ -146,6 +146,7 @@ __all__ = [
     "check_array_library", "affine_rows",
     "block_namespace", "float_rows", "forward_backward", "is_numpy_block", "like",
     "rows_product", "to_host", "transpose_product", "foreign_array_type",
+    "host_dtype",
 ]
 
 # The estimators' side of the bridge, which imports scikit-learn: input
@@ -157,6 +158,7 @@ __all__ = [
 ESTIMATOR_NAMES = {
     "validate_input": "dasketch._blocks.validation",
     "as_target_vector": "dasketch._blocks.validation",
+    "host_targets": "dasketch._blocks.validation",
     "Interval": "dasketch._blocks.params",
     "BasePCA": "dasketch._blocks.sklearn_compat",
     "RealNotInt": "dasketch._blocks.sklearn_compat",

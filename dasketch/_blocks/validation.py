@@ -12,8 +12,10 @@ import numpy as np
 import scipy.sparse
 from sklearn.utils.validation import column_or_1d, validate_data
 
+from dasketch._blocks.array_libraries import is_numpy_block, to_host
 from dasketch._blocks.inputs import as_row_blocks, is_out_of_core
 from dasketch._blocks.readers import check_array_library
+from dasketch._blocks.readers.array_types import foreign_array_type
 from dasketch._blocks.scheduler import compute, is_dask_collection
 
 FLOAT_DTYPES = (np.float64, np.float32)
@@ -42,7 +44,7 @@ def _check_not_1d(X):
 
 
 def validate_input(estimator, X, y="no_validation", *, reset, accept_sparse=("csr", "csc"),
-                   dtype=FLOAT_DTYPES, y_numeric=False):
+                   dtype=FLOAT_DTYPES, y_numeric=False, array_libraries="numpy"):
     """Validate ``X`` (and ``y``) as ``fit`` (``reset=True``) or ``predict``,
     ``transform`` and ``score`` (``reset=False``) do.
 
@@ -70,12 +72,19 @@ str or PathLike
         As in :func:`sklearn.utils.check_array` for in-memory input.
     y_numeric : bool
         Require finite real targets (regression); they come back as float64.
+    array_libraries : {"numpy", "any"}, default "numpy"
+        ``"any"`` for an estimator that computes in the namespace of CuPy
+        arrays and Dask arrays of CuPy blocks (any array API array with the
+        linalg extension): such ``X`` is checked as blocks of its library and
+        comes back as it is, never converted by scikit-learn; otherwise a
+        ``TypeError`` (:func:`~dasketch._blocks.readers.check_array_library`).
 
     Returns
     -------
     X or (X, y)
-        ``X`` as an ndarray, a sparse matrix or ``RowBlocks``; ``y`` as a 1-D
-        ndarray.
+        ``X`` as an ndarray, a sparse matrix or ``RowBlocks`` (or as it is, an
+        array of another library read with ``array_libraries="any"``); ``y``
+        as a 1-D ndarray on the host.
 
     Examples
     --------
@@ -90,22 +99,33 @@ str or PathLike
     ...
     ValueError: X has 4 features, but Ridge is expecting 2 features as input.
     """
-    check_array_library(X, "X")  # before scikit-learn converts it
-    if not is_out_of_core(X):
+    check_array_library(X, "X", array_libraries)  # before scikit-learn converts it
+    library = foreign_array_type(X) is not None
+    if not library and not is_out_of_core(X):
         _check_not_1d(X)
         if isinstance(y, str) and y == "no_validation":
             return validate_data(estimator, X, reset=reset, accept_sparse=accept_sparse,
                                  dtype=dtype)
         return validate_data(estimator, X, y, reset=reset, accept_sparse=accept_sparse,
                              dtype=dtype, y_numeric=y_numeric)
-    blocks = as_row_blocks(X, name="X", block_rows=getattr(estimator, "block_rows", None))
+    blocks = as_row_blocks(X, name="X", block_rows=getattr(estimator, "block_rows", None),
+                           array_libraries=array_libraries)
     _check_out_of_core_features(estimator, blocks, reset)
+    checked = X if library else blocks
     if isinstance(y, str) and y == "no_validation":
-        return blocks
+        return checked
     if y is None:
         raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the "
                          "target y is None")
-    return blocks, as_target_vector(y, blocks.n_rows, real=y_numeric)
+    return checked, as_target_vector(y, blocks.n_rows, real=y_numeric)
+
+
+def host_targets(y):
+    """Targets as an array on the host: Dask input computed, an array of another
+    library (CuPy) copied to numpy (targets are n values, small next to X)."""
+    if is_dask_collection(y):
+        (y,) = compute(y)
+    return y if is_numpy_block(y) else to_host(y)
 
 
 def as_target_vector(y, n_rows, *, name="y", matrix="X", real=False):
@@ -122,9 +142,7 @@ def as_target_vector(y, n_rows, *, name="y", matrix="X", real=False):
     >>> as_target_vector([1, 2, 3], 3, real=True)
     array([1., 2., 3.])
     """
-    if is_dask_collection(y):
-        (y,) = compute(y)
-    y = np.asarray(y)
+    y = np.asarray(host_targets(y))
     if y.ndim not in (1, 2) or (y.ndim == 2 and y.shape[1] != 1):
         raise ValueError(f"{name} must be 1-D, got shape {y.shape}")
     y = column_or_1d(y, warn=True)  # DataConversionWarning for a column, as scikit-learn
