@@ -106,9 +106,11 @@ def float_rows(block):
 
 
 def like(array, values):
-    """Host ``values`` (numpy) as an array of ``array``'s library: moved there
-    by ``xp.asarray`` for another library, unchanged for numpy."""
-    return values if is_numpy_block(array) else block_namespace(array).asarray(values)
+    """Host ``values`` (numpy) as an array of ``array``'s library on its device:
+    moved there by ``xp.asarray`` for another library, unchanged for numpy."""
+    if is_numpy_block(array):
+        return values
+    return block_namespace(array).asarray(values, device=array.device)
 
 
 def rows_product(block, matrix):
@@ -116,8 +118,7 @@ def rows_product(block, matrix):
     computed in the block's namespace."""
     if is_numpy_block(block):
         return np.asarray(rows_times(block, matrix), dtype=np.float64)
-    xp, rows = float_rows(block)
-    return to_host(rows @ xp.asarray(matrix))
+    return to_host(float_rows(block)[1] @ like(block, matrix))
 
 
 def transpose_product(block, columns):
@@ -125,8 +126,7 @@ def transpose_product(block, columns):
     library, on its device) as a float64 ndarray on the host."""
     if is_numpy_block(block):
         return np.asarray(rows_transpose_times(block, columns), dtype=np.float64)
-    xp, rows = float_rows(block)
-    return to_host(rows.T @ like(block, columns))
+    return to_host(float_rows(block)[1].T @ like(block, columns))
 
 
 def forward_backward(block, matrix, rowwise):
@@ -135,10 +135,10 @@ def forward_backward(block, matrix, rowwise):
     library, ``F`` and ``U = rowwise(F, rows)`` (a few columns) on the host."""
     if is_numpy_block(block):
         return rows_forward_backward(block, matrix, rowwise)
-    xp, rows = float_rows(block)
-    F = to_host(rows @ xp.asarray(matrix))
+    rows = float_rows(block)[1]
+    F = to_host(rows @ like(block, matrix))
     U = np.asarray(rowwise(F, slice(0, F.shape[0])), dtype=np.float64)
-    return F, U, to_host(rows.T @ xp.asarray(U))
+    return F, U, to_host(rows.T @ like(block, U))
 
 
 def project_block(block, start, stop, *, seed, stream, n_components):
@@ -149,10 +149,10 @@ def project_block(block, start, stop, *, seed, stream, n_components):
     projection stays an array of that library."""
     if not is_numpy_block(block):
         xp, rows = float_rows(block)
-        out = xp.zeros((rows.shape[0], n_components), dtype=xp.float64)
+        out = xp.zeros((rows.shape[0], n_components), dtype=xp.float64, device=rows.device)
         for lo in range(0, rows.shape[1], TILE):
             hi = min(lo + TILE, rows.shape[1])
-            out += rows[:, lo:hi] @ xp.asarray(gaussian_tile(seed, stream, lo, hi,
+            out += rows[:, lo:hi] @ like(rows, gaussian_tile(seed, stream, lo, hi,
                                                              n_components))
         return out / float(np.sqrt(n_components))
     if scipy.sparse.issparse(block):

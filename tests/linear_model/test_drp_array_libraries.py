@@ -49,8 +49,15 @@ def _dask_of_strict_blocks(X, rows=ROWS):
     return da.Array(graph, name, chunks, meta=xps.asarray(np.empty((0, 0))))
 
 
+def _on_device(values):
+    """``values`` on array_api_strict's second device, which numpy cannot read
+    (``numpy.asarray`` raises; ``numpy.from_dlpack`` copies), as a GPU's arrays."""
+    return xps.asarray(values, device=xps.Device("device1"))
+
+
 def _inputs(X):
-    return {"in-memory": xps.asarray(X), "dask": _dask_of_strict_blocks(X)}
+    return {"in-memory": xps.asarray(X), "dask": _dask_of_strict_blocks(X),
+            "on a device": _on_device(X)}
 
 
 def _agree(ours, reference, scale):
@@ -64,7 +71,7 @@ def _agree(ours, reference, scale):
 
 
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
-@pytest.mark.parametrize("kind", ["in-memory", "dask"])
+@pytest.mark.parametrize("kind", ["in-memory", "dask", "on a device"])
 def test_fit_on_strict_blocks_equals_the_numpy_fit_to_rounding(loss, kind):
     X, y = _problem()
     targets = y if loss == "squared" else np.where(y > 0, 1.0, -1.0)
@@ -96,26 +103,27 @@ def test_dask_of_strict_blocks_on_the_default_scheduler(solver):
 @pytest.mark.parametrize("lazy", [False, True], ids=["eager", "dask"])
 def test_the_projection_stays_in_the_library_of_the_blocks(lazy):
     X, y = _problem(n=120, d=8)
-    blocks = as_row_blocks(_inputs(X)["dask" if lazy else "in-memory"], block_rows=ROWS,
+    X[3] *= 1e-170     # its squares underflow: its norm is summed again, scaled
+    blocks = as_row_blocks(_inputs(X)["dask" if lazy else "on a device"], block_rows=ROWS,
                            array_libraries="any")
     blocks = blocks if lazy else run_eagerly(blocks, threaded=True)
-    xhat = projection_pass(blocks, y[:, None], np.ones(120), 4, 0, b0=np.zeros(1),
-                           loss="squared", smoothing=1.0, split_every=None, client=None)[0]
+    options = dict(b0=np.zeros(1), loss="squared", smoothing=1.0, split_every=None, client=None)
+    xhat, *_, row_norms = projection_pass(blocks, y[:, None], np.ones(120), 4, 0, **options)
     pieces = [xhat] if not lazy else [compute(chunk)[0] for chunk in xhat.to_delayed().ravel()]
     assert all(type(piece) is type(xps.asarray(0.0)) for piece in pieces)
-    numpy_xhat = projection_pass(as_row_blocks(X, block_rows=ROWS), y[:, None], np.ones(120),
-                                 4, 0, b0=np.zeros(1), loss="squared", smoothing=1.0,
-                                 split_every=None, client=None)[0]
+    numpy_xhat, *_, numpy_norms = projection_pass(as_row_blocks(X, block_rows=ROWS), y[:, None],
+                                                  np.ones(120), 4, 0, **options)
     ours = np.concatenate([np.from_dlpack(piece) for piece in pieces])
     assert np.allclose(ours, np.asarray(numpy_xhat), rtol=1e-12, atol=1e-12)
+    assert np.allclose(row_norms, numpy_norms, rtol=1e-12)
 
 
-@pytest.mark.parametrize("kind", ["in-memory", "dask"])
+@pytest.mark.parametrize("kind", ["on a device", "dask"])
 def test_estimators_read_strict_inputs_and_predict_on_the_host(kind):
     X, y = _problem(seed=2)
     labels = np.where(y > 0, "yes", "no")
     data = _inputs(X)[kind]
-    regressor = DualRandomProjectionRegressor(**FIT).fit(data, xps.asarray(y))
+    regressor = DualRandomProjectionRegressor(**FIT).fit(data, _on_device(y))
     reference = DualRandomProjectionRegressor(**FIT).fit(X, y)
     assert isinstance(regressor.coef_, np.ndarray)
     assert np.abs(regressor.coef_ - reference.coef_).max() <= 1e-9 * np.abs(
@@ -142,7 +150,7 @@ def test_float32_strict_input_gives_a_float32_model_and_predictions():
 
 def test_predictions_follow_array_api_dispatch(monkeypatch):
     X, y = _problem(seed=4)
-    data = xps.asarray(X)
+    data = _on_device(X)
     regressor = DualRandomProjectionRegressor(**FIT).fit(data, y)
     classifier = DualRandomProjectionClassifier(**FIT).fit(data, (y > 0).astype(np.int64))
     # what sklearn.config_context(array_api_dispatch=True) sets, without the check that
@@ -150,6 +158,7 @@ def test_predictions_follow_array_api_dispatch(monkeypatch):
     monkeypatch.setitem(sklearn._config._get_threadlocal_config(), "array_api_dispatch", True)
     strict = type(data)
     assert isinstance(regressor.predict(data), strict)
+    assert regressor.predict(data).device == data.device
     assert isinstance(classifier.predict(data), strict)
     assert isinstance(classifier.predict_proba(data), strict)
     assert isinstance(regressor.coef_, np.ndarray)

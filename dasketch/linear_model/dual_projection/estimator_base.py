@@ -292,4 +292,4 @@ def in_namespace_of(X, result):
     if (not sklearn.get_config()["array_api_dispatch"] or is_dask_collection(X)
             or foreign_array_type(X) is None or np.asarray(result).dtype.kind not in "biuf"):
         return result
-    return block_namespace(X).asarray(result)
+    return block_namespace(X).asarray(result, device=X.device)

@@ -118,7 +118,7 @@ def _row_norm_terms(block, s):
         squares = to_host(xp.sum(rows * rows, axis=1))[positive]
 
         def take(index):
-            return to_host(xp.take(rows, xp.asarray(positive[index]), axis=0))
+            return to_host(xp.take(rows, like(rows, positive[index]), axis=0))
     norms = np.sqrt(squares)
     again = np.flatnonzero(~(squares >= SMALLEST_SQUARE) | ~np.isfinite(squares))
     if again.size:
