@@ -115,7 +115,7 @@ def _row_norm_terms(block, s):
         squares, take = _squared_row_norms(rows), rows.__getitem__
     else:   # squares in the block's namespace, the few rows summed again on the host
         xp, rows = float_rows(block)
-        squares = to_host(xp.sum(rows * rows, axis=1))[positive]
+        squares = to_host(xp.vecdot(rows, rows, axis=-1))[positive]   # no n x d temporary
 
         def take(index):
             return to_host(xp.take(rows, like(rows, positive[index]), axis=0))
