@@ -171,6 +171,12 @@ def test_dual_random_projection_estimators_fit_cupy_and_predict_on_the_host():
         scores = DualRandomProjectionClassifier(**options).fit(data, labels).decision_function(data)
         expected = DualRandomProjectionClassifier(**options).fit(X, labels).decision_function(X)
         assert np.abs(np.asarray(scores) - expected).max() <= 1e-4 * np.abs(expected).max(), kind
+    three = np.digitize(y, np.quantile(y, [0.33, 0.66]))
+    ours = DualRandomProjectionClassifier(**options).fit(cupy.asarray(X), three)
+    expected = DualRandomProjectionClassifier(**options).fit(X, three)
+    assert ours.multi_class_ == "multinomial"
+    assert np.linalg.norm(ours.coef_ - expected.coef_) \
+        <= ours.coef_error_bound_ + expected.coef_error_bound_
     # the projection X_hat stays on the device for the passes that follow it
     blocks = run_eagerly(as_row_blocks(cupy.asarray(X), block_rows=500,
                                        array_libraries="any"), threaded=True)

@@ -139,6 +139,34 @@ def test_estimators_read_strict_inputs_and_predict_on_the_host(kind):
     assert np.allclose(classifier.predict_proba(data), expected.predict_proba(X), atol=1e-9)
 
 
+@pytest.mark.parametrize("kind", ["on a device", "dask"])
+def test_the_multinomial_classifier_on_strict_blocks_equals_the_numpy_fit(kind):
+    X, y = _problem(seed=7)
+    labels = np.digitize(y, np.quantile(y, [0.33, 0.66]))     # three classes
+    options = dict(FIT, tol=1e-6)
+    ours = DualRandomProjectionClassifier(**options).fit(_inputs(X)[kind], labels)
+    reference = DualRandomProjectionClassifier(**options).fit(X, labels)
+    assert ours.multi_class_ == "multinomial" and isinstance(ours.coef_, np.ndarray)
+    # the same iterates to rounding, and both within their certified bounds
+    gap = np.linalg.norm(ours.coef_ - reference.coef_)
+    assert gap <= min(1e-7 * np.linalg.norm(reference.coef_),
+                      ours.coef_error_bound_ + reference.coef_error_bound_)
+    assert ours.coef_error_bound_ <= 1e-6 * np.linalg.norm(ours.coef_)
+    assert np.allclose(np.asarray(ours.predict_proba(_inputs(X)[kind])),
+                       reference.predict_proba(X), atol=1e-7)
+
+
+def test_unpenalised_logistic_regression_on_strict_blocks_equals_the_numpy_fit():
+    X, y = _problem(seed=8)
+    noisy = y + 3 * np.random.default_rng(1).standard_normal(y.size)    # not separable
+    labels = np.where(noisy > 0, 1.0, -1.0)
+    options = dict(FIT, loss="logistic", alpha=0.0)
+    reference = dual_random_projection(X, labels, **options)
+    ours = dual_random_projection(_on_device(X), labels, **options)
+    assert ours.converged and ours.optimality_residual <= 1e-8
+    assert np.abs(ours.coef - reference.coef).max() <= 1e-9 * np.abs(reference.coef).max()
+
+
 def test_float32_strict_input_gives_a_float32_model_and_predictions():
     X, y = _problem(seed=3)
     X32 = X.astype(np.float32)

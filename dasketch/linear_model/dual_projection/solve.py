@@ -121,8 +121,8 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
         extension) is multiplied in its own library (:mod:`.passes`), with
         ``R`` drawn on the host and moved there, so that the result and its
         certificate agree with numpy's to rounding and come back on the host;
-        it is read with ``penalty="l2"``, ``alpha > 0`` and
-        ``positive=False``.
+        it is read with ``penalty="l2"`` and ``positive=False`` (and
+        ``alpha > 0`` for the squared loss).
     y : array-like (n,) or (n, K)
         Real targets (squared loss) or labels in ``{-1, +1}``; each column is an
         independent problem (one-vs-rest) and all share every pass over X.
@@ -262,7 +262,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     smoothing, m, max_iter, tol = float(smoothing), int(sketch_size), int(max_iter), \
         float(tol)
     if foreign_array_type(X) is not None:
-        check_library_options(rho, positive, alpha)
+        check_library_options(rho, positive, alpha, loss)
     X, used = select_used_columns(X)
     source = as_row_blocks(X, block_rows=block_rows, min_blocks=FIT_BLOCKS,
                            array_libraries="any")
