@@ -24,7 +24,7 @@ from dasketch._blocks.array_libraries import block_namespace, is_numpy_block, to
 from dasketch._blocks.block_functions import merge_all_sketches, sketch_block
 from dasketch.kernels.frequent_directions import sketch_rows
 from dasketch.kernels.namespace_fd import sketch_dense_rows
-from dasketch.linear_model import DualRandomProjectionRegressor, SketchLstsqRegressor
+from dasketch.linear_model import SketchLstsqRegressor
 
 xps = pytest.importorskip("array_api_strict")
 
@@ -52,7 +52,6 @@ def _dask_of_strict_blocks(X, rows=60, computed=False, device=None):
 
 ENTRY_POINTS = {
     "SketchPCA": lambda X, y: dasketch.SketchPCA(n_components=2).fit(X),
-    "DualRandomProjectionRegressor": lambda X, y: DualRandomProjectionRegressor().fit(X, y),
     "SketchLstsqRegressor.predict": lambda X, y: SketchLstsqRegressor().fit(_data(), y).predict(X),
 }
 

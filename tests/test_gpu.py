@@ -16,7 +16,7 @@ import pytest
 import sklearn.base
 
 import dasketch
-from dasketch._blocks import merge_all_sketches, sketch_block
+from dasketch._blocks import as_row_blocks, merge_all_sketches, run_eagerly, sketch_block
 from dasketch._blocks.array_libraries import block_namespace, gram_of, to_host
 from dasketch.linear_model import PWSGDRegressor
 
@@ -90,7 +90,7 @@ def test_gpu_block_sketches_merge_with_cpu_sketches_within_the_bound():
     centred = X - X.mean(axis=0)
     assert merged.n_rows == 8000
     assert np.linalg.norm(centred.T @ centred - merged.covariance(), 2) <= merged.error_bound
-    cpu = dasketch.sketch(X, 12, center=True, block_rows=1000, update="block",
+    cpu = dasketch.sketch(X, 12, center=True, block_rows=500, update="block",
                           working_size=12)
     # Within 5 % of the CPU path's error (the merge trees differ).
     error = np.linalg.norm(centred.T @ centred - merged.covariance(), 2)
@@ -109,7 +109,7 @@ def test_sketch_of_cupy_inputs_equals_the_cpu_path_to_rounding(center):
     X = _data((6000, 40), seed=2)
     reference = dasketch.sketch(X, 8, block_rows=1500, center=center)
     exact = X - X.mean(axis=0) if center else X
-    for kind, data in _cupy_inputs(X, 1000).items():
+    for kind, data in _cupy_inputs(X, 500).items():
         ours = dasketch.sketch(data, 8, block_rows=1500, center=center)
         assert isinstance(ours.B, np.ndarray), kind
         top = np.abs(reference.covariance()).max()
@@ -183,3 +183,59 @@ def test_a_gpu_worker_gives_the_single_gpu_result():
             ours = dasketch.sketch(data, 8, block_rows=2000, client=client)
             assert np.abs(ours.covariance() - single.covariance()).max() \
                 <= 1e-12 * np.abs(single.covariance()).max(), kind
+
+
+def _drp_problem(n=2000, d=30, seed=5):
+    """A spectrum a projection of 10 columns misses: the fit grows it."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)) * np.linspace(3, 1, d)
+    return X, X @ rng.standard_normal(d) + 0.1 * rng.standard_normal(n)
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_dual_random_projection_of_cupy_inputs_equals_the_cpu_path(loss):
+    from dasketch.linear_model import dual_random_projection
+
+    X, y = _drp_problem()
+    targets = y if loss == "squared" else np.where(y > 0, 1.0, -1.0)
+    options = dict(loss=loss, alpha=10.0, sketch_size=10, random_state=0, block_rows=500,
+                   tol=1e-6)
+    reference = dual_random_projection(X, targets, **options)
+    for kind, data in _cupy_inputs(X, 500).items():
+        ours = dual_random_projection(data, targets, **options)
+        assert isinstance(ours.coef, np.ndarray), kind
+        assert ours.converged and ours.n_components == reference.n_components, kind
+        # both certified: the two solutions lie within the sum of their bounds
+        assert np.linalg.norm(ours.coef - reference.coef) \
+            <= ours.coef_error_bound + reference.coef_error_bound, kind
+        assert ours.coef_error_bound <= 1e-6 * np.linalg.norm(ours.coef), kind
+
+
+def test_dual_random_projection_estimators_fit_cupy_and_predict_on_the_host():
+    from dasketch.linear_model import DualRandomProjectionClassifier, DualRandomProjectionRegressor
+    from dasketch.linear_model.dual_projection.passes import projection_pass
+
+    X, y = _drp_problem(seed=6)
+    options = dict(alpha=10.0, sketch_size=10, random_state=0, block_rows=500, tol=1e-6)
+    for kind, data in _cupy_inputs(X, 500).items():
+        ridge = DualRandomProjectionRegressor(**options).fit(data, cupy.asarray(y))
+        reference = DualRandomProjectionRegressor(**options).fit(X, y)
+        predicted = np.asarray(ridge.predict(data))
+        assert isinstance(ridge.coef_, np.ndarray), kind
+        assert np.abs(predicted - reference.predict(X)).max() <= 1e-4 * np.abs(y).max(), kind
+        labels = np.where(y > 0, "yes", "no")
+        scores = DualRandomProjectionClassifier(**options).fit(data, labels).decision_function(data)
+        expected = DualRandomProjectionClassifier(**options).fit(X, labels).decision_function(X)
+        assert np.abs(np.asarray(scores) - expected).max() <= 1e-4 * np.abs(expected).max(), kind
+    three = np.digitize(y, np.quantile(y, [0.33, 0.66]))
+    ours = DualRandomProjectionClassifier(**options).fit(cupy.asarray(X), three)
+    expected = DualRandomProjectionClassifier(**options).fit(X, three)
+    assert ours.multi_class_ == "multinomial"
+    assert np.linalg.norm(ours.coef_ - expected.coef_) \
+        <= ours.coef_error_bound_ + expected.coef_error_bound_
+    # the projection X_hat stays on the device for the passes that follow it
+    blocks = run_eagerly(as_row_blocks(cupy.asarray(X), block_rows=500,
+                                       array_libraries="any"), threaded=True)
+    xhat = projection_pass(blocks, y[:, None], np.ones(X.shape[0]), 10, 0, b0=np.zeros(1),
+                           loss="squared", smoothing=1.0, split_every=None, client=None)[0]
+    assert isinstance(xhat, cupy.ndarray)

@@ -38,23 +38,27 @@ first use (:data:`ESTIMATOR_NAMES`).
 
 import importlib
 
-from dasketch._blocks.array_libraries import is_numpy_block, to_host
+from dasketch._blocks.array_libraries import block_namespace, is_numpy_block, to_host
 from dasketch._blocks.block_functions import (
     affine_block,
     centred_rows,
     class_labels,
-    device_rows,
     embed_block,
+    float_rows,
+    forward_backward,
     gaussian_log_likelihood_block,
     gaussian_tile,
     gram_block,
     leverage_block,
+    like,
     matvec_block,
     merge_all_sketches,
     project_block,
     resized_sketch,
+    rows_product,
     sketch_block,
     squared_norms_block,
+    transpose_product,
     transposed_pca_pass,
 )
 from dasketch._blocks.blocked_sketch import (
@@ -77,6 +81,7 @@ from dasketch._blocks.operators import (
     sparse_embed_streams,
 )
 from dasketch._blocks.readers import check_array_library, host_values
+from dasketch._blocks.readers.array_types import foreign_array_type, host_dtype
 from dasketch._blocks.readers.options import dense_block_rows
 from dasketch._blocks.readers.parquet import ParquetSource, open_parquet
 from dasketch._blocks.row_blocks import (
@@ -138,8 +143,10 @@ __all__ = [
     "task", "transformed_blocks", "transposed_pca_pass", "transposed_store_blocks",
     "tree_reduce", "worker_timeout",
     "SKETCH_UPDATES", "check_estimate_memory", "sketch_blocks", "sketch_dense_block_rows",
-    "check_array_library", "affine_rows", "device_rows", "host_values", "is_numpy_block",
-    "to_host",
+    "check_array_library", "affine_rows", "host_values",
+    "block_namespace", "float_rows", "forward_backward", "is_numpy_block", "like",
+    "rows_product", "to_host", "transpose_product", "foreign_array_type",
+    "host_dtype",
 ]
 
 # The estimators' side of the bridge, which imports scikit-learn: input
@@ -151,6 +158,7 @@ __all__ = [
 ESTIMATOR_NAMES = {
     "validate_input": "dasketch._blocks.validation",
     "as_target_vector": "dasketch._blocks.validation",
+    "host_targets": "dasketch._blocks.validation",
     "Interval": "dasketch._blocks.params",
     "BasePCA": "dasketch._blocks.sklearn_compat",
     "RealNotInt": "dasketch._blocks.sklearn_compat",

@@ -24,7 +24,11 @@ from dasketch._blocks.array_libraries import (
     is_numpy_block,
     to_host,
 )
-from dasketch.kernels.block_products import rows_times, rows_transpose_times
+from dasketch.kernels.block_products import (
+    rows_forward_backward,
+    rows_times,
+    rows_transpose_times,
+)
 from dasketch.kernels.embeddings import (
     TILE,
     embedding_entries,
@@ -92,6 +96,11 @@ def transposed_pca_pass(block, start, stop, *, axes, scales):
     return np.hstack([products, mean]), centred.T @ products
 
 
+def join_columns(*arrays):
+    """Arrays of one library with the same rows, side by side (a new array)."""
+    return block_namespace(arrays[0]).concat(arrays, axis=1)
+
+
 def append_ones(block):
     """``[block 1]``, in the block's kind (ndarray or CSR) and dtype."""
     ones = np.ones((block.shape[0], 1), dtype=block.dtype)
@@ -100,9 +109,63 @@ def append_ones(block):
     return np.hstack([block, ones])
 
 
+def float_rows(block):
+    """``(xp, rows)``: the namespace of a block of another library than numpy
+    and the block in its float64 (the dtype the numpy path computes in)."""
+    xp = block_namespace(block)
+    return xp, xp.astype(block, xp.float64, copy=False)
+
+
+def like(array, values):
+    """Host ``values`` (numpy) as an array of ``array``'s library on its device:
+    moved there by ``xp.asarray`` for another library, unchanged for numpy."""
+    if is_numpy_block(array):
+        return values
+    return block_namespace(array).asarray(values, device=array.device)
+
+
+def rows_product(block, matrix):
+    """``block @ matrix`` (``matrix`` on the host) as a float64 ndarray on the host,
+    computed in the block's namespace."""
+    if is_numpy_block(block):
+        return np.asarray(rows_times(block, matrix), dtype=np.float64)
+    return to_host(float_rows(block)[1] @ like(block, matrix))
+
+
+def transpose_product(block, columns):
+    """``block^T @ columns`` (``columns`` on the host or, for a block of another
+    library, on its device) as a float64 ndarray on the host."""
+    if is_numpy_block(block):
+        return np.asarray(rows_transpose_times(block, columns), dtype=np.float64)
+    return to_host(float_rows(block)[1].T @ like(block, columns))
+
+
+def forward_backward(block, matrix, rowwise):
+    """:func:`~dasketch.kernels.block_products.rows_forward_backward` in the
+    block's namespace: ``F = block @ matrix`` and ``block^T U`` in the block's
+    library, ``F`` and ``U = rowwise(F, rows)`` (a few columns) on the host."""
+    if is_numpy_block(block):
+        return rows_forward_backward(block, matrix, rowwise)
+    rows = float_rows(block)[1]
+    F = to_host(rows @ like(block, matrix))
+    U = np.asarray(rowwise(F, slice(0, F.shape[0])), dtype=np.float64)
+    return F, U, to_host(rows.T @ like(block, U))
+
+
 def project_block(block, start, stop, *, seed, stream, n_components):
     """``block @ R / sqrt(m)`` with ``R`` (d x m) regenerated tile by tile over the
-    feature index, so that at most one tile of ``R`` is in memory at a time."""
+    feature index, so that at most one tile of ``R`` is in memory at a time. A
+    block of another library is projected in its namespace, the tiles drawn on
+    the host (the same ``R`` as for numpy) and moved by ``xp.asarray``; the
+    projection stays an array of that library."""
+    if not is_numpy_block(block):
+        xp, rows = float_rows(block)
+        out = xp.zeros((rows.shape[0], n_components), dtype=xp.float64, device=rows.device)
+        for lo in range(0, rows.shape[1], TILE):
+            hi = min(lo + TILE, rows.shape[1])
+            out += rows[:, lo:hi] @ like(rows, gaussian_tile(seed, stream, lo, hi,
+                                                             n_components))
+        return out / float(np.sqrt(n_components))
     if scipy.sparse.issparse(block):
         block = scipy.sparse.csc_matrix(block)
     n_features = block.shape[1]
@@ -157,23 +220,10 @@ def finite_rows(out, start, stop):
     return out
 
 
-def device_rows(block):
-    """``(rows, xp)``: a block of another array library than numpy as float64 in
-    its own namespace ``xp`` (:mod:`.array_libraries`); host values join it by
-    ``xp.asarray(values, device=rows.device)``."""
-    xp = block_namespace(block)
-    return xp.astype(block, xp.float64, copy=False), xp
-
-
 def matvec_block(block, start, stop, *, w):
-    """``block @ w`` as float64 ``(rows, k)``, checked by :func:`finite_rows`; a
-    block of another array library multiplies in its own namespace (``w`` moved
-    there), the product handed back on the host."""
-    if not is_numpy_block(block):
-        rows, xp = device_rows(block)
-        w = np.reshape(np.asarray(w, dtype=np.float64), (block.shape[1], -1))
-        return finite_rows(to_host(rows @ xp.asarray(w, device=rows.device)), start, stop)
-    product = np.asarray(rows_times(block, w), dtype=np.float64)
+    """``block @ w`` as float64 ``(rows, k)`` on the host, checked by
+    :func:`finite_rows`."""
+    product = rows_product(block, w)
     return finite_rows(product.reshape(stop - start, -1),
                        start, stop)
 
@@ -208,7 +258,7 @@ def rmatvec_block(block, start, stop, v):
     """``block^T v`` in float64 for the block's piece ``v`` of a row-aligned array
     (a block of another array library: in its namespace, handed back on the host)."""
     if not is_numpy_block(block):
-        rows, xp = device_rows(block)
+        xp, rows = float_rows(block)
         v = np.asarray(v, dtype=np.float64)
         return to_host(rows.T @ xp.asarray(v, device=rows.device))
     product = rows_transpose_times(block, np.asarray(v, dtype=np.float64))
@@ -241,7 +291,7 @@ def embed_block(block, start, stop, *pieces, seed, specs, out=None):
                                             embedding=embedding, nnz_per_column=k)
         S = entries_matrix(buckets, values, size)
         if not is_numpy_block(block):
-            rows, xp = device_rows(block)
+            xp, rows = float_rows(block)
             out[row:row + size, :d] = to_host(embed_dense_rows(rows, buckets, values, size,
                                                                xp=xp))
         elif scipy.sparse.issparse(block):
@@ -320,6 +370,6 @@ def gram_block(block, start, stop, *, seed, n_vectors):
     namespace (float64), the product handed back on the host."""
     omega = gaussian_rows(seed, 1, 0, block.shape[1], n_vectors)
     if not is_numpy_block(block):
-        rows, xp = device_rows(block)
+        xp, rows = float_rows(block)
         return to_host(rows.T @ (rows @ xp.asarray(omega, device=rows.device)))
     return np.asarray(rows_transpose_times(block, rows_times(block, omega)))

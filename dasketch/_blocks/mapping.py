@@ -21,6 +21,8 @@ import dask
 import dask.array as da
 import numpy as np
 
+from dasketch._blocks.array_libraries import block_namespace
+from dasketch._blocks.block_functions import join_columns
 from dasketch._blocks.row_blocks import as_row_aligned, delayed_row_chunks
 from dasketch._blocks.tasks import (
     ReadThenApply,
@@ -121,7 +123,7 @@ def _aligned_pieces(blocks, aligned):
         return None
     arrays = [as_row_aligned(a, blocks, name=f"aligned[{i}]") for i, a in enumerate(aligned)]
     if blocks.eager:
-        return [tuple(a[start:stop] for a in arrays) for start, stop in blocks.ranges()]
+        return [tuple(a[start:stop, ...] for a in arrays) for start, stop in blocks.ranges()]
     return list(zip(*(delayed_row_chunks(a) for a in arrays)))
 
 
@@ -163,17 +165,25 @@ def map_rows(blocks, func, *aligned, n_columns=None, dtype=np.float64, shared=No
 def side_by_side(*arrays):
     """Lazy row-aligned 2-D Dask arrays joined along their columns, each row chunk
     one chunk of all the columns (e.g. the projection and the columns a fit
-    adds to it); ndarrays (results of eager passes) joined as ndarrays."""
+    adds to it); arrays of eager passes joined as arrays of their library. The
+    chunks of Dask arrays are joined by one task each (:func:`join_columns`),
+    in the chunks' own library."""
     if not any(isinstance(a, da.Array) for a in arrays):
-        return np.hstack(arrays)
-    return da.concatenate(arrays, axis=1).rechunk({1: -1})
+        return join_columns(*arrays)
+    arrays = [da.asarray(a).rechunk({0: arrays[0].chunks[0], 1: -1}) for a in arrays]
+    width = sum(a.shape[1] for a in arrays)
+    joined = task(join_columns)
+    pieces = [da.from_delayed(joined(*chunks), shape=(rows, width), dtype=arrays[0].dtype)
+              for chunks, rows in zip(zip(*(delayed_row_chunks(a) for a in arrays)),
+                                      arrays[0].chunks[0])]
+    return da.concatenate(pieces, axis=0)
 
 
 def _concatenated(blocks, parts, n_columns, dtype):
     """The Delayed rows ``parts`` of the blocks as one lazy Dask array (the rows
     themselves, concatenated, for eager blocks)."""
     if blocks.eager:
-        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+        return parts[0] if len(parts) == 1 else block_namespace(parts[0]).concat(parts, axis=0)
     pieces = [da.from_delayed(part, shape=(stop - start,) if n_columns is None
                               else (stop - start, int(n_columns)), dtype=dtype)
               for part, (start, stop) in zip(parts, blocks.ranges())]

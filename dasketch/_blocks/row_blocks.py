@@ -24,6 +24,7 @@ import dask.threaded
 import numpy as np
 
 from dasketch._blocks import store_watch
+from dasketch._blocks.array_libraries import is_numpy_block
 from dasketch._blocks.block_functions import append_ones, read_block, take_columns
 from dasketch._blocks.scheduler import (
     active_client,
@@ -173,11 +174,13 @@ def chunk_blocks(array, offsets=None):
     (0, 2, 4, 5)
     """
     if not isinstance(array, da.Array):
-        array = np.asarray(array)
+        # an array of another library (a projection kept on its device) as it is
+        array = np.asarray(array) if is_numpy_block(array) else array
         width = int(np.prod(array.shape[1:], dtype=np.int64))
         offsets = tuple(offsets) if offsets is not None else (0, int(array.shape[0]))
-        pieces = tuple(array[start:stop] for start, stop in zip(offsets[:-1], offsets[1:]))
-        return RowBlocks(pieces, offsets, width, array.dtype, False, resident=True, eager=True)
+        pieces = tuple(array[start:stop, ...] for start, stop in zip(offsets[:-1], offsets[1:]))
+        dtype = np.dtype(str(array.dtype).rsplit(".", 1)[-1])   # a standard dtype's name
+        return RowBlocks(pieces, offsets, width, dtype, False, resident=True, eager=True)
     offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(array.chunks[0])]))
     if any(len(c) > 1 for c in array.chunks[1:]):
         array = array.rechunk({ax: -1 for ax in range(1, array.ndim)})
@@ -251,11 +254,13 @@ def as_row_aligned(v, blocks, name="v"):
     ((4, 4, 2),)
     """
     v = known_row_chunks(v)
-    if not isinstance(v, da.Array):
+    if not isinstance(v, da.Array) and is_numpy_block(v):
         v = np.asarray(v)
     if v.ndim not in (1, 2) or v.shape[0] != blocks.n_rows:
         raise ValueError(f"{name} must have {blocks.n_rows} rows, got shape {tuple(v.shape)}")
     if blocks.eager:
+        if not isinstance(v, da.Array) and not is_numpy_block(v):
+            return v   # an array of another library (a projection on its device)
         # C order, as the Dask array's chunk would be: the products see the same layout.
         return np.ascontiguousarray(compute(v)[0])
     chunks = (tuple(np.diff(blocks.offsets)),) + tuple((s,) for s in v.shape[1:])

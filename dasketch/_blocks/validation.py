@@ -13,7 +13,7 @@ import scipy.sparse
 from sklearn.utils.validation import column_or_1d, validate_data
 
 from dasketch._blocks.inputs import as_row_blocks, is_out_of_core
-from dasketch._blocks.readers import check_array_library
+from dasketch._blocks.readers import check_array_library, host_values
 from dasketch._blocks.readers.array_types import foreign_array_type
 from dasketch._blocks.scheduler import compute, is_dask_collection
 
@@ -72,16 +72,18 @@ str or PathLike
     y_numeric : bool
         Require finite real targets (regression); they come back as float64.
     array_libraries : {"numpy", "any"}, default "numpy"
-        ``"any"`` for an estimator that computes in the blocks' own namespace:
-        an array of another library (CuPy, a Dask array of CuPy blocks) becomes
-        ``RowBlocks`` of that library, never converted by scikit-learn; with
-        ``"numpy"`` it is a ``TypeError`` naming its type.
+        ``"any"`` for an estimator that computes in the namespace of CuPy
+        arrays and Dask arrays of CuPy blocks (any array API array with the
+        linalg extension): such ``X`` is checked as blocks of its library and
+        comes back as it is, never converted by scikit-learn; otherwise a
+        ``TypeError`` (:func:`~dasketch._blocks.readers.check_array_library`).
 
     Returns
     -------
     X or (X, y)
-        ``X`` as an ndarray, a sparse matrix or ``RowBlocks``; ``y`` as a 1-D
-        ndarray.
+        ``X`` as an ndarray, a sparse matrix or ``RowBlocks`` (or as it is, an
+        array of another library read with ``array_libraries="any"``); ``y``
+        as a 1-D ndarray on the host.
 
     Examples
     --------
@@ -97,7 +99,8 @@ str or PathLike
     ValueError: X has 4 features, but Ridge is expecting 2 features as input.
     """
     check_array_library(X, "X", array_libraries)  # before scikit-learn converts it
-    if not is_out_of_core(X) and foreign_array_type(X) is None:
+    library = foreign_array_type(X) is not None
+    if not library and not is_out_of_core(X):
         _check_not_1d(X)
         if isinstance(y, str) and y == "no_validation":
             return validate_data(estimator, X, reset=reset, accept_sparse=accept_sparse,
@@ -107,12 +110,23 @@ str or PathLike
     blocks = as_row_blocks(X, name="X", block_rows=getattr(estimator, "block_rows", None),
                            array_libraries=array_libraries)
     _check_out_of_core_features(estimator, blocks, reset)
+    checked = X if library else blocks
     if isinstance(y, str) and y == "no_validation":
-        return blocks
+        return checked
     if y is None:
         raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the "
                          "target y is None")
-    return blocks, as_target_vector(y, blocks.n_rows, real=y_numeric)
+    return checked, as_target_vector(y, blocks.n_rows, real=y_numeric)
+
+
+def host_targets(y):
+    """Targets as an array in this process's memory on the host: an array of
+    another library (CuPy) copied to numpy (:func:`host_values`), Dask input
+    computed (targets are n values, small next to X)."""
+    y = host_values(y)
+    if is_dask_collection(y):
+        (y,) = compute(y)
+    return y
 
 
 def as_target_vector(y, n_rows, *, name="y", matrix="X", real=False):
@@ -129,9 +143,7 @@ def as_target_vector(y, n_rows, *, name="y", matrix="X", real=False):
     >>> as_target_vector([1, 2, 3], 3, real=True)
     array([1., 2., 3.])
     """
-    if is_dask_collection(y):
-        (y,) = compute(y)
-    y = np.asarray(y)
+    y = np.asarray(host_targets(y))
     if y.ndim not in (1, 2) or (y.ndim == 2 and y.shape[1] != 1):
         raise ValueError(f"{name} must be 1-D, got shape {y.shape}")
     y = column_or_1d(y, warn=True)  # DataConversionWarning for a column, as scikit-learn

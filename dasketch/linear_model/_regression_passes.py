@@ -10,7 +10,7 @@ targets or a column of ones), together with the weighted column sums
 accuracy bounds need, from the same read of every block. Weighted rows are
 formed block by block in the task, never as a copy of ``B``. A block of
 another array library than numpy is weighted, embedded and multiplied in its own
-namespace (:func:`dasketch._blocks.device_rows`), the weights and the basis moved
+namespace (:func:`dasketch._blocks.float_rows`), the weights and the basis moved
 to its device and the block's results handed back to the host. This module
 imports numpy, scipy and the bridge only (workers unpickle its block functions).
 """
@@ -26,8 +26,8 @@ from dasketch._blocks import (
     add,
     as_row_aligned,
     compute,
-    device_rows,
     embed_block,
+    float_rows,
     is_numpy_block,
     map_reduce,
     to_host,
@@ -39,7 +39,7 @@ def scale_rows(block, scale):
     """``diag(scale) @ block`` for an ndarray (float64), a sparse block (CSR) or a
     block of another array library (float64, in its namespace)."""
     if not is_numpy_block(block):
-        rows, xp = device_rows(block)
+        xp, rows = float_rows(block)
         return rows * xp.reshape(xp.asarray(scale, device=rows.device), (-1, 1))
     if scipy.sparse.issparse(block):
         return scipy.sparse.csr_matrix(scipy.sparse.diags(scale) @ block)
@@ -65,7 +65,7 @@ def _weighted_embed_block(block, start, stop, weights, extra, *, seed, specs, po
     embed_block(block if unit else scale_rows(block, scale), start, stop,
                 E if unit else E * scale[:, None], seed=seed, specs=specs, out=out)
     if not is_numpy_block(block):
-        rows, xp = device_rows(block)
+        xp, rows = float_rows(block)
         sums = to_host(xp.asarray(w, device=rows.device) @ rows)
         squares = to_host(xp.sum(rows * rows, axis=1))
     elif scipy.sparse.issparse(block):
@@ -111,7 +111,7 @@ def _basis_gram_block(block, start, stop, weights, *, basis, mean):
     sparse rows after it, staying sparse)."""
     root = np.sqrt(np.asarray(weights, dtype=np.float64).ravel())
     if not is_numpy_block(block):
-        rows, xp = device_rows(block)
+        xp, rows = float_rows(block)
         device = rows.device
         centred = rows if mean is None else rows - xp.asarray(mean, device=device)
         U = centred @ xp.asarray(basis, device=device)

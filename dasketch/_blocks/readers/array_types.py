@@ -37,7 +37,10 @@ from dasketch._blocks.scheduler import compute, is_dask_collection
 #: The public functions that read arrays of other libraries (``array_libraries="any"``).
 LIBRARY_ENTRY_POINTS = ("dasketch.sketch", "dasketch.estimate_error",
                         "dasketch.linear_model.sketch_lstsq",
-                        "dasketch.linear_model.SketchLstsqRegressor.fit")
+                        "dasketch.linear_model.SketchLstsqRegressor.fit",
+                        "dasketch.linear_model.dual_random_projection",
+                        "dasketch.linear_model.DualRandomProjectionRegressor",
+                        "dasketch.linear_model.DualRandomProjectionClassifier")
 #: Values of a default block of another library (4 GiB of float64). A block on a
 #: device is absorbed by one Gram product and one eigendecomposition, whose launch
 #: and solver latency is paid once a block, so blocks are as large as a device holds

@@ -163,3 +163,22 @@ def _warn(result, tol, solver, loss, diverged, lam):
                   f"<= {worst:.3g} > tol={tol:g} (relative optimality residual "
                   f"{float(np.max(result.optimality_residual)):.3g}); {advice}",
                   ConvergenceWarning, stacklevel=caller_stacklevel())
+
+
+def check_library_options(rho, positive, alpha, loss):
+    """Refuse, by a ``TypeError`` naming them, the options that an ``X`` of
+    another library than numpy (CuPy) is not read with: an l1 part in the
+    penalty, ``positive=True`` and ``alpha=0`` with the squared loss (whose
+    solvers take numpy blocks)."""
+    unpenalised = loss == "squared" and not np.any(np.asarray(alpha) != 0)
+    refused = [what for what, on in (("an l1 part in the penalty", rho > 0),
+                                     ("positive=True", bool(positive)),
+                                     ("alpha=0 with the squared loss", unpenalised))
+               if on]
+    if refused:
+        raise TypeError(f"X is an array of another library than numpy, which "
+                        f"dual_random_projection reads with penalty='l2', positive=False "
+                        f"and, for the squared loss, alpha > 0 only, got "
+                        f"{' and '.join(refused)}; copy X to the "
+                        "host (cupy.asnumpy(X), or X.map_blocks(cupy.asnumpy) for a Dask "
+                        "array) for those")

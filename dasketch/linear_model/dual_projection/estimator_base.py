@@ -8,10 +8,20 @@ import warnings
 
 import numpy as np
 import scipy.sparse
+import sklearn
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from dasketch._blocks import RowBlocks, matvec
+from dasketch._blocks import (
+    RowBlocks,
+    as_row_blocks,
+    block_namespace,
+    compute,
+    foreign_array_type,
+    host_dtype,
+    is_dask_collection,
+    matvec,
+)
 from dasketch.kernels.deprecation import DEPRECATED, REMOVED_IN, renamed_parameter
 from dasketch.linear_model.dual_projection.checks import DEFAULT_TOL, SHARED_CONSTRAINTS
 from dasketch.linear_model.dual_projection.positive import check_positive
@@ -222,7 +232,7 @@ class _DualRandomProjectionBase(BaseEstimator):
                                    solver=self.solver, positive=self.positive,
                                    penalty=self.penalty, l1_ratio=self.l1_ratio,
                                    **options)
-        dtype = X.dtype if getattr(X, "dtype", None) == np.float32 else np.float64
+        dtype = np.float32 if _input_dtype(X) == np.float32 else np.float64
         self.coef_ = np.asarray(result.coef, dtype=dtype)
         self.intercept_ = np.asarray(result.intercept, dtype=dtype)[()]
         # one bound for all rows of coef_ when the result has one (multinomial)
@@ -246,15 +256,40 @@ class _DualRandomProjectionBase(BaseEstimator):
 
     def _decision(self, X):
         check_is_fitted(self, "coef_")
-        X = validate_input(self, X, reset=False)
+        X = validate_input(self, X, reset=False, array_libraries="any")
         dense = self.coef_.toarray() if scipy.sparse.issparse(self.coef_) else self.coef_
         coef = np.atleast_2d(dense).T.astype(np.float64)
         intercept = np.atleast_1d(self.intercept_).astype(np.float64)
-        if isinstance(X, RowBlocks):
+        if foreign_array_type(X) is not None:   # in X's library, scores on the host
+            scores = matvec(as_row_blocks(X, block_rows=self.block_rows,
+                                          array_libraries="any"), coef) + intercept
+            if not is_dask_collection(X):
+                (scores,) = compute(scores)
+        elif isinstance(X, RowBlocks):
             scores = matvec(X, coef) + intercept
         else:
             scores = np.asarray(X @ coef) + intercept
         # float32 in, float32 out (as scikit-learn), computed in float64.
-        scores = scores.astype(np.result_type(X.dtype, self.coef_.dtype), copy=False)
+        scores = scores.astype(np.result_type(_input_dtype(X), self.coef_.dtype), copy=False)
         return scores[:, 0] if np.ndim(self.coef_) == 1 or self.coef_.shape[0] == 1 \
             else scores
+
+
+def _input_dtype(X):
+    """The numpy dtype of ``X`` (of its blocks' standard dtype for an array of
+    another library), None when it has none."""
+    dtype = getattr(X, "dtype", None)
+    if dtype is None or foreign_array_type(X) is None:
+        return dtype
+    return host_dtype(getattr(X, "_meta", X), dtype)
+
+
+def in_namespace_of(X, result):
+    """``result`` (on the host) as scikit-learn's array API convention returns
+    it: in the namespace of an in-memory ``X`` of another library (CuPy) when
+    ``sklearn.set_config(array_api_dispatch=True)``, else as it is (numpy; a
+    Dask array stays lazy). Labels that are not numbers stay numpy."""
+    if (not sklearn.get_config()["array_api_dispatch"] or is_dask_collection(X)
+            or foreign_array_type(X) is None or np.asarray(result).dtype.kind not in "biuf"):
+        return result
+    return block_namespace(X).asarray(result, device=X.device)

@@ -15,7 +15,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_consistent_length
 
-from dasketch._blocks import class_labels, compute, is_dask_collection
+from dasketch._blocks import class_labels
 from dasketch.kernels.deprecation import DEPRECATED
 from dasketch.linear_model.dual_projection.checks import (
     DEFAULT_TOL,
@@ -28,13 +28,14 @@ from dasketch.linear_model.dual_projection.estimator_base import (
     _PARAMS_DOC,
     _REFERENCES_DOC,
     _DualRandomProjectionBase,
+    in_namespace_of,
 )
 from dasketch.linear_model.dual_projection.multinomial import (
     check_multi_class,
     multinomial_logistic_regression,
 )
 from dasketch.utils._sklearn_compat import SparseCoefMixin, StrOptions, check_y
-from dasketch.utils.validation import validate_input
+from dasketch.utils.validation import host_targets, validate_input
 
 
 class DualRandomProjectionRegressor(RegressorMixin, _DualRandomProjectionBase):
@@ -114,13 +115,11 @@ class DualRandomProjectionRegressor(RegressorMixin, _DualRandomProjectionBase):
             The fitted estimator.
         """
         self._validate_params()
-        X = validate_input(self, X, reset=True)
+        X = validate_input(self, X, reset=True, array_libraries="any")
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the "
                              "target y is None")
-        if is_dask_collection(y):
-            (y,) = compute(y)
-        y = check_y(y, multi_output=True, y_numeric=True, estimator=self)
+        y = check_y(host_targets(y), multi_output=True, y_numeric=True, estimator=self)
         check_consistent_length(np.empty((X.shape[0], 0)), y)
         self._solve(X, y, "squared", sample_weight=sample_weight)
         if y.ndim == 2 and y.shape[1] == 1:      # as Ridge
@@ -141,9 +140,10 @@ class DualRandomProjectionRegressor(RegressorMixin, _DualRandomProjectionBase):
         -------
         ndarray or dask.array.Array of shape (n_samples,) or (n_samples, n_targets)
             The predictions: a lazy Dask array for out-of-core input; float32 when
-            X and the model are.
+            X and the model are. For a CuPy X, numpy, or CuPy under
+            ``sklearn.set_config(array_api_dispatch=True)`` (as scikit-learn).
         """
-        return self._decision(X)
+        return in_namespace_of(X, self._decision(X))
 
 
 class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
@@ -273,7 +273,7 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
         """
         self._validate_params()
         multinomial = check_multi_class(self.multi_class, self.loss, self.solver, self.penalty)
-        X, y = validate_input(self, X, y, reset=True)
+        X, y = validate_input(self, X, y, reset=True, array_libraries="any")
         check_classification_targets(y)
         classes, codes = np.unique(y, return_inverse=True)
         if classes.size < 2:
@@ -308,9 +308,10 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
         -------
         ndarray or dask.array.Array of shape (n_samples,) or (n_samples, n_classes)
             One column per class, or one for two classes, positive for
-            ``classes_[1]``; lazy for out-of-core input.
+            ``classes_[1]``; lazy for out-of-core input. For a CuPy X, numpy,
+            or CuPy under ``sklearn.set_config(array_api_dispatch=True)``.
         """
-        return self._decision(X)
+        return in_namespace_of(X, self._decision(X))
 
     def predict(self, X):
         """Predict the class labels.
@@ -327,7 +328,7 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
         """
         scores = self._decision(X)
         if isinstance(scores, np.ndarray):
-            return class_labels(scores, self.classes_)
+            return in_namespace_of(X, class_labels(scores, self.classes_))
         # A module-level block function: the workers never unpickle the estimator.
         return scores.map_blocks(class_labels, self.classes_, dtype=self.classes_.dtype,
                                  drop_axis=1 if scores.ndim == 2 else None)
@@ -350,11 +351,11 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
         """
         scores = np.asarray(self._decision(X))
         if self.multi_class_ == "multinomial":
-            return softmax(scores, axis=1)
+            return in_namespace_of(X, softmax(scores, axis=1))
         p = expit(scores)
         if p.ndim == 1:
-            return np.column_stack([1.0 - p, p])
-        return p / p.sum(axis=1, keepdims=True)
+            return in_namespace_of(X, np.column_stack([1.0 - p, p]))
+        return in_namespace_of(X, p / p.sum(axis=1, keepdims=True))
 
     @available_if(lambda self: self.loss == "logistic")
     def predict_log_proba(self, X):
@@ -370,4 +371,4 @@ class DualRandomProjectionClassifier(SparseCoefMixin, ClassifierMixin,
         ndarray of shape (n_samples, n_classes)
             ``log(predict_proba(X))``.
         """
-        return np.log(self.predict_proba(X))
+        return in_namespace_of(X, np.log(np.asarray(self.predict_proba(X))))

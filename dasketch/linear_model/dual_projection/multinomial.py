@@ -253,7 +253,8 @@ random_state, client, sample_weight, cache
         when, without a penalty, the data are linearly separable.
     """
     X, used = select_used_columns(X)
-    source = as_row_blocks(X, block_rows=block_rows, min_blocks=FIT_BLOCKS)
+    source = as_row_blocks(X, block_rows=block_rows, min_blocks=FIT_BLOCKS,
+                           array_libraries="any")
     n, d = source.shape
     m = min(int(sketch_size), n, d)
     fit_size(d, m)

@@ -21,9 +21,13 @@ from functools import partial
 import numpy as np
 import scipy.linalg
 
-from dasketch._blocks import add, chunk_blocks, compute, map_reduce
+from dasketch._blocks import add, chunk_blocks, compute, is_numpy_block, like, map_reduce, to_host
 from dasketch.linear_model.dual_projection.losses import loss_curvature, loss_derivative, loss_value
-from dasketch.linear_model.dual_projection.passes import recovery_pass
+from dasketch.linear_model.dual_projection.passes import (
+    _weighted_grams,
+    _with_ones,
+    recovery_pass,
+)
 
 SOLVER_TOL = 1e-11
 MAX_SOLVER_ITER = 100
@@ -32,16 +36,16 @@ MAX_SOLVER_ITER = 100
 def _projected_terms(xhat, start, stop, y, s, c=None, *, z, b, loss, smoothing, hessian):
     """Packed ``[sum s l, X_hat^T s l', sum s l', vec([X_hat 1]^T diag(s l'') [X_hat 1])]``
     of one chunk at the projected margins ``t = X_hat z + c + b``."""
-    t = xhat @ z + b
+    t = (xhat @ z + b) if is_numpy_block(xhat) else to_host(xhat @ like(xhat, z)) + b
     if c is not None:
         t += c.reshape(-1)
     y, s = y.reshape(-1), s.reshape(-1)
     dl = s * loss_derivative(t, y, loss, smoothing)
-    parts = [[s @ loss_value(t, y, loss, smoothing)], xhat.T @ dl, [dl.sum()]]
+    parts = [[s @ loss_value(t, y, loss, smoothing)], to_host(xhat.T @ like(xhat, dl)),
+             [dl.sum()]]
     if hessian:
-        xa = np.hstack([xhat, np.ones((xhat.shape[0], 1))])
         curvature = s * loss_curvature(t, y, loss, smoothing)
-        parts.append((xa.T @ (curvature[:, None] * xa)).ravel())
+        parts.append(_weighted_grams(curvature[:, None], _with_ones(xhat)))
     return np.concatenate([np.asarray(p, dtype=np.float64).ravel() for p in parts])
 
 

@@ -9,6 +9,12 @@ last entry) are stacked as columns, one per target of a one-vs-rest fit, so
 that all targets share every pass. The sample weights ``s`` (n x 1) are one
 more array aligned with the blocks: every loss term, derivative and curvature
 of row ``i`` is multiplied by ``s_i`` (``s = 1`` for an unweighted fit).
+
+A block of another library than numpy (a CuPy array) is multiplied in its own
+namespace: its projection ``X_hat`` stays an array of that library (on the
+device, for every later pass), the host's vectors and thin matrices go to it by
+``xp.asarray`` and the products with X and ``X_hat`` come back by ``to_host``;
+the losses of the margins (``n x K``) are taken on the host, as for numpy.
 """
 
 from __future__ import annotations
@@ -21,19 +27,22 @@ import scipy.sparse
 from dasketch._blocks import (
     add,
     as_row_aligned,
+    block_namespace,
     chunk_blocks,
     compute,
+    float_rows,
+    forward_backward,
+    is_numpy_block,
+    like,
     map_reduce,
     map_rows,
     matvec_block,
     persist,
     project_block,
+    rows_product,
     side_by_side,
-)
-from dasketch.kernels.block_products import (
-    rows_forward_backward,
-    rows_times,
-    rows_transpose_times,
+    to_host,
+    transpose_product,
 )
 from dasketch.linear_model.dual_projection.losses import loss_curvature, loss_derivative, loss_value
 
@@ -46,27 +55,36 @@ GROWTH_STREAM = PROJECTION_STREAM + 1
 SMALLEST_SQUARE = 1e-200
 
 
-def _dense(values):
-    return np.asarray(values, dtype=np.float64)
+def _hstack(arrays):
+    """Arrays of one library side by side (``numpy.hstack`` for numpy)."""
+    return block_namespace(arrays[0]).concat(arrays, axis=1)
 
 
 def _with_ones(xhat):
-    return np.hstack([xhat, np.ones((xhat.shape[0], 1))])
+    """``[X_hat 1]`` in the library of ``xhat``."""
+    return _hstack([xhat, like(xhat, np.ones((xhat.shape[0], 1)))])
 
 
-# ------------------------------------------------------------ the projection pass
 def _weighted_grams(weights, xa):
-    """``xa^T diag(weights[:, k]) xa`` for each column ``k`` of ``weights``,
-    raveled (one GEMM each: ``einsum`` over three operands does not use BLAS)."""
-    return np.concatenate([(xa.T @ (weights[:, [k]] * xa)).ravel()
+    """``xa^T diag(weights[:, k]) xa`` for each column ``k`` of ``weights`` (on
+    the host), raveled on the host (one GEMM each, in the library of ``xa``:
+    ``einsum`` over three operands does not use BLAS)."""
+    weights = like(xa, weights)
+    return np.concatenate([to_host(xa.T @ (weights[:, k:k + 1] * xa)).ravel()
                            for k in range(weights.shape[1])])
 
 
+def _times(xhat, matrix):
+    """``xhat @ matrix`` (``matrix`` on the host) on the host."""
+    return to_host(xhat @ like(xhat, matrix))
+
+
+# ------------------------------------------------------------ the projection pass
 def _gram_terms(xhat, y, s):
     """``[X_hat 1]^T S [X_hat 1 y]`` and the count of non-finite projected values."""
-    xa = _with_ones(xhat)
-    return np.concatenate([(xa.T @ (s * np.hstack([xa, y]))).ravel(),
-                           [np.count_nonzero(~np.isfinite(xhat))]])
+    xp, xa = block_namespace(xhat), _with_ones(xhat)
+    return np.concatenate([to_host(xa.T @ (like(xa, s) * _hstack([xa, like(xa, y)]))).ravel(),
+                           [float(xp.count_nonzero(~xp.isfinite(xhat)))]])
 
 
 def _squared_row_norms(rows):
@@ -92,12 +110,19 @@ def _row_norm_terms(block, s):
     lies below :data:`SMALLEST_SQUARE` (where squares of entries may have
     underflowed) are summed again scaled (:func:`_scaled_row_norms`)."""
     positive = np.flatnonzero(s[:, 0] > 0)
-    rows = block if positive.size == block.shape[0] else block[positive]
-    squares = _squared_row_norms(rows)
+    if is_numpy_block(block):
+        rows = block if positive.size == block.shape[0] else block[positive]
+        squares, take = _squared_row_norms(rows), rows.__getitem__
+    else:   # squares in the block's namespace, the few rows summed again on the host
+        xp, rows = float_rows(block)
+        squares = to_host(xp.vecdot(rows, rows, axis=-1))[positive]   # no n x d temporary
+
+        def take(index):
+            return to_host(xp.take(rows, like(rows, positive[index]), axis=0))
     norms = np.sqrt(squares)
     again = np.flatnonzero(~(squares >= SMALLEST_SQUARE) | ~np.isfinite(squares))
     if again.size:
-        norms[again] = _scaled_row_norms(rows[again])
+        norms[again] = _scaled_row_norms(take(again))
     return [float(s[positive, 0] @ norms ** 2), norms.max() if norms.size else 0.0]
 
 
@@ -106,8 +131,9 @@ def _projection_block(block, start, stop, y, s, *, seed, n_components, b0, loss,
     the Gram terms of ``X_hat_b`` and the row norm terms (the largest last)."""
     xhat = project_block(block, start, stop, seed=seed, stream=PROJECTION_STREAM,
                          n_components=n_components)
-    columns = s * np.hstack([_with_ones(xhat), loss_derivative(b0, y, loss, smoothing)])
-    products = _dense(rows_transpose_times(block, columns))
+    columns = like(xhat, s) * _hstack([_with_ones(xhat),
+                                       like(xhat, loss_derivative(b0, y, loss, smoothing))])
+    products = transpose_product(block, columns)
     gram = _gram_terms(xhat, y, s)
     # packed in place: one copy of the d x (m + 2) products, not a ravel and a concatenation
     packed = np.empty(products.size + gram.size + 2)
@@ -162,10 +188,11 @@ def _growth_block(block, start, stop, xhat, y, s, *, seed, extra, W, b, loss, sm
     [X_hat_b X_new_b 1]`` per target."""
     new = project_block(block, start, stop, seed=seed, stream=GROWTH_STREAM,
                         n_components=extra)
-    xa = _with_ones(np.hstack([xhat, new]))
-    parts = [_dense(rows_transpose_times(block, s * new)).ravel(), (new.T @ (s * xa)).ravel()]
+    xa, weights = _with_ones(_hstack([xhat, new])), like(new, s)
+    parts = [transpose_product(block, weights * new).ravel(),
+             to_host(new.T @ (weights * xa)).ravel()]
     if W is not None:
-        weights = s * loss_curvature(_dense(rows_times(block, W)) + b, y, loss, smoothing)
+        weights = s * loss_curvature(rows_product(block, W) + b, y, loss, smoothing)
         parts.append(_weighted_grams(weights, xa))
     return new, np.concatenate(parts)
 
@@ -214,7 +241,7 @@ def _evaluate_block(block, start, stop, xhat, y, s, *, W, b, loss, smoothing, cu
             return dual
         return np.hstack([dual, weights * loss_curvature(T, labels, loss, smoothing) * U])
 
-    F, columns, backward = rows_forward_backward(
+    F, columns, backward = forward_backward(
         block, W if S is None else np.hstack([W, S]), back_columns)
     margins = F[:, :k]
     T = margins + b
@@ -310,7 +337,7 @@ def _hessian_block(block, start, stop, y, s, *, W, b, P, pb, loss, smoothing):
         return U
 
     matrix = P if loss == "squared" else np.hstack([P, W])
-    _, U, backward = rows_forward_backward(block, matrix, directions)
+    _, U, backward = forward_backward(block, matrix, directions)
     return np.concatenate([backward.ravel(), U.sum(axis=0)])
 
 
@@ -327,15 +354,15 @@ def hessian_pass(blocks, yd, sd, W, b, P, pb, *, loss, smoothing, split_every, c
 
 
 def _recovery_block(block, start, stop, xhat, y, s, *, Z, b, W, loss, smoothing):
-    T = xhat @ Z + b
+    T = _times(xhat, Z) + b
     if W is None:
         dual = s * loss_derivative(T, y, loss, smoothing)
-        return _dense(rows_transpose_times(block, dual)).ravel()
+        return transpose_product(block, dual).ravel()
 
     def duals(F, rows):
         return s[rows] * loss_derivative(T[rows] + F, y[rows], loss, smoothing)
 
-    return rows_forward_backward(block, W, duals)[2].ravel()
+    return forward_backward(block, W, duals)[2].ravel()
 
 
 def recovery_pass(blocks, xhat, yd, sd, Z, b, *, W=None, loss, smoothing, split_every,

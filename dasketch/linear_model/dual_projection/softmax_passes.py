@@ -25,8 +25,16 @@ from functools import partial
 import numpy as np
 from scipy.special import logsumexp, softmax
 
-from dasketch._blocks import add, compute, map_reduce
-from dasketch.kernels.block_products import rows_forward_backward
+from dasketch._blocks import (
+    add,
+    block_namespace,
+    compute,
+    forward_backward,
+    like,
+    map_reduce,
+    to_host,
+)
+from dasketch.linear_model.dual_projection.passes import _weighted_grams, _with_ones
 
 
 def cross_entropy(T, y, s):
@@ -38,13 +46,16 @@ def softmax_curvature(xa, P, s):
     """The projected Hessian ``[xa^T diag(s p_k (delta_kl - p_l)) xa]_{kl}``
     (K m1 x K m1, class-major) for rows ``xa`` (n x m1) and probabilities ``P``:
     the block diagonal of ``xa^T diag(s p_k) xa`` less ``Z^T Z``,
-    ``Z_i = sqrt(s_i) p_i (x) xa_i``."""
+    ``Z_i = sqrt(s_i) p_i (x) xa_i``; ``xa`` in its library (the products
+    there), ``P`` and ``s`` and the result on the host."""
     n, K = P.shape
     m1 = xa.shape[1]
-    Z = ((np.sqrt(s) * P)[:, :, None] * xa[:, None, :]).reshape(n, K * m1)
-    out = -(Z.T @ Z)
+    Z = block_namespace(xa).reshape(like(xa, np.sqrt(s) * P)[:, :, None] * xa[:, None, :],
+                                    (n, K * m1))
+    out = -to_host(Z.T @ Z)
+    diagonal = _weighted_grams(s * P, xa).reshape(K, m1, m1)
     for k in range(K):
-        out[k * m1:(k + 1) * m1, k * m1:(k + 1) * m1] += xa.T @ ((s * P[:, [k]]) * xa)
+        out[k * m1:(k + 1) * m1, k * m1:(k + 1) * m1] += diagonal[k]
     return out
 
 
@@ -56,8 +67,8 @@ def _softmax_evaluate_block(block, start, stop, xhat, y, s, *, W, D, b, db, step
         T = F[:, :K] + b if D is None else F[:, :K] + b + F[:, K:] + db
         return s[rows] * (softmax(T, axis=1) - y[rows])
 
-    F, R, backward = rows_forward_backward(block, W if D is None else np.hstack([W, D]),
-                                           residuals)
+    F, R, backward = forward_backward(block, W if D is None else np.hstack([W, D]),
+                                      residuals)
     T = F[:, :K] + b
     path = []
     if D is not None:
@@ -66,8 +77,7 @@ def _softmax_evaluate_block(block, start, stop, xhat, y, s, *, W, D, b, db, step
         T = T + U
     parts = [[cross_entropy(T, y, s)], backward.ravel(), R.sum(axis=0)]
     if curvature:
-        xa = np.hstack([xhat, np.ones((xhat.shape[0], 1))])
-        parts.append(softmax_curvature(xa, softmax(T, axis=1), s).ravel())
+        parts.append(softmax_curvature(_with_ones(xhat), softmax(T, axis=1), s).ravel())
     return np.concatenate(parts + [np.asarray(path, dtype=np.float64)])
 
 
@@ -105,7 +115,7 @@ def _softmax_hessian_block(block, start, stop, y, s, *, W, D, b, db):
         PU = P * (F[:, :K] + db)
         return s[rows] * (PU - P * PU.sum(axis=1, keepdims=True))
 
-    _, R, backward = rows_forward_backward(block, np.hstack([D, W]), directions)
+    _, R, backward = forward_backward(block, np.hstack([D, W]), directions)
     return np.concatenate([backward.ravel(), R.sum(axis=0)])
 
 

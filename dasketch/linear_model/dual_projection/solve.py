@@ -39,6 +39,7 @@ from dasketch._blocks import (
     cache_blocks,
     fit_blas_threads,
     fit_size,
+    foreign_array_type,
     gaussian_tile,
     run_eagerly,
 )
@@ -52,6 +53,7 @@ from dasketch.linear_model.dual_projection.checks import (  # noqa: F401 - re-ex
     _check_alpha,
     _check_targets,
     _warn,
+    check_library_options,
     check_weights,
 )
 from dasketch.linear_model.dual_projection.columns import select_used_columns, widened
@@ -114,7 +116,13 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     X : numpy array, scipy.sparse matrix, Dask array, zarr array, zarr path or URL
         ``n x d``, rows are samples; read block by block. A scipy.sparse X is
         fitted on the columns some row uses (``d`` then counts those), the
-        others' coefficients being exactly 0 (:mod:`.columns`).
+        others' coefficients being exactly 0 (:mod:`.columns`). A CuPy array
+        or a Dask array of CuPy blocks (any array API array with the linalg
+        extension) is multiplied in its own library (:mod:`.passes`), with
+        ``R`` drawn on the host and moved there, so that the result and its
+        certificate agree with numpy's to rounding and come back on the host;
+        it is read with ``penalty="l2"`` and ``positive=False`` (and
+        ``alpha > 0`` for the squared loss).
     y : array-like (n,) or (n, K)
         Real targets (squared loss) or labels in ``{-1, +1}``; each column is an
         independent problem (one-vs-rest) and all share every pass over X.
@@ -253,8 +261,11 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
                                     n_components, sketch_size, new_default=100)
     smoothing, m, max_iter, tol = float(smoothing), int(sketch_size), int(max_iter), \
         float(tol)
+    if foreign_array_type(X) is not None:
+        check_library_options(rho, positive, alpha, loss)
     X, used = select_used_columns(X)
-    source = as_row_blocks(X, block_rows=block_rows, min_blocks=FIT_BLOCKS)
+    source = as_row_blocks(X, block_rows=block_rows, min_blocks=FIT_BLOCKS,
+                           array_libraries="any")
     n, d = source.shape
     m = min(m, n, d)
     fit_size(d, m)
