@@ -1,6 +1,6 @@
 """The array seam: blocks of other array libraries than numpy.
 
-``dasketch.sketch`` and ``estimate_error`` read inputs of another library (in
+``dasketch.sketch``, ``estimate_error`` and ``SketchPCA`` read inputs of another library (in
 memory, or as the blocks of a Dask array) as blocks of that library, on the
 default scheduler and on a cluster; the other entry points refuse them by type,
 with a ``TypeError`` naming the type and what is read, before any task runs, and
@@ -48,8 +48,7 @@ def _dask_of_strict_blocks(X, rows=60, computed=False):
     return da.Array(graph, name, chunks, meta=xps.asarray(np.empty((0, 0))))
 
 
-ENTRY_POINTS = {
-    "SketchPCA": lambda X, y: dasketch.SketchPCA(n_components=2).fit(X),
+ENTRY_POINTS = {  # SketchPCA reads them (tests/test_pca_array_libraries.py)
     "DualRandomProjectionRegressor": lambda X, y: DualRandomProjectionRegressor().fit(X, y),
     "sketch_lstsq": lambda X, y: sketch_lstsq(X, y),
 }
@@ -68,6 +67,7 @@ def test_arrays_of_other_libraries_are_refused_by_type(entry, lazy):
     assert ("Dask collection of" in message) == lazy
     assert "numpy array" in message and "reads as numpy blocks only" in message
     assert "dasketch.sketch" in message and "cupy.asnumpy" in message
+    assert "dasketch.SketchPCA" in message
 
 
 @pytest.mark.parametrize("lazy", [False, True], ids=["in-memory", "dask"])

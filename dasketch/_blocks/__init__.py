@@ -49,6 +49,7 @@ from dasketch._blocks.block_functions import (
     leverage_block,
     matvec_block,
     merge_all_sketches,
+    power_of_two_rows,
     project_block,
     resized_sketch,
     sketch_block,
@@ -75,6 +76,7 @@ from dasketch._blocks.operators import (
     sparse_embed_streams,
 )
 from dasketch._blocks.readers import check_array_library
+from dasketch._blocks.readers.array_types import foreign_array_type
 from dasketch._blocks.readers.options import dense_block_rows
 from dasketch._blocks.readers.parquet import ParquetSource, open_parquet
 from dasketch._blocks.row_blocks import (
@@ -136,7 +138,7 @@ __all__ = [
     "task", "transformed_blocks", "transposed_pca_pass", "transposed_store_blocks",
     "tree_reduce", "worker_timeout",
     "SKETCH_UPDATES", "check_estimate_memory", "sketch_blocks", "sketch_dense_block_rows",
-    "check_array_library", "affine_rows",
+    "check_array_library", "affine_rows", "foreign_array_type", "power_of_two_rows",
 ]
 
 # The estimators' side of the bridge, which imports scikit-learn: input
@@ -148,6 +150,7 @@ __all__ = [
 ESTIMATOR_NAMES = {
     "validate_input": "dasketch._blocks.validation",
     "as_target_vector": "dasketch._blocks.validation",
+    "result_meta": "dasketch._blocks.validation",
     "Interval": "dasketch._blocks.params",
     "BasePCA": "dasketch._blocks.sklearn_compat",
     "RealNotInt": "dasketch._blocks.sklearn_compat",

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse
+from sklearn import get_config
 from sklearn.utils.validation import column_or_1d, validate_data
 
+from dasketch._blocks.array_libraries import block_namespace
 from dasketch._blocks.inputs import as_row_blocks, is_out_of_core
 from dasketch._blocks.readers import check_array_library
+from dasketch._blocks.readers.array_types import foreign_array_type
+from dasketch._blocks.row_blocks import run_eagerly
 from dasketch._blocks.scheduler import compute, is_dask_collection
 
 FLOAT_DTYPES = (np.float64, np.float32)
@@ -42,7 +46,7 @@ def _check_not_1d(X):
 
 
 def validate_input(estimator, X, y="no_validation", *, reset, accept_sparse=("csr", "csc"),
-                   dtype=FLOAT_DTYPES, y_numeric=False):
+                   dtype=FLOAT_DTYPES, y_numeric=False, array_libraries="numpy"):
     """Validate ``X`` (and ``y``) as ``fit`` (``reset=True``) or ``predict``,
     ``transform`` and ``score`` (``reset=False``) do.
 
@@ -70,6 +74,12 @@ str or PathLike
         As in :func:`sklearn.utils.check_array` for in-memory input.
     y_numeric : bool
         Require finite real targets (regression); they come back as float64.
+    array_libraries : {"numpy", "any"}, default "numpy"
+        ``"any"``: an array of another library (a CuPy array, a Dask array of
+        CuPy blocks, :mod:`dasketch._blocks.readers.array_types`) becomes
+        ``RowBlocks`` of that library, never converted by scikit-learn, its
+        values checked by the passes that read it; ``"numpy"``: a
+        ``TypeError``.
 
     Returns
     -------
@@ -90,15 +100,18 @@ str or PathLike
     ...
     ValueError: X has 4 features, but Ridge is expecting 2 features as input.
     """
-    check_array_library(X, "X")  # before scikit-learn converts it
-    if not is_out_of_core(X):
+    check_array_library(X, "X", array_libraries)  # before scikit-learn converts it
+    if not is_out_of_core(X) and foreign_array_type(X) is None:
         _check_not_1d(X)
         if isinstance(y, str) and y == "no_validation":
             return validate_data(estimator, X, reset=reset, accept_sparse=accept_sparse,
                                  dtype=dtype)
         return validate_data(estimator, X, y, reset=reset, accept_sparse=accept_sparse,
                              dtype=dtype, y_numeric=y_numeric)
-    blocks = as_row_blocks(X, name="X", block_rows=getattr(estimator, "block_rows", None))
+    blocks = as_row_blocks(X, name="X", block_rows=getattr(estimator, "block_rows", None),
+                           array_libraries=array_libraries)
+    if not is_out_of_core(X):  # another library's array in memory
+        blocks = run_eagerly(blocks, threaded=True)
     _check_out_of_core_features(estimator, blocks, reset)
     if isinstance(y, str) and y == "no_validation":
         return blocks
@@ -106,6 +119,19 @@ str or PathLike
         raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the "
                          "target y is None")
     return blocks, as_target_vector(y, blocks.n_rows, real=y_numeric)
+
+
+def result_meta(X, ndim, dtype):
+    """Where an estimator's results for ``X`` go, by scikit-learn's array API
+    convention: None (numpy on the host) for numpy ``X``, and for ``X`` of another
+    library (:func:`~dasketch._blocks.readers.array_types.foreign_array_type`)
+    unless scikit-learn's ``array_api_dispatch`` is on; then an empty array of
+    ``X``'s library (``ndim`` dimensions, the standard dtype named as the numpy
+    ``dtype``), for :func:`~dasketch._blocks.map_rows` to keep them there."""
+    if foreign_array_type(X) is None or not get_config()["array_api_dispatch"]:
+        return None
+    xp = block_namespace(X._meta if is_dask_collection(X) else X)
+    return xp.empty((0,) * ndim, dtype=getattr(xp, np.dtype(dtype).name))
 
 
 def as_target_vector(y, n_rows, *, name="y", matrix="X", real=False):

@@ -35,7 +35,7 @@ from dasketch._blocks.readers.registry import accepted_kinds
 from dasketch._blocks.scheduler import is_dask_collection
 
 #: The public functions that read arrays of other libraries (``array_libraries="any"``).
-LIBRARY_ENTRY_POINTS = ("dasketch.sketch", "dasketch.estimate_error")
+LIBRARY_ENTRY_POINTS = ("dasketch.sketch", "dasketch.estimate_error", "dasketch.SketchPCA")
 #: Values of a default block of another library (4 GiB of float64). A block on a
 #: device is absorbed by one Gram product and one eigendecomposition, whose launch
 #: and solver latency is paid once a block, so blocks are as large as a device holds
@@ -91,7 +91,7 @@ def check_array_library(X, name="X", array_libraries="numpy"):
             "and array API arrays (array_api_compat); copy it to a numpy array first")
     raise TypeError(
         f"{name} is {what}, which this function reads as numpy blocks only: a "
-        f"{accepted_kinds()}. {' and '.join(LIBRARY_ENTRY_POINTS)} read CuPy "
+        f"{accepted_kinds()}. {', '.join(LIBRARY_ENTRY_POINTS)} read CuPy "
         "arrays and Dask arrays of CuPy blocks on the GPU; here copy them to the host "
         "first (cupy.asnumpy(X), or X.map_blocks(cupy.asnumpy) for a Dask array)")
 
