@@ -6,13 +6,16 @@ and its sketches merge with CPU sketches of other rows; ``dasketch.sketch`` and
 ``estimate_error`` read CuPy arrays and Dask arrays of CuPy blocks, on one GPU
 and on a cluster of one GPU worker alike, and so do ``sketch_lstsq`` and
 ``SketchLstsqRegressor.fit`` (solution and certificates as numpy on the host);
-the entry points that compute on numpy only refuse them by type. Skipped without
-CuPy or a device.
+``SketchPCA`` fits CuPy inputs as the numpy path does, to rounding and with the
+same certificate, its projections as numpy unless scikit-learn's
+``array_api_dispatch`` keeps them on the device; the entry points that compute
+on numpy only refuse them by type. Skipped without CuPy or a device.
 """
 
 import dask.array as da
 import numpy as np
 import pytest
+import sklearn
 import sklearn.base
 
 import dasketch
@@ -169,6 +172,51 @@ def test_the_lstsq_regressor_fits_cupy_inputs_as_numpy():
             reference.coef_).max(), kind
         np.testing.assert_allclose(model.singular_, reference.singular_, rtol=1e-10)
         assert model.coef_error_bound_ == pytest.approx(reference.coef_error_bound_, rel=0.05)
+@pytest.mark.parametrize("kind", ["cupy array", "dask array of cupy"])
+def test_sketch_pca_of_cupy_inputs_equals_the_cpu_path_to_rounding(kind):
+    X = _data((6000, 40), seed=5)
+    params = dict(n_components=5, sketch_size=16, block_rows=1000, whiten=True)
+    reference = dasketch.SketchPCA(**params).fit(X)
+    data = _cupy_inputs(X, 1000)[kind]
+    ours = dasketch.SketchPCA(**params).fit(data)
+    assert isinstance(ours.components_, np.ndarray)
+    signs = np.sign(np.sum(ours.components_ * reference.components_, axis=1))
+    assert np.abs(ours.components_ * signs[:, None] - reference.components_).max() <= 1e-9
+    for name in ("explained_variance_", "explained_variance_ratio_", "singular_values_"):
+        np.testing.assert_allclose(getattr(ours, name), getattr(reference, name), rtol=1e-9)
+    assert ours.eigenvalue_bound_ == pytest.approx(reference.eigenvalue_bound_, rel=1e-9)
+    exact = np.linalg.eigvalsh(np.cov(X, rowvar=False))[::-1][:5]
+    assert np.all(np.abs(exact - ours.sketch_eigenvalues_) <= ours.eigenvalue_bound_)
+    projections = ours.transform(data)
+    if kind == "dask array of cupy":
+        assert isinstance(projections, da.Array)
+        projections = projections.compute()
+    assert isinstance(projections, np.ndarray)
+    np.testing.assert_allclose(projections * signs, reference.transform(X), rtol=1e-8,
+                               atol=1e-9)
+    restored = ours.inverse_transform(cupy.asarray(projections))
+    assert isinstance(restored, np.ndarray)
+    np.testing.assert_allclose(restored, reference.inverse_transform(projections * signs),
+                               rtol=1e-8, atol=1e-9)
+    assert ours.score(data) == pytest.approx(reference.score(X), rel=1e-9)
+
+
+def test_array_api_dispatch_keeps_sketch_pca_results_on_the_device(monkeypatch):
+    X = _data((4000, 24), seed=6)
+    pca = dasketch.SketchPCA(n_components=4, block_rows=1000).fit(cupy.asarray(X))
+    monkeypatch.setenv("SCIPY_ARRAY_API", "1")
+    with sklearn.config_context(array_api_dispatch=True):
+        for kind, data in _cupy_inputs(X, 1000).items():
+            projections = pca.transform(data)
+            if kind == "dask array of cupy":
+                assert isinstance(projections._meta, cupy.ndarray)
+                projections = projections.compute()
+            assert isinstance(projections, cupy.ndarray), kind
+            np.testing.assert_allclose(cupy.asnumpy(projections), pca.transform(X),
+                                       rtol=1e-8, atol=1e-9)
+            assert isinstance(pca.inverse_transform(projections), cupy.ndarray)
+            assert isinstance(pca.score_samples(cupy.asarray(X)), cupy.ndarray)
+    assert isinstance(pca.transform(cupy.asarray(X)), np.ndarray)
 
 
 @pytest.mark.cluster

@@ -44,21 +44,17 @@ from dasketch._blocks.block_functions import (
     centred_rows,
     class_labels,
     embed_block,
-    float_rows,
-    forward_backward,
     gaussian_log_likelihood_block,
     gaussian_tile,
     gram_block,
     leverage_block,
-    like,
     matvec_block,
     merge_all_sketches,
+    power_of_two_rows,
     project_block,
     resized_sketch,
-    rows_product,
     sketch_block,
     squared_norms_block,
-    transpose_product,
     transposed_pca_pass,
 )
 from dasketch._blocks.blocked_sketch import (
@@ -72,6 +68,13 @@ from dasketch._blocks.cluster_wait import worker_timeout
 from dasketch._blocks.column_reads import plan_column_reads
 from dasketch._blocks.inputs import as_row_blocks, is_out_of_core
 from dasketch._blocks.mapping import block_tasks, map_reduce, map_rows, side_by_side
+from dasketch._blocks.namespace_products import (
+    float_rows,
+    forward_backward,
+    like,
+    rows_product,
+    transpose_product,
+)
 from dasketch._blocks.operators import (
     gather_rows,
     iter_row_blocks,
@@ -143,7 +146,7 @@ __all__ = [
     "task", "transformed_blocks", "transposed_pca_pass", "transposed_store_blocks",
     "tree_reduce", "worker_timeout",
     "SKETCH_UPDATES", "check_estimate_memory", "sketch_blocks", "sketch_dense_block_rows",
-    "check_array_library", "affine_rows", "host_values",
+    "check_array_library", "affine_rows", "host_values", "power_of_two_rows",
     "block_namespace", "float_rows", "forward_backward", "is_numpy_block", "like",
     "rows_product", "to_host", "transpose_product", "foreign_array_type",
     "host_dtype",
@@ -159,6 +162,7 @@ ESTIMATOR_NAMES = {
     "validate_input": "dasketch._blocks.validation",
     "as_target_vector": "dasketch._blocks.validation",
     "host_targets": "dasketch._blocks.validation",
+    "result_meta": "dasketch._blocks.validation",
     "Interval": "dasketch._blocks.params",
     "BasePCA": "dasketch._blocks.sklearn_compat",
     "RealNotInt": "dasketch._blocks.sklearn_compat",

@@ -24,11 +24,8 @@ from dasketch._blocks.array_libraries import (
     is_numpy_block,
     to_host,
 )
-from dasketch.kernels.block_products import (
-    rows_forward_backward,
-    rows_times,
-    rows_transpose_times,
-)
+from dasketch._blocks.namespace_products import float_rows, like, rows_product
+from dasketch.kernels.block_products import rows_times, rows_transpose_times
 from dasketch.kernels.embeddings import (
     TILE,
     embedding_entries,
@@ -37,8 +34,9 @@ from dasketch.kernels.embeddings import (
 )
 from dasketch.kernels.frequent_directions import merge_sketches, sketch_rows
 from dasketch.kernels.namespace_embeddings import embed_dense_rows
-from dasketch.kernels.namespace_fd import sketch_dense_rows
+from dasketch.kernels.namespace_fd import sketch_dense_rows, times_power_of_two
 from dasketch.kernels.shrink import check_finite_rows
+from dasketch.kernels.sketch_scaling import divide_by_power_of_two
 from dasketch.kernels.sparse_fd import sketch_rows_randomized
 
 
@@ -96,60 +94,12 @@ def transposed_pca_pass(block, start, stop, *, axes, scales):
     return np.hstack([products, mean]), centred.T @ products
 
 
-def join_columns(*arrays):
-    """Arrays of one library with the same rows, side by side (a new array)."""
-    return block_namespace(arrays[0]).concat(arrays, axis=1)
-
-
 def append_ones(block):
     """``[block 1]``, in the block's kind (ndarray or CSR) and dtype."""
     ones = np.ones((block.shape[0], 1), dtype=block.dtype)
     if scipy.sparse.issparse(block):
         return scipy.sparse.hstack([block, ones], format="csr")
     return np.hstack([block, ones])
-
-
-def float_rows(block):
-    """``(xp, rows)``: the namespace of a block of another library than numpy
-    and the block in its float64 (the dtype the numpy path computes in)."""
-    xp = block_namespace(block)
-    return xp, xp.astype(block, xp.float64, copy=False)
-
-
-def like(array, values):
-    """Host ``values`` (numpy) as an array of ``array``'s library on its device:
-    moved there by ``xp.asarray`` for another library, unchanged for numpy."""
-    if is_numpy_block(array):
-        return values
-    return block_namespace(array).asarray(values, device=array.device)
-
-
-def rows_product(block, matrix):
-    """``block @ matrix`` (``matrix`` on the host) as a float64 ndarray on the host,
-    computed in the block's namespace."""
-    if is_numpy_block(block):
-        return np.asarray(rows_times(block, matrix), dtype=np.float64)
-    return to_host(float_rows(block)[1] @ like(block, matrix))
-
-
-def transpose_product(block, columns):
-    """``block^T @ columns`` (``columns`` on the host or, for a block of another
-    library, on its device) as a float64 ndarray on the host."""
-    if is_numpy_block(block):
-        return np.asarray(rows_transpose_times(block, columns), dtype=np.float64)
-    return to_host(float_rows(block)[1].T @ like(block, columns))
-
-
-def forward_backward(block, matrix, rowwise):
-    """:func:`~dasketch.kernels.block_products.rows_forward_backward` in the
-    block's namespace: ``F = block @ matrix`` and ``block^T U`` in the block's
-    library, ``F`` and ``U = rowwise(F, rows)`` (a few columns) on the host."""
-    if is_numpy_block(block):
-        return rows_forward_backward(block, matrix, rowwise)
-    rows = float_rows(block)[1]
-    F = to_host(rows @ like(block, matrix))
-    U = np.asarray(rowwise(F, slice(0, F.shape[0])), dtype=np.float64)
-    return F, U, to_host(rows.T @ like(block, U))
 
 
 def project_block(block, start, stop, *, seed, stream, n_components):
@@ -228,30 +178,70 @@ def matvec_block(block, start, stop, *, w):
                        start, stop)
 
 
-def affine_block(block, start, stop, *, matrix, offset, dtype):
-    """``block @ matrix + offset`` in ``dtype``, checked by :func:`finite_rows`."""
+def _handed_back(xp, out, dtype, on_host):
+    """``out`` of a namespace ``xp`` in the numpy ``dtype``'s standard dtype,
+    copied to the host when ``on_host``."""
+    out = xp.astype(out, getattr(xp, np.dtype(dtype).name), copy=False)
+    return to_host(out) if on_host else out
+
+
+def affine_block(block, start, stop, *, matrix, offset, dtype, on_host=True):
+    """``block @ matrix + offset`` in ``dtype``, checked by :func:`finite_rows`. A
+    block of another array library is computed in its namespace (float64) and
+    handed back on the host, or, with ``on_host=False``, left there."""
+    if not is_numpy_block(block):
+        xp, rows = float_rows(block)
+        out = rows @ xp.asarray(matrix) + xp.asarray(offset)
+        if not bool(xp.all(xp.isfinite(out))):
+            finite_rows(to_host(out), start, stop)
+        return _handed_back(xp, out, dtype, on_host)
     out = finite_rows(np.asarray(rows_times(block, matrix)) + offset, start, stop)
     return out.astype(dtype, copy=False)
 
 
 def squared_norms_block(block, start, stop, *, axes_t, shift):
-    """``||block v_j - shift_j||^2`` for the columns ``v_j`` of ``axes_t``."""
+    """``||block v_j - shift_j||^2`` for the columns ``v_j`` of ``axes_t``; a block
+    of another array library sums them in its namespace, handed back on the host."""
+    if not is_numpy_block(block):
+        xp, rows = float_rows(block)
+        projected = rows @ xp.asarray(axes_t) - xp.asarray(shift)
+        return to_host(xp.sum(projected * projected, axis=0))
     projected = np.asarray(rows_times(block, axes_t), dtype=np.float64)
     projected -= shift
     return np.einsum("ij,ij->j", projected, projected)
 
 
-def gaussian_log_likelihood_block(block, start, stop, *, mean, precision, constant):
+def gaussian_log_likelihood_block(block, start, stop, *, mean, precision, constant,
+                                  on_host=True):
     """Log-density of each row under ``N(mean, precision^{-1})`` (``precision``
-    None: ``-inf``), shape ``(rows, 1)``; NaN or Inf in the block is a
-    ``ValueError`` naming its rows."""
+    None: ``-inf``), shape ``(rows,)``; NaN or Inf in the block is a
+    ``ValueError`` naming its rows. A block of another array library is computed
+    in its namespace, handed back as :func:`affine_block` does."""
+    if not is_numpy_block(block):
+        xp, rows = float_rows(block)
+        if not bool(xp.all(xp.isfinite(rows))):
+            check_finite_rows(to_host(rows), start)
+        if precision is None:
+            return _handed_back(xp, xp.full((stop - start,), -xp.inf), np.float64, on_host)
+        centred = rows - xp.asarray(mean)
+        out = -0.5 * xp.sum((centred @ xp.asarray(precision)) * centred, axis=1) + float(constant)
+        return _handed_back(xp, out, np.float64, on_host)
     check_finite_rows(block, start)  # names the rows of X, never the result
     if precision is None:
-        return np.full((stop - start, 1), -np.inf)
+        return np.full(stop - start, -np.inf)
     dense = block.toarray() if scipy.sparse.issparse(block) else np.asarray(block)
     centred = dense - mean
-    out = -0.5 * np.einsum("ij,ij->i", centred @ precision, centred) + constant
-    return out.reshape(-1, 1)
+    return -0.5 * np.einsum("ij,ij->i", centred @ precision, centred) + constant
+
+
+def power_of_two_rows(block, *, exponent):
+    """``block * 2**-exponent`` in float64
+    (:func:`~dasketch.kernels.sketch_scaling.divide_by_power_of_two`); a block of
+    another array library is scaled in its namespace, exactly alike."""
+    if not is_numpy_block(block):
+        xp, rows = float_rows(block)
+        return times_power_of_two(xp, rows, -exponent)
+    return divide_by_power_of_two(block, exponent)
 
 
 def rmatvec_block(block, start, stop, v):

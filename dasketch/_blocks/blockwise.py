@@ -13,10 +13,13 @@ from dasketch._blocks.block_functions import affine_block
 from dasketch._blocks.mapping import map_rows
 
 
-def affine_rows(blocks, matrix, offset, dtype):
+def affine_rows(blocks, matrix, offset, dtype, meta=None):
     """Lazy ``X @ matrix + offset`` over :class:`~dasketch._blocks.RowBlocks`, in
     ``dtype``; a block with NaN or Inf raises a ``ValueError`` naming its rows
-    when computed (as ``fit`` does for out-of-core input).
+    when computed (as ``fit`` does for out-of-core input). Blocks of another
+    array library are computed in its namespace and their rows handed back as
+    numpy, or, given ``meta`` (an empty array of that library, see
+    :func:`~dasketch._blocks.map_rows`), left in that library.
 
     Examples
     --------
@@ -27,7 +30,9 @@ def affine_rows(blocks, matrix, offset, dtype):
     array([1.5, 5.5, 9.5])
     """
     matrix = np.asarray(matrix)
+    shared = {"matrix": matrix, "offset": offset, "dtype": np.dtype(dtype)}
+    if meta is not None:
+        shared["on_host"] = False
     return map_rows(blocks, affine_block, n_columns=matrix.shape[1], dtype=dtype,
-                    shared={"matrix": matrix, "offset": offset, "dtype": np.dtype(dtype)},
-                    keeps_block=False)
+                    shared=shared, keeps_block=False, meta=meta)
 

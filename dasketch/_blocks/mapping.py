@@ -20,9 +20,10 @@ from functools import partial
 import dask
 import dask.array as da
 import numpy as np
+from dask.highlevelgraph import HighLevelGraph
 
 from dasketch._blocks.array_libraries import block_namespace
-from dasketch._blocks.block_functions import join_columns
+from dasketch._blocks.namespace_products import join_columns
 from dasketch._blocks.row_blocks import as_row_aligned, delayed_row_chunks
 from dasketch._blocks.tasks import (
     ReadThenApply,
@@ -128,7 +129,7 @@ def _aligned_pieces(blocks, aligned):
 
 
 def map_rows(blocks, func, *aligned, n_columns=None, dtype=np.float64, shared=None,
-             keeps_block=True):
+             keeps_block=True, meta=None):
     """Lazy Dask array whose rows ``[start, stop)`` are
     ``func(block, start, stop, *pieces, **shared)``, one task per block.
 
@@ -148,6 +149,11 @@ def map_rows(blocks, func, *aligned, n_columns=None, dtype=np.float64, shared=No
     keeps_block : bool
         False when ``func``'s result holds no reference to its block (zarr
         rows are then read into reused buffers).
+    meta : array, optional
+        An empty array of another library than numpy when ``func`` returns arrays
+        of that library (:mod:`dasketch._blocks.array_libraries`): the Dask
+        array's blocks are then of that library, and eager results are joined
+        in its namespace.
 
     Examples
     --------
@@ -159,6 +165,8 @@ def map_rows(blocks, func, *aligned, n_columns=None, dtype=np.float64, shared=No
     """
     parts = block_tasks(blocks, func, _aligned_pieces(blocks, aligned), shared=shared,
                         keeps_block=keeps_block)
+    if meta is not None:
+        return _concatenated_in_library(blocks, parts, n_columns, meta)
     return _concatenated(blocks, parts, n_columns, dtype)
 
 
@@ -188,6 +196,22 @@ def _concatenated(blocks, parts, n_columns, dtype):
                               else (stop - start, int(n_columns)), dtype=dtype)
               for part, (start, stop) in zip(parts, blocks.ranges())]
     return da.concatenate(pieces, axis=0)
+
+
+def _concatenated_in_library(blocks, parts, n_columns, meta):
+    """:func:`_concatenated` of rows of the library of ``meta``: joined by its
+    namespace's ``concat`` for eager blocks, else one Dask array whose chunks are
+    the parts, with ``meta`` (built from its graph: ``dask.array.concatenate``
+    casts every piece through numpy dtypes, which another library need not have)."""
+    if blocks.eager:
+        return parts[0] if len(parts) == 1 else block_namespace(meta).concat(parts, axis=0)
+    name = "rows-" + dask.base.tokenize(*parts)
+    tail = () if n_columns is None else (0,)
+    layer = {(name, i) + tail: part.key for i, part in enumerate(parts)}
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=parts)
+    chunks = (tuple(np.diff(blocks.offsets)),) + (() if n_columns is None
+                                                   else ((int(n_columns),),))
+    return da.Array(graph, name, chunks, meta=meta)
 
 
 def map_reduce(blocks, func, combine, *aligned, split_every=None, shared=None,

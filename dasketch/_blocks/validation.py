@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse
+from sklearn import get_config
 from sklearn.utils.validation import column_or_1d, validate_data
 
+from dasketch._blocks.array_libraries import block_namespace
 from dasketch._blocks.inputs import as_row_blocks, is_out_of_core
 from dasketch._blocks.readers import check_array_library, host_values
 from dasketch._blocks.readers.array_types import foreign_array_type
+from dasketch._blocks.row_blocks import run_eagerly
 from dasketch._blocks.scheduler import compute, is_dask_collection
 
 FLOAT_DTYPES = (np.float64, np.float32)
@@ -43,7 +46,8 @@ def _check_not_1d(X):
 
 
 def validate_input(estimator, X, y="no_validation", *, reset, accept_sparse=("csr", "csc"),
-                   dtype=FLOAT_DTYPES, y_numeric=False, array_libraries="numpy"):
+                   dtype=FLOAT_DTYPES, y_numeric=False, array_libraries="numpy",
+                   library_blocks=False):
     """Validate ``X`` (and ``y``) as ``fit`` (``reset=True``) or ``predict``,
     ``transform`` and ``score`` (``reset=False``) do.
 
@@ -72,18 +76,22 @@ str or PathLike
     y_numeric : bool
         Require finite real targets (regression); they come back as float64.
     array_libraries : {"numpy", "any"}, default "numpy"
-        ``"any"`` for an estimator that computes in the namespace of CuPy
-        arrays and Dask arrays of CuPy blocks (any array API array with the
-        linalg extension): such ``X`` is checked as blocks of its library and
-        comes back as it is, never converted by scikit-learn; otherwise a
-        ``TypeError`` (:func:`~dasketch._blocks.readers.check_array_library`).
+        ``"any"``: an array of another library (a CuPy array, a Dask array of
+        CuPy blocks, :mod:`dasketch._blocks.readers.array_types`) is checked as
+        blocks of that library and comes back as it is, never converted by
+        scikit-learn, its values checked by the passes that read it;
+        ``"numpy"``: a ``TypeError``.
+    library_blocks : bool, default False
+        With ``array_libraries="any"``, return such an array as its
+        ``RowBlocks`` instead (an array in memory as eager blocks,
+        :func:`~dasketch._blocks.run_eagerly`), for estimators that compute on
+        blocks only.
 
     Returns
     -------
     X or (X, y)
-        ``X`` as an ndarray, a sparse matrix or ``RowBlocks`` (or as it is, an
-        array of another library read with ``array_libraries="any"``); ``y``
-        as a 1-D ndarray on the host.
+        ``X`` as an ndarray, a sparse matrix or ``RowBlocks``; ``y`` as a 1-D
+        ndarray on the host.
 
     Examples
     --------
@@ -99,8 +107,7 @@ str or PathLike
     ValueError: X has 4 features, but Ridge is expecting 2 features as input.
     """
     check_array_library(X, "X", array_libraries)  # before scikit-learn converts it
-    library = foreign_array_type(X) is not None
-    if not library and not is_out_of_core(X):
+    if not is_out_of_core(X) and foreign_array_type(X) is None:
         _check_not_1d(X)
         if isinstance(y, str) and y == "no_validation":
             return validate_data(estimator, X, reset=reset, accept_sparse=accept_sparse,
@@ -109,8 +116,11 @@ str or PathLike
                              dtype=dtype, y_numeric=y_numeric)
     blocks = as_row_blocks(X, name="X", block_rows=getattr(estimator, "block_rows", None),
                            array_libraries=array_libraries)
+    library = foreign_array_type(X) is not None
+    if library and library_blocks and not is_out_of_core(X):  # in memory: eager blocks
+        blocks = run_eagerly(blocks, threaded=True)
     _check_out_of_core_features(estimator, blocks, reset)
-    checked = X if library else blocks
+    checked = X if library and not library_blocks else blocks
     if isinstance(y, str) and y == "no_validation":
         return checked
     if y is None:
@@ -127,6 +137,19 @@ def host_targets(y):
     if is_dask_collection(y):
         (y,) = compute(y)
     return y
+
+
+def result_meta(X, ndim, dtype):
+    """Where an estimator's results for ``X`` go, by scikit-learn's array API
+    convention: None (numpy on the host) for numpy ``X``, and for ``X`` of another
+    library (:func:`~dasketch._blocks.readers.array_types.foreign_array_type`)
+    unless scikit-learn's ``array_api_dispatch`` is on; then an empty array of
+    ``X``'s library (``ndim`` dimensions, the standard dtype named as the numpy
+    ``dtype``), for :func:`~dasketch._blocks.map_rows` to keep them there."""
+    if foreign_array_type(X) is None or not get_config()["array_api_dispatch"]:
+        return None
+    xp = block_namespace(X._meta if is_dask_collection(X) else X)
+    return xp.empty((0,) * ndim, dtype=getattr(xp, np.dtype(dtype).name))
 
 
 def as_target_vector(y, n_rows, *, name="y", matrix="X", real=False):

@@ -12,16 +12,18 @@ from dasketch._blocks import (
     compute,
     gaussian_log_likelihood_block,
     map_rows,
+    result_meta,
     validate_input,
 )
 
 
-def gaussian_log_likelihood(X, mean, precision):
+def gaussian_log_likelihood(X, mean, precision, meta=None):
     """Log-density of each row of ``X`` under ``N(mean, precision^{-1})``: an
     ndarray for in-memory ``X``, a lazy Dask array for RowBlocks (whose blocks
-    raise on NaN or Inf when computed). ``precision=None`` stands for a singular
-    covariance: every row gets ``-inf``, as a degenerate Gaussian puts no density
-    off a set of measure zero."""
+    raise on NaN or Inf when computed), in the library of ``meta`` when given
+    (:func:`~dasketch._blocks.result_meta`). ``precision=None`` stands for a
+    singular covariance: every row gets ``-inf``, as a degenerate Gaussian puts
+    no density off a set of measure zero."""
     d = mean.shape[0]
     constant = 0.0
     if precision is not None:
@@ -29,9 +31,11 @@ def gaussian_log_likelihood(X, mean, precision):
         constant = -0.5 * (d * np.log(2.0 * np.pi) - (logdet if sign > 0 else -np.inf))
     shared = {"mean": mean, "precision": precision, "constant": constant}
     if isinstance(X, RowBlocks):
-        return map_rows(X, gaussian_log_likelihood_block, n_columns=1, shared=shared,
-                        keeps_block=False)[:, 0]
-    return gaussian_log_likelihood_block(X, 0, X.shape[0], **shared).ravel()
+        if meta is not None:
+            shared["on_host"] = False
+        return map_rows(X, gaussian_log_likelihood_block, shared=shared, keeps_block=False,
+                        meta=meta)
+    return gaussian_log_likelihood_block(X, 0, X.shape[0], **shared)
 
 
 class ProbabilisticPCA:
@@ -104,17 +108,27 @@ class ProbabilisticPCA:
         Returns
         -------
         ndarray or dask.array.Array of shape (n_samples,)
-            Log-likelihoods; lazy for out-of-core ``X``.
+            Log-likelihoods; lazy for out-of-core ``X``. For ``X`` of another array
+            library (CuPy), computed in its namespace and returned as
+            :meth:`transform` returns projections (numpy on the host unless
+            scikit-learn's ``array_api_dispatch`` is on).
         """
+        return self._log_likelihoods(X, result_meta(X, 1, np.float64))
+
+    def _log_likelihoods(self, X, meta=None):
+        """:meth:`score_samples`, in the library of ``meta`` when given."""
         check_is_fitted(self, "components_")
         if hasattr(self, "scaler_mean_"):
             return self._in_kind_of(X, self._score_samples(self._scaled(X)))
-        return self._score_samples(validate_input(self, X, reset=False, accept_sparse="csr"))
+        return self._in_kind_of(X, self._score_samples(
+            validate_input(self, X, reset=False, accept_sparse="csr", array_libraries="any",
+                           library_blocks=True),
+            meta))
 
-    def _score_samples(self, X):
+    def _score_samples(self, X, meta=None):
         """:meth:`score_samples` of validated ``X`` (RowBlocks: lazy)."""
         precision = None if self._singular() else self.get_precision().astype(np.float64)
-        return gaussian_log_likelihood(X, self.mean_.astype(np.float64), precision)
+        return gaussian_log_likelihood(X, self.mean_.astype(np.float64), precision, meta)
 
     def score(self, X, y=None):
         """Return the average log-likelihood of the samples under the probabilistic PCA model.
@@ -131,7 +145,7 @@ class ProbabilisticPCA:
         float
             The mean of :meth:`score_samples` (higher is better).
         """
-        log_likelihood = self.score_samples(X)
+        log_likelihood = self._log_likelihoods(X)
         if not isinstance(log_likelihood, np.ndarray):
             (log_likelihood,) = compute(log_likelihood)
         return float(np.mean(log_likelihood))

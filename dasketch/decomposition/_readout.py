@@ -10,7 +10,7 @@ from functools import partial
 
 import numpy as np
 
-from dasketch._blocks import sketch_blocks, transformed_blocks
+from dasketch._blocks import power_of_two_rows, sketch_blocks, transformed_blocks
 from dasketch.decomposition._transposed import fit_transposed
 from dasketch.decomposition._variance import (
     candidate_axes,
@@ -21,7 +21,6 @@ from dasketch.decomposition._variance import (
     noise_variance,
     sketch_variances,
 )
-from dasketch.kernels.sketch_scaling import divide_by_power_of_two
 
 
 class SketchReadOut:
@@ -97,7 +96,7 @@ class SketchReadOut:
         if blocks is not None:
             if unit:
                 blocks = transformed_blocks(
-                    blocks, partial(divide_by_power_of_two, exponent=unit), blocks.n_features)
+                    blocks, partial(power_of_two_rows, exponent=unit), blocks.n_features)
             variances = measured_variances(blocks, axes, np.ldexp(mean, -unit),
                                            split_every=self.split_every)
             order = np.argsort(-variances, kind="stable")

@@ -4,25 +4,20 @@ from __future__ import annotations
 
 import numbers
 
-import numpy as np
-from sklearn.utils import check_array
-from sklearn.utils.validation import check_is_fitted
-
 from dasketch._blocks import (
     BasePCA,
     Interval,
     RealNotInt,
-    RowBlocks,
     StrOptions,
-    affine_rows,
     as_row_blocks,
-    is_out_of_core,
+    foreign_array_type,
     run_eagerly,
     scaled_blocks,
     transposed_store_blocks,
     validate_input,
 )
 from dasketch.decomposition._probabilistic import ProbabilisticPCA
+from dasketch.decomposition._projections import Projections
 from dasketch.decomposition._readout import SketchReadOut
 from dasketch.decomposition._scaling import ColumnScaling
 from dasketch.decomposition._transposed import TRANSPOSED_BASIS_VALUES, transposed_store
@@ -30,7 +25,7 @@ from dasketch.decomposition._variance import fit_sizes
 from dasketch.kernels.frequent_directions import SKETCH_METHODS
 
 
-class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, BasePCA):
+class SketchPCA(ColumnScaling, SketchReadOut, Projections, ProbabilisticPCA, BasePCA):
     """Principal component analysis from a centred Robust Frequent Directions sketch.
 
     One pass over the data (block sketches merged in a tree, see
@@ -184,7 +179,12 @@ class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, BasePCA):
     * ``block_rows`` plays the role of IncrementalPCA's ``batch_size`` in
       :meth:`fit`; the block sketches are merged in a tree.
     * Error messages are dasketch's (a ValueError or TypeError where
-      scikit-learn raises one, worded differently); no array API dispatch.
+      scikit-learn raises one, worded differently).
+    * CuPy input (and Dask arrays of CuPy blocks) is computed on its device
+      without ``array_api_dispatch``, and the fitted attributes are always numpy
+      on the host; ``array_api_dispatch`` only keeps the results of
+      :meth:`transform`, :meth:`inverse_transform` and :meth:`score_samples` in
+      the input's library. Both paths agree to rounding.
 
     Examples
     --------
@@ -234,7 +234,10 @@ class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, BasePCA):
         ----------
         X : array-like of shape (n_samples, n_features)
             A numpy array, pandas DataFrame, scipy.sparse matrix, Dask array,
-            ``zarr.Array`` or zarr path or URL.
+            ``zarr.Array`` or zarr path or URL; or a CuPy array, a Dask array of
+            CuPy blocks or another array API array, whose sketch and measured
+            variances are computed in its own namespace (on the device), with the
+            same certificate (not with ``scaling``).
         y : None, optional
             Ignored.
 
@@ -244,6 +247,10 @@ class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, BasePCA):
             The fitted estimator.
         """
         self._validate_params()
+        if self.scaling is not None and foreign_array_type(X) is not None:
+            raise TypeError("X: scaling='standard' reads numpy blocks only, got an array of "
+                            f"type {foreign_array_type(X).__name__}; scale X beforehand or "
+                            "pass scaling=None")
         for name in ("scaler_mean_", "scaler_scale_"):
             self.__dict__.pop(name, None)
         store = None
@@ -254,7 +261,8 @@ class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, BasePCA):
             if store.shape[1] * sizes[1] <= TRANSPOSED_BASIS_VALUES:
                 return self._fit_transposed(transposed_store_blocks(
                     store, block_rows=self.block_rows, name="X"))
-        X = validate_input(self, X, reset=True, accept_sparse="csr")
+        X = validate_input(self, X, reset=True, accept_sparse="csr", array_libraries="any",
+                           library_blocks=True)
         blocks = run_eagerly(as_row_blocks(X, block_rows=self.block_rows, name="X"))
         if self.scaling is not None:
             blocks = scaled_blocks(blocks, self._fit_scaler(blocks, self.scaling)[0])
@@ -304,7 +312,8 @@ class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, BasePCA):
             raise ValueError("fit sketched the transpose of a store chunked along columns "
                              "(plan_ == 'transposed'), which later rows cannot be merged "
                              "into; call fit on all the rows, or partial_fit from the start")
-        X = validate_input(self, X, reset=first, accept_sparse="csr")
+        X = validate_input(self, X, reset=first, accept_sparse="csr", array_libraries="any",
+                           library_blocks=True)
         blocks = as_row_blocks(X, block_rows=self.block_rows, name="X")
         n, d = blocks.shape
         if first:
@@ -316,80 +325,6 @@ class SketchPCA(ColumnScaling, SketchReadOut, ProbabilisticPCA, BasePCA):
         if not first:
             merged = self.sketch_.merge(merged)
         return self._read_out(merged, k, None, blocks.dtype)
-
-    def _projection(self):
-        """``(matrix, scale)`` of the transform: components scaled for ``whiten``
-        (variances clipped below at the dtype's eps, as scikit-learn does)."""
-        scale = np.ones(self.n_components_)
-        if self.whiten:
-            scale = np.maximum(np.sqrt(self.explained_variance_.astype(np.float64)),
-                               np.finfo(self.components_.dtype).eps)
-        return self.components_.T.astype(np.float64) / scale, scale
-
-    def transform(self, X):
-        """Project ``X`` on the principal axes.
-
-        ``X`` is validated exactly as in ``fit``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Any input :meth:`fit` accepts.
-
-        Returns
-        -------
-        ndarray or dask.array.Array of shape (n_samples, n_components)
-            The projections (divided by ``sqrt(explained_variance_)`` when
-            ``whiten``), in the dtype of ``components_``; for out-of-core ``X``
-            (Dask, ``zarr.Array``, zarr path or URL) a lazy Dask array whose blocks
-            raise on NaN or Inf when computed.
-        """
-        check_is_fitted(self, "components_")
-        if hasattr(self, "scaler_mean_"):
-            return self._in_kind_of(X, self._transform(self._scaled(X)))
-        return self._transform(validate_input(self, X, reset=False, accept_sparse="csr"))
-
-    def _transform(self, X):
-        """:meth:`transform` of validated ``X`` (RowBlocks: lazy)."""
-        projection = self._projection()[0]
-        offset = -(self.mean_.astype(np.float64) @ projection)
-        if not isinstance(X, RowBlocks):
-            return (np.asarray(X @ projection) + offset).astype(self.components_.dtype,
-                                                               copy=False)
-        return affine_rows(X, projection, offset, self.components_.dtype)
-
-    def inverse_transform(self, X):
-        """Map projections back to the input space (undoing ``whiten``).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_components)
-            Projections, as :meth:`transform` returns them.
-
-        Returns
-        -------
-        ndarray or dask.array.Array of shape (n_samples, n_features)
-            Rows in the input space; lazy for out-of-core ``X``, as
-            :meth:`transform`.
-        """
-        check_is_fitted(self, "components_")
-        if is_out_of_core(X):
-            X = as_row_blocks(X, block_rows=self.block_rows, name="X")
-            width = X.n_features
-        else:
-            X = check_array(X, dtype=(np.float64, np.float32))
-            width = X.shape[1]
-        if width != self.n_components_:
-            raise ValueError(f"X has {width} columns, but {type(self).__name__} has "
-                             f"{self.n_components_} components")
-        matrix = (self.components_.astype(np.float64).T * self._projection()[1]).T
-        offset = self.mean_.astype(np.float64)
-        if hasattr(self, "scaler_mean_"):  # undo the scaling too: x = z scale + mean
-            matrix, offset = matrix * self.scaler_scale_, offset * self.scaler_scale_ \
-                + self.scaler_mean_
-        if isinstance(X, RowBlocks):
-            return affine_rows(X, matrix, offset, self.components_.dtype)
-        return (X @ matrix + offset).astype(self.components_.dtype, copy=False)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

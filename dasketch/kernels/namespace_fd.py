@@ -114,8 +114,8 @@ def sketch_dense_rows(rows, sketch_size, *, xp, to_host, gram=None, method="rfd"
 def _chunk_on(xp, rows, start, stop, exponent, mean):
     """Rows ``start:stop`` in float64, multiplied by ``2**-exponent`` and centred
     on ``mean`` (when given)."""
-    chunk = _times_power_of_two(xp, xp.astype(rows[start:stop, :], xp.float64, copy=False),
-                                -exponent)
+    chunk = times_power_of_two(xp, xp.astype(rows[start:stop, :], xp.float64, copy=False),
+                               -exponent)
     return chunk if mean is None else chunk - mean
 
 
@@ -231,7 +231,7 @@ def _finite_sum(xp, squares):
     return total
 
 
-def _times_power_of_two(xp, values, exponent):
+def times_power_of_two(xp, values, exponent):
     """``values * 2**exponent``: exact but for entries pushed below float64's
     smallest subnormal (counted by ``scaled_block_sketch``). Two factors, as
     ``2**exponent`` alone may be beyond float64 when ``exponent`` is near 1074."""

@@ -35,7 +35,7 @@ from dasketch._blocks.readers.registry import accepted_kinds
 from dasketch._blocks.scheduler import compute, is_dask_collection
 
 #: The public functions that read arrays of other libraries (``array_libraries="any"``).
-LIBRARY_ENTRY_POINTS = ("dasketch.sketch", "dasketch.estimate_error",
+LIBRARY_ENTRY_POINTS = ("dasketch.sketch", "dasketch.estimate_error", "dasketch.SketchPCA",
                         "dasketch.linear_model.sketch_lstsq",
                         "dasketch.linear_model.SketchLstsqRegressor.fit",
                         "dasketch.linear_model.dual_random_projection",
