@@ -78,15 +78,24 @@ def _register_cupy():
         import cupy.cublas as cublas
     except ImportError:  # a CuPy without its cuBLAS wrappers: the product
         return
-    gram_of.register(cupy.ndarray, partial(_syrk_gram, cupy, cublas))
+    if hasattr(cublas, "syrk"):
+        gram_of.register(cupy.ndarray, partial(_syrk_gram, cupy, cublas.syrk))
 
 
-def _syrk_gram(cupy, cublas, rows):
+def _syrk_gram(cupy, syrk, rows):
     """``rows^T rows`` of a CuPy float64 matrix by cuBLAS's ``syrk`` (half the
-    product's flops: one triangle), mirrored into the other triangle."""
-    if rows.dtype != cupy.float64 or not (rows.flags.c_contiguous or rows.flags.f_contiguous):
+    product's flops: the lower triangle), mirrored into the upper one. CuPy's
+    ``syrk(trans, a)`` is ``a a^T`` for ``"N"`` and ``a^T a`` for ``"T"``, and
+    copies ``a`` unless it is in Fortran order: a C-ordered block is passed as its
+    transpose (a Fortran-ordered view) with ``"N"``, nothing copied."""
+    if rows.dtype != cupy.float64 or rows.ndim != 2:
         return rows.T @ rows
-    lower = cublas.syrk("T", rows, lower=True)
+    if rows.flags.c_contiguous:
+        lower = syrk("N", rows.T, lower=True)
+    elif rows.flags.f_contiguous:
+        lower = syrk("T", rows, lower=True)
+    else:
+        return rows.T @ rows
     return cupy.tril(lower) + cupy.tril(lower, -1).T
 
 
