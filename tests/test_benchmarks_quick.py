@@ -39,7 +39,8 @@ SCRIPTS = {
     "bench_parquet": ([], "parquet", ("pyarrow",), True),
     "bench_l1": ([], "l1", (), True),
     "bench_l1_zarr": ([], "l1_zarr", (), True),  # runs without dask-ml too
-    "bench_gpu": ([], "gpu", ("cupy",), False),  # needs a CUDA device too
+    # array_api_strict stands for CuPy: the script and the namespace paths, no GPU
+    "bench_gpu": (["--library", "array_api_strict"], "gpu", ("array_api_strict",), False),
     "bench_cores": ([], "cores", (), True),
     "bench_hashed_text": ([], "hashed_text", (), True),
 }
@@ -185,7 +186,24 @@ def _l1_zarr(report):
         assert entry["ratio_cpu"] == pytest.approx(peer["seconds"] / ours["seconds"])
 
 
-CHECKS = {"bench_store_checks": _store_checks, "bench_l1_zarr": _l1_zarr,
+def _gpu(report):
+    """Every entry point ran on the stand-in library, agreed with the CPU path to
+    rounding and kept its certificate; the ratios are those of the seconds."""
+    cases = report["cases"]
+    assert set(cases) == {"sketch", "pca", "ridge", "logistic", "lstsq"}
+    for case in cases.values():
+        assert "error" not in case, case
+        assert case["cpu_over_gpu"] == pytest.approx(case["cpu_s"] / case["gpu_s"])
+    assert all(cases["sketch"]["bound_holds"].values())
+    assert cases["sketch"]["gpu_over_cpu_error"] <= 1.05
+    assert cases["pca"]["explained_variance_difference"] < 1e-10
+    for name in ("ridge", "logistic"):
+        assert cases[name]["coef_difference"] < 1e-8
+        assert cases[name]["passes"]["gpu"] == cases[name]["passes"]["cpu"]
+    assert cases["lstsq"]["solution_difference"] < 1e-8
+
+
+CHECKS = {"bench_store_checks": _store_checks, "bench_gpu": _gpu, "bench_l1_zarr": _l1_zarr,
           "bench_block_products": _block_products,
           "bench_drp_small": _drp_small,
           "bench_sketch": _sketch,
