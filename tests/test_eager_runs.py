@@ -335,3 +335,14 @@ def test_eager_blocks_in_memory_are_views_of_the_input_and_others_are_computed()
         # Blocks replaced by a transformation are computed, never the input's views.
         with_ones = run_eagerly(transformed_blocks(blocks, append_ones, 4))
     assert np.array_equal(np.vstack(with_ones.blocks), np.hstack([X, np.ones((20, 1))]))
+
+
+def test_the_eager_tree_sums_into_its_own_sums_only_and_as_the_graph_does():
+    rng = np.random.default_rng(0)
+    parts = [rng.standard_normal(1000) for _ in range(11)]
+    copies = [part.copy() for part in parts]
+    for split_every in (2, 3):
+        eager = streamed_tree(iter(parts), add, split_every)
+        graph = tree_reduce([dask.delayed(part) for part in parts], add, split_every)
+        assert np.array_equal(eager, dask.compute(graph)[0])   # bit for bit
+        assert all(np.array_equal(part, copy) for part, copy in zip(parts, copies))

@@ -52,6 +52,24 @@ def add(*terms):
     return total
 
 
+def add_into(total, *terms):
+    """:func:`add` of ``total`` and ``terms`` summed into ``total`` itself, left to
+    right: the same values, with no new array, for a ``total`` that nothing else
+    holds (a sum the tree made itself, :func:`~dasketch._blocks.tasks.streamed_tree`).
+    A total of another kind, or whose dtype or shape the sum would change, is
+    summed by :func:`add`."""
+    if (not isinstance(total, np.ndarray) or not total.flags.writeable
+            or any(not isinstance(term, np.ndarray) or term.shape != total.shape
+                   or np.result_type(total, term) != total.dtype for term in terms)):
+        return add(total, *terms)
+    for term in terms:
+        total += term
+    return total
+
+
+add.into = add_into
+
+
 def class_labels(scores, classes):
     """``classes`` indexed by the scores of a classifier: ``scores > 0`` for one
     column (two classes), the largest column otherwise (one-vs-rest)."""

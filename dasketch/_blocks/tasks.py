@@ -356,32 +356,42 @@ def streamed_tree(parts, combine, split_every):
     values wait at each level, so a long stream of parts (eager passes over
     many blocks) holds a few of them at a time, as Dask's scheduling of the tree
     does. The groups, their order and the parts passed up alone are those of
-    :func:`tree_reduce`.
+    :func:`tree_reduce`. A group led by a value the tree combined itself (which
+    nothing else holds) is combined by ``combine.into`` when ``combine`` has one
+    (:func:`~dasketch._blocks.block_functions.add_into`): the same values, summed
+    into that value rather than into a new one.
 
     Examples
     --------
     >>> streamed_tree("abcde", lambda *g: "(" + "".join(g) + ")", 2)
     '(((ab)(cd))e)'
     """
-    levels = []     # the values waiting at each level, in order
+    levels = []     # the (value, whether the tree made it) waiting at each level, in order
+    into = getattr(combine, "into", None)
 
-    def push(level, value):
+    def combined(group):
+        values = [value for value, _ in group]
+        if len(values) == 1:
+            return group[0]
+        return (into if into is not None and group[0][1] else combine)(*values), True
+
+    def push(level, entry):
         if level == len(levels):
             levels.append([])
-        levels[level].append(value)
+        levels[level].append(entry)
         if len(levels[level]) == split_every:
             group, levels[level] = levels[level], []
-            push(level + 1, combine(*group))
+            push(level + 1, combined(group))
 
     for part in parts:
-        push(0, part)
+        push(0, (part, False))
     if not levels:
         raise ValueError("tree_reduce needs at least one part")
     level = 0
     while True:     # the last group of each level, from the bottom up
         group, levels[level] = levels[level], []
         if level == len(levels) - 1:
-            return group[0] if len(group) == 1 else combine(*group)
+            return combined(group)[0]
         if group:
-            push(level + 1, group[0] if len(group) == 1 else combine(*group))
+            push(level + 1, combined(group))
         level += 1

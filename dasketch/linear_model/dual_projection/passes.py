@@ -146,9 +146,22 @@ def _projection_block(block, start, stop, y, s, *, seed, n_components, b0, loss,
 def _sum_then_max(*parts):
     """Sum of all entries but the last (:func:`~dasketch._blocks.add`, left to
     right), largest of the last."""
+    largest = max(part[-1] for part in parts)
     total = add(*parts)
-    total[-1] = max(part[-1] for part in parts)
+    total[-1] = largest
     return total
+
+
+def _sum_into_then_max(total, *parts):
+    """:func:`_sum_then_max` summed into ``total`` (``add.into``) for a total the
+    tree made itself."""
+    largest = max(part[-1] for part in (total, *parts))
+    total = add.into(total, *parts)
+    total[-1] = largest
+    return total
+
+
+_sum_then_max.into = _sum_into_then_max
 
 
 def projection_pass(blocks, targets, weights, n_components, seed, *, b0, loss, smoothing,
