@@ -24,6 +24,8 @@ from dasketch._blocks import (
     add,
     as_row_blocks,
     cache_blocks,
+    compute,
+    map_reduce,
     run_eagerly,
     transformed_blocks,
     tree_reduce,
@@ -346,3 +348,21 @@ def test_the_eager_tree_sums_into_its_own_sums_only_and_as_the_graph_does():
         graph = tree_reduce([dask.delayed(part) for part in parts], add, split_every)
         assert np.array_equal(eager, dask.compute(graph)[0])   # bit for bit
         assert all(np.array_equal(part, copy) for part, copy in zip(parts, copies))
+
+
+def test_fresh_parts_are_summed_into_and_the_sum_is_the_graphs():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((40, 5))
+    blocks = as_row_blocks(X, block_rows=4)
+    with dask.config.set(scheduler="synchronous"):
+        eager = run_eagerly(blocks)
+
+        def gram(block, start, stop):
+            return block.T @ block   # a new array each call
+
+        ours = map_reduce(eager, gram, add, split_every=2, keeps_block=False,
+                          fresh_parts=True)
+        graph = compute(map_reduce(blocks, gram, add, split_every=2, keeps_block=False,
+                                   fresh_parts=True))[0]
+    assert np.array_equal(ours, graph)
+    assert np.allclose(ours, X.T @ X)

@@ -215,7 +215,7 @@ def _concatenated_in_library(blocks, parts, n_columns, meta):
 
 
 def map_reduce(blocks, func, combine, *aligned, split_every=None, shared=None,
-               keeps_block=True, rows=None, part_bytes=None):
+               keeps_block=True, rows=None, part_bytes=None, fresh_parts=False):
     """Delayed tree combination, by ``combine(*parts)`` with fan-in ``split_every``
     (:func:`~dasketch._blocks.tasks.check_split_every`), of
     ``func(block, start, stop, *pieces, **shared)`` over the blocks.
@@ -235,6 +235,9 @@ def map_reduce(blocks, func, combine, *aligned, split_every=None, shared=None,
     :func:`map_rows` returns them (``n_columns`` None for one value a row) and
     the tree of the parts, from one read of every block (e.g. the margins
     ``X w`` kept for a later step beside the gradient ``X^T l'(X w)``).
+    ``fresh_parts=True`` says that every part ``func`` returns is a new array
+    that nothing else holds: an eager tree then sums into the parts themselves
+    (``combine.into``, :func:`~dasketch._blocks.tasks.streamed_tree`).
 
     Examples
     --------
@@ -248,7 +251,7 @@ def map_reduce(blocks, func, combine, *aligned, split_every=None, shared=None,
     if blocks.eager:
         return _eager_map_reduce(blocks, func, combine, aligned, fold,
                                  check_split_every(split_every, part_bytes), shared or {},
-                                 keeps_block, rows)
+                                 keeps_block, rows, fresh_parts)
     if fold > 1:
         apply, arguments = _applied(blocks, func, _aligned_pieces(blocks, aligned),
                                     keeps_block)
@@ -266,7 +269,7 @@ def map_reduce(blocks, func, combine, *aligned, split_every=None, shared=None,
 
 
 def _eager_map_reduce(blocks, func, combine, aligned, fold, split_every, shared, keeps_block,
-                      rows):
+                      rows, fresh_parts=False):
     """:func:`map_reduce` of eager blocks, computed now: the parts of the blocks
     (of ``fold`` consecutive blocks each) enter the tree as they are made
     (:func:`~dasketch._blocks.tasks.streamed_tree`), so that a few are held at a
@@ -289,7 +292,7 @@ def _eager_map_reduce(blocks, func, combine, aligned, fold, split_every, shared,
             yield out
 
     with one_blas_thread_while_computing():
-        total = streamed_tree(parts(), combine, split_every)
+        total = streamed_tree(parts(), combine, split_every, fresh_parts=fresh_parts)
     if rows is None:
         return total
     return _concatenated(blocks, kept, *rows), total

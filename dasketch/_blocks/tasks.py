@@ -350,7 +350,7 @@ def tree_reduce(parts, combine, split_every=None, part_bytes=None):
     return parts[0]
 
 
-def streamed_tree(parts, combine, split_every):
+def streamed_tree(parts, combine, split_every, *, fresh_parts=False):
     """The tree of :func:`tree_reduce` over the values ``parts`` (any iterable),
     each group combined as soon as it is complete: at most ``split_every - 1``
     values wait at each level, so a long stream of parts (eager passes over
@@ -359,7 +359,8 @@ def streamed_tree(parts, combine, split_every):
     :func:`tree_reduce`. A group led by a value the tree combined itself (which
     nothing else holds) is combined by ``combine.into`` when ``combine`` has one
     (:func:`~dasketch._blocks.block_functions.add_into`): the same values, summed
-    into that value rather than into a new one.
+    into that value rather than into a new one; with ``fresh_parts`` the parts
+    too are values nothing else holds.
 
     Examples
     --------
@@ -384,7 +385,7 @@ def streamed_tree(parts, combine, split_every):
             push(level + 1, combined(group))
 
     for part in parts:
-        push(0, (part, False))
+        push(0, (part, bool(fresh_parts)))
     if not levels:
         raise ValueError("tree_reduce needs at least one part")
     level = 0

@@ -183,7 +183,8 @@ def projection_pass(blocks, targets, weights, n_components, seed, *, b0, loss, s
     d = blocks.n_features
     part_bytes = 8 * (d * (m + 1 + k) + (m + 1) * (m + 1 + k) + 3)
     xhat, total = map_reduce(blocks, func, _sum_then_max, yd, sd, split_every=split_every,
-                             keeps_block=False, rows=(m, np.float64), part_bytes=part_bytes)
+                             keeps_block=False, rows=(m, np.float64), part_bytes=part_bytes,
+                             fresh_parts=True)
     xhat, yd, sd, total = persist(xhat, yd, sd, total, client=client)
     (packed,) = compute(total, client=client)
     products, packed = packed[:d * (m + 1 + k)], packed[d * (m + 1 + k):]
@@ -228,7 +229,7 @@ def growth_pass(blocks, xhat, yd, sd, extra, seed, W=None, b=None, *, loss, smoo
     part_bytes = 8 * (d * extra + extra * m1 + (0 if W is None else W.shape[1] * m1 * m1))
     new, total = map_reduce(blocks, func, add, xhat, yd, sd, split_every=split_every,
                             shared={"W": W}, keeps_block=False, rows=(extra, np.float64),
-                            part_bytes=part_bytes)
+                            part_bytes=part_bytes, fresh_parts=True)
     grown, total = persist(side_by_side(xhat, new), total,
                            client=client)
     (packed,) = compute(total, client=client)
