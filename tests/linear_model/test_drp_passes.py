@@ -130,7 +130,7 @@ def test_slow_ridge_grows_the_projection_once():
 def test_row_norms_at_any_scale(scale):
     """The projection pass's row norms (used by the certified bound) are those
     LAPACK's ``nrm2`` gives, at scales where the squares leave float64."""
-    from dasketch.linear_model.dual_projection.passes import _row_norm_terms
+    from dasketch.linear_model.dual_projection.row_norms import row_norm_terms
 
     rng = np.random.default_rng(3)
     block = rng.standard_normal((20, 30)) * scale
@@ -139,7 +139,7 @@ def test_row_norms_at_any_scale(scale):
     weights = np.ones((20, 1))
     weights[7] = 0.0
     expected = scale * np.linalg.norm(np.delete(block, 7, axis=0) / scale, axis=1)
-    total, largest = _row_norm_terms(block, weights)
+    total, largest = row_norm_terms(block, weights)
     assert largest == pytest.approx(expected.max(), rel=1e-14, abs=0.0)
     if scale < 1e150:  # the sum of squares itself is representable
         assert total == pytest.approx(float(np.sum(expected ** 2)), rel=1e-13, abs=0.0)
