@@ -173,6 +173,8 @@ def test_the_lstsq_regressor_fits_cupy_inputs_as_numpy():
             reference.coef_).max(), kind
         np.testing.assert_allclose(model.singular_, reference.singular_, rtol=1e-10)
         assert model.coef_error_bound_ == pytest.approx(reference.coef_error_bound_, rel=0.05)
+
+
 @pytest.mark.parametrize("kind", ["cupy array", "dask array of cupy"])
 def test_sketch_pca_of_cupy_inputs_equals_the_cpu_path_to_rounding(kind):
     X = _data((6000, 40), seed=5)
