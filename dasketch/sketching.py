@@ -92,8 +92,9 @@ os.PathLike
         Sketch size ``>= sketch_size`` of the block sketches and inner merges; the
         root is shrunk to ``sketch_size`` (:meth:`Sketch.resize`). Oversampled
         inner sketches lose less to the many shrinks of a tree, while every
-        guarantee holds for the final size. Default: ``sketch_size`` for a matrix
-        of one block (no merge, one shrink less), else :func:`default_working_size`:
+        guarantee holds for the final size. Default: ``sketch_size`` for a dense
+        matrix of one block absorbed by one shrink (nothing after it to oversample
+        for), else :func:`default_working_size`:
         ``4 l`` for exact updates of narrow rows, ``l`` or ``1.5 l`` for wide dense
         rows and ``l`` for the randomized update, chosen by error per second
         (measured by benchmarks/bench_sparse_wide.py).

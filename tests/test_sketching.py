@@ -237,3 +237,18 @@ def test_a9a_tree_within_five_percent_of_best_possible(a9a_train, sketch_size):
     best = (lam[sketch_size - 1] - lam[-1]) / 2
     assert err <= sk.error_bound * (1 + 1e-9)
     assert err <= 1.05 * best
+
+
+def test_one_block_is_sketched_at_the_final_size_only_when_one_shrink_absorbs_it():
+    rng = np.random.default_rng(0)
+    tall = rng.standard_normal((2000, 16)) * 0.8 ** np.arange(16)   # one shrink (column side)
+    wide = rng.standard_normal((300, 600)) * 0.99 ** np.arange(600)  # shrinks of 64 rows
+    for X, working_size in ((tall, 4), (wide, 16)):
+        ours = dasketch.sketch(X, 4, block_rows=X.shape[0])
+        expected = dasketch.sketch(X, 4, block_rows=X.shape[0], working_size=working_size)
+        assert ours.shrinkage == expected.shrinkage
+        assert np.array_equal(ours.B, expected.B)
+    # one shrink of the whole block: FD's shrinkage is the 4th squared singular value
+    singular = np.linalg.svd(tall, compute_uv=False)
+    one = dasketch.sketch(tall, 4, block_rows=2000)
+    assert one.shrinkage == pytest.approx(singular[3] ** 2, rel=1e-10)

@@ -22,6 +22,7 @@ from dasketch.kernels.certificates import (
 from dasketch.kernels.embeddings import resolve_seed
 from dasketch.kernels.frequent_directions import check_sketch_parameters
 from dasketch.kernels.shrink import SHRINK_UPDATES
+from dasketch.kernels.shrink_schedule import rows_per_shrink
 
 SKETCH_UPDATES = SHRINK_UPDATES + ("randomized",)
 # Inner merges hold split_every working sketches at once; the working size is capped
@@ -130,6 +131,16 @@ def default_split_every(working_size, n_features):
     return int(max(2, min(check_split_every(None), fits)))
 
 
+def _one_shrink(blocks, sketch_size, update):
+    """Whether the matrix is one dense block absorbed by one shrink
+    (:func:`~dasketch.kernels.shrink_schedule.rows_per_shrink`): its sketch is
+    then made at the final size, as nothing after that shrink loses more."""
+    if len(blocks.blocks) != 1 or blocks.sparse or update not in SHRINK_UPDATES:
+        return False
+    return rows_per_shrink(blocks.n_rows, blocks.n_features, int(sketch_size),
+                           update=update) >= blocks.n_rows
+
+
 def sketch_blocks(X, sketch_size, *, method="rfd", alpha0=0.0, center=False,
                   split_every=None, client=None, block_rows=None, update="auto",
                   working_size=None, failure_probability=DEFAULT_FAILURE_PROBABILITY,
@@ -167,8 +178,8 @@ def sketch_blocks(X, sketch_size, *, method="rfd", alpha0=0.0, center=False,
                          client)
     requested, update = update, choose_update(update, blocks.sparse, blocks.n_features,
                                               sketch_size)
-    if working_size is None and len(blocks.blocks) == 1:
-        working_size = sketch_size  # no merges to oversample for
+    if working_size is None and _one_shrink(blocks, sketch_size, update):
+        working_size = sketch_size  # no merge nor later shrink to oversample for
     elif working_size is None:
         working_size = default_working_size(sketch_size, blocks.n_features, update=update,
                                             split_every=split_every, sparse=blocks.sparse)
