@@ -113,3 +113,19 @@ def moved_whole(recorder):
     """Names of the tasks of recorded graphs that rechunk or shuffle data."""
     names = {dask.utils.key_split(key) for graph in recorder.graphs for key in graph}
     return {name for name in names if "rechunk" in name or "p2p" in name or "shuffle" in name}
+
+
+def assert_sketched_alike_on_a_cluster(inputs, reference, sketch_size, block_rows, n_workers):
+    """Each of ``inputs`` (kind -> data) sketched on a ``LocalCluster`` of
+    ``n_workers`` single-threaded worker processes has ``reference``'s covariance
+    estimate to rounding."""
+    from distributed import Client, LocalCluster
+
+    import dasketch
+
+    top = np.abs(reference.covariance()).max()
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        for kind, data in inputs.items():
+            ours = dasketch.sketch(data, sketch_size, block_rows=block_rows, client=client)
+            assert np.abs(ours.covariance() - reference.covariance()).max() <= 1e-12 * top, kind

@@ -26,6 +26,7 @@ from dasketch._blocks.block_functions import merge_all_sketches, sketch_block
 from dasketch.kernels.frequent_directions import sketch_rows
 from dasketch.kernels.namespace_fd import sketch_dense_rows
 from dasketch.linear_model import SketchLstsqRegressor
+from tests.helpers import assert_sketched_alike_on_a_cluster
 
 xps = pytest.importorskip("array_api_strict")
 
@@ -118,16 +119,9 @@ def test_estimate_error_reads_another_library():
 
 @pytest.mark.cluster
 def test_another_librarys_blocks_sketch_alike_on_a_cluster():
-    from distributed import Client, LocalCluster
-
     X = _data((1200, 12), seed=4)
     local = dasketch.sketch(_dask_of_strict_blocks(X, 300, computed=True), 5, block_rows=300)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
-        for kind, data in _strict_inputs(X, 300).items():
-            ours = dasketch.sketch(data, 5, block_rows=300, client=client)
-            assert np.abs(ours.covariance() - local.covariance()).max() \
-                <= 1e-12 * np.abs(local.covariance()).max(), kind
+    assert_sketched_alike_on_a_cluster(_strict_inputs(X, 300), local, 5, 300, n_workers=2)
 
 
 def test_numpy_like_inputs_are_still_read():

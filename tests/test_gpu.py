@@ -22,6 +22,7 @@ import dasketch
 from dasketch._blocks import as_row_blocks, merge_all_sketches, run_eagerly, sketch_block
 from dasketch._blocks.array_libraries import block_namespace, gram_of, to_host
 from dasketch.linear_model import PWSGDRegressor
+from tests.helpers import assert_sketched_alike_on_a_cluster
 
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
@@ -224,16 +225,9 @@ def test_array_api_dispatch_keeps_sketch_pca_results_on_the_device(monkeypatch):
 
 @pytest.mark.cluster
 def test_a_gpu_worker_gives_the_single_gpu_result():
-    from distributed import Client, LocalCluster
-
     X = _data((8000, 32), seed=4)
     single = dasketch.sketch(cupy.asarray(X), 8, block_rows=2000)
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
-        for kind, data in _cupy_inputs(X, 2000).items():
-            ours = dasketch.sketch(data, 8, block_rows=2000, client=client)
-            assert np.abs(ours.covariance() - single.covariance()).max() \
-                <= 1e-12 * np.abs(single.covariance()).max(), kind
+    assert_sketched_alike_on_a_cluster(_cupy_inputs(X, 2000), single, 8, 2000, n_workers=1)
 
 
 def _drp_problem(n=2000, d=30, seed=5):

@@ -13,7 +13,6 @@ from dasketch._blocks import (
     gaussian_log_likelihood_block,
     map_rows,
     result_meta,
-    validate_input,
 )
 
 
@@ -118,12 +117,7 @@ class ProbabilisticPCA:
     def _log_likelihoods(self, X, meta=None):
         """:meth:`score_samples`, in the library of ``meta`` when given."""
         check_is_fitted(self, "components_")
-        if hasattr(self, "scaler_mean_"):
-            return self._in_kind_of(X, self._score_samples(self._scaled(X)))
-        return self._in_kind_of(X, self._score_samples(
-            validate_input(self, X, reset=False, accept_sparse="csr", array_libraries="any",
-                           library_blocks=True),
-            meta))
+        return self._in_kind_of(X, self._score_samples(self._validated_rows(X), meta))
 
     def _score_samples(self, X, meta=None):
         """:meth:`score_samples` of validated ``X`` (RowBlocks: lazy)."""

@@ -17,7 +17,6 @@ from dasketch._blocks import (
     is_out_of_core,
     result_meta,
     run_eagerly,
-    validate_input,
 )
 
 
@@ -57,12 +56,8 @@ class Projections(TransformerMixin):
             ``X``'s library, on its device (Dask: blocks of that library).
         """
         check_is_fitted(self, "components_")
-        if hasattr(self, "scaler_mean_"):
-            return self._in_kind_of(X, self._transform(self._scaled(X)))
-        return self._in_kind_of(X, self._transform(
-            validate_input(self, X, reset=False, accept_sparse="csr", array_libraries="any",
-                           library_blocks=True),
-            result_meta(X, 2, self.components_.dtype)))
+        return self._in_kind_of(X, self._transform(self._validated_rows(X),
+                                                   result_meta(X, 2, self.components_.dtype)))
 
     def _transform(self, X, meta=None):
         """:meth:`transform` of validated ``X`` (RowBlocks: lazy; results in the

@@ -20,6 +20,7 @@ from dasketch._blocks import (
     compute,
     is_out_of_core,
     scaled_blocks,
+    validate_input,
 )
 from dasketch.kernels.column_scaling import ColumnScaler, column_scaling
 
@@ -37,6 +38,16 @@ class ColumnScaling:
         if isinstance(X, RowBlocks):
             return X
         return as_row_blocks(X, block_rows=self.block_rows, name="X")
+
+    def _validated_rows(self, X):
+        """``X`` as :meth:`transform` and ``score_samples`` read it: its scaled
+        blocks when the columns were scaled in ``fit`` (:meth:`_scaled`), else
+        validated by :func:`~dasketch._blocks.validate_input` (an array of another
+        library as its blocks)."""
+        if hasattr(self, "scaler_mean_"):
+            return self._scaled(X)
+        return validate_input(self, X, reset=False, accept_sparse="csr", array_libraries="any",
+                              library_blocks=True)
 
     def _missing_value(self, dtype):
         """The value that marks a missing entry of a matrix of ``dtype`` (None:
