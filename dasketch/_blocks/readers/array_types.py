@@ -64,15 +64,14 @@ def _block_of(X):
     return X._meta if is_dask_collection(X) and hasattr(X, "_meta") else X
 
 
-def _namespace_or_none(block):
-    """The array namespace of ``block`` when it has the ``linalg`` extension
-    (``eigh``, ``svd``) the kernels need, else None."""
+def _has_linalg(block):
+    """Whether the array namespace of ``block`` has the ``linalg`` extension
+    (``eigh``, ``svd``) the kernels need."""
     try:
-        xp = block_namespace(block)
+        linalg = getattr(block_namespace(block), "linalg", None)
     except TypeError:
-        return None
-    linalg = getattr(xp, "linalg", None)
-    return xp if hasattr(linalg, "eigh") and hasattr(linalg, "svd") else None
+        return False
+    return hasattr(linalg, "eigh") and hasattr(linalg, "svd")
 
 
 def host_values(values):
@@ -97,7 +96,7 @@ def check_array_library(X, name="X", array_libraries="numpy"):
     kind = foreign_array_type(X)
     if kind is None:
         return
-    supported = _namespace_or_none(_block_of(X)) is not None
+    supported = _has_linalg(_block_of(X))
     if array_libraries == "any" and supported:
         return
     kind = f"{kind.__module__.split('.')[0]}.{kind.__qualname__}"
