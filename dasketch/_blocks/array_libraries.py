@@ -8,8 +8,9 @@ cupy is imported only once a CuPy block is seen, and for any other type the
 namespace its arrays name themselves (``__array_namespace__``, the Python array
 API standard). :data:`to_host` copies an array of any of them to a numpy
 ndarray: ``cupy.asnumpy`` for CuPy, DLPack (``numpy.from_dlpack``) otherwise.
-:data:`gram_of` is a block's Gram matrix ``rows^T rows``: the product, or
-cuBLAS's ``syrk`` for CuPy (no such routine is in the array API standard).
+:data:`gram_of` is a block's Gram matrix ``rows^T rows``: the product for every
+library (cuBLAS's ``syrk``, half the flops, is slower on a GPU:
+benchmarks/README.md), one seam for a library whose own routine would beat it.
 
 The kernels never resolve a namespace themselves: a block function passes
 ``xp`` and ``to_host`` to the namespace-generic kernels
@@ -19,8 +20,6 @@ registration here. Which libraries the readers accept as input is decided by
 """
 
 from __future__ import annotations
-
-from functools import partial
 
 import numpy as np
 import scipy.sparse
@@ -67,36 +66,12 @@ def _product_gram(rows):
 
 @block_namespace.register_lazy("cupy")
 @to_host.register_lazy("cupy")
-@gram_of.register_lazy("cupy")
 def _register_cupy():
     import cupy
     from array_api_compat import cupy as cupy_namespace
 
     block_namespace.register(cupy.ndarray, lambda block: cupy_namespace)
     to_host.register(cupy.ndarray, cupy.asnumpy)
-    try:
-        import cupy.cublas as cublas
-    except ImportError:  # a CuPy without its cuBLAS wrappers: the product
-        return
-    if hasattr(cublas, "syrk"):
-        gram_of.register(cupy.ndarray, partial(_syrk_gram, cupy, cublas.syrk))
-
-
-def _syrk_gram(cupy, syrk, rows):
-    """``rows^T rows`` of a CuPy float64 matrix by cuBLAS's ``syrk`` (half the
-    product's flops: the lower triangle), mirrored into the upper one. CuPy's
-    ``syrk(trans, a)`` is ``a a^T`` for ``"N"`` and ``a^T a`` for ``"T"``, and
-    copies ``a`` unless it is in Fortran order: a C-ordered block is passed as its
-    transpose (a Fortran-ordered view) with ``"N"``, nothing copied."""
-    if rows.dtype != cupy.float64 or rows.ndim != 2:
-        return rows.T @ rows
-    if rows.flags.c_contiguous:
-        lower = syrk("N", rows.T, lower=True)
-    elif rows.flags.f_contiguous:
-        lower = syrk("T", rows, lower=True)
-    else:
-        return rows.T @ rows
-    return cupy.tril(lower) + cupy.tril(lower, -1).T
 
 
 def is_numpy_block(block):
