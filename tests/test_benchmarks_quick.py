@@ -42,6 +42,7 @@ SCRIPTS = {
     # array_api_strict stands for CuPy: the script and the namespace paths, no GPU
     "bench_gpu": (["--library", "array_api_strict"], "gpu", ("array_api_strict",), False),
     "bench_cores": ([], "cores", (), True),
+    "bench_eager_passes": ([], "eager_passes", (), True),
     "bench_hashed_text": ([], "hashed_text", (), True),
 }
 

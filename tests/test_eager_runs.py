@@ -39,7 +39,7 @@ from dasketch.linear_model import (
     dual_random_projection,
     sketch_lstsq,
 )
-from dasketch.linear_model.dual_projection.checks import FIT_BLOCKS
+from dasketch.linear_model.dual_projection.checks import FIT_BLOCKS, fit_blocks
 
 
 class _Graphs(Callback):
@@ -231,6 +231,21 @@ def test_a_fit_spread_over_equal_blocks_is_the_same_for_every_chunking_and_threa
     with dask.config.set({"dasketch.eager": False}):
         lazy = dual_random_projection(da.from_array(X, chunks=(400, -1)), y, **params)
     _on_threads_equals(lazy, (1, 2, 3), X, y, **params)
+
+
+def test_a_fit_cuts_every_input_kind_into_the_same_blocks_of_four_times_the_default():
+    """A fit's dense blocks hold 2^24 values (512 rows of 24,000 columns), four
+    times the readers' default (128 rows), for a matrix in memory and a Dask array
+    of any chunks alike: the blocks, and so the fit's result bit for bit, follow
+    from the shape alone; ``block_rows`` still decides when given."""
+    X = np.broadcast_to(np.float64(1.0), (8192, 24_000))   # a view: no memory
+    assert as_row_blocks(X).offsets[1] == 128
+    expected = tuple(range(0, 8193, 512))
+    for source in (X, da.from_array(X, chunks=(3000, -1), name="x"),
+                   da.from_array(X, chunks=(1000, 8000), name="y")):
+        assert fit_blocks(source, None).offsets == expected
+    assert fit_blocks(X, 100).offsets[:3] == (0, 100, 200)
+    assert fit_blocks(X[:6000], None).offsets == tuple(range(0, 6001, 375))  # spread to 16
 
 
 def test_threads_of_eager_passes_follow_the_threaded_scheduler():

@@ -69,6 +69,7 @@ from dasketch._blocks.column_reads import plan_column_reads
 from dasketch._blocks.inputs import as_row_blocks, is_out_of_core
 from dasketch._blocks.mapping import block_tasks, map_reduce, map_rows, side_by_side
 from dasketch._blocks.namespace_products import (
+    device_transfers,
     float_rows,
     forward_backward,
     like,
@@ -147,8 +148,8 @@ __all__ = [
     "tree_reduce", "worker_timeout",
     "SKETCH_UPDATES", "check_estimate_memory", "sketch_blocks", "sketch_dense_block_rows",
     "check_array_library", "affine_rows", "host_values", "power_of_two_rows",
-    "block_namespace", "float_rows", "forward_backward", "is_numpy_block", "like",
-    "rows_product", "to_host", "transpose_product", "foreign_array_type",
+    "block_namespace", "device_transfers", "float_rows", "forward_backward", "is_numpy_block",
+    "like", "rows_product", "to_host", "transpose_product", "foreign_array_type",
     "host_dtype",
 ]
 

@@ -6,6 +6,8 @@ moved to its device, and hands back what the caller needs on the host."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from dasketch._blocks.array_libraries import block_namespace, is_numpy_block, to_host
@@ -34,6 +36,16 @@ def like(array, values):
     if is_numpy_block(array):
         return values
     return block_namespace(array).asarray(values, device=array.device)
+
+
+def device_transfers(array):
+    """``(put, host)`` for an array of another library than numpy held here (an
+    eager result on its device, not a Dask array): ``put`` moves a host matrix
+    to its device (:func:`like`), ``host`` copies one back (``to_host``); None
+    for numpy arrays and Dask collections, whose products stay where they are."""
+    if is_numpy_block(array) or hasattr(array, "__dask_graph__"):
+        return None
+    return partial(like, array), to_host
 
 
 def rows_product(block, matrix):

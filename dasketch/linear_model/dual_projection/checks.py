@@ -14,7 +14,12 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from dasketch._blocks import compute, is_dask_collection
+from dasketch._blocks import (
+    as_row_blocks,
+    compute,
+    default_block_rows,
+    is_dask_collection,
+)
 from dasketch.kernels.deprecation import DEPRECATED
 from dasketch.linear_model.dual_projection.losses import LOSSES
 from dasketch.utils._sklearn_compat import Hidden, StrOptions, check_sample_weight
@@ -34,6 +39,15 @@ DEFAULT_TOL = 1e-4
 # into (as_row_blocks's min_blocks): its passes run one block a thread, and 16
 # equal blocks keep 2, 4, 8 or 16 threads busy to the end of every pass.
 FIT_BLOCKS = 16
+# Values a fit's default dense block holds: 4x the readers' default (a block of a
+# matrix in memory is a view, nothing copied; a task reading a store holds 128 MiB
+# of float64). Each block of an eager pass costs the pool thread that runs it a
+# fixed overhead and adds a part to the tree summed in the calling thread, so on
+# many cores small blocks cost several times numpy's own product
+# (benchmarks/README.md, "Passes on every core"). Every input kind of a fit takes
+# the same rule, so that its blocks, and its result bit for bit, depend on the
+# shape alone.
+FIT_BLOCK_VALUES = 2 ** 24
 # A fit whose relative optimality residual is below this while its coefficient
 # bound exceeds ||w|| has a certificate that alpha, not the iteration, makes useless.
 USELESS_RESIDUAL = 1e-6
@@ -182,3 +196,19 @@ def check_library_options(rho, positive, alpha, loss):
                         f"{' and '.join(refused)}; copy X to the "
                         "host (cupy.asnumpy(X), or X.map_blocks(cupy.asnumpy) for a Dask "
                         "array) for those")
+
+
+def _fit_rows(values_per_row, n_features, sparse):
+    if sparse:
+        return default_block_rows(values_per_row)
+    return default_block_rows(values_per_row, block_values=FIT_BLOCK_VALUES)
+
+
+def fit_blocks(X, block_rows):
+    """The blocks a fit passes over: ``block_rows`` rows each when given, else
+    :data:`FIT_BLOCK_VALUES` values a dense block (the readers' default for
+    sparse rows), spread over at least :data:`FIT_BLOCKS` blocks; a function of
+    the shape only, whatever the input's kind and chunks. Arrays of other
+    libraries are read as blocks of their library."""
+    return as_row_blocks(X, block_rows=block_rows, min_blocks=FIT_BLOCKS,
+                         default_rows=_fit_rows, array_libraries="any")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dasketch._blocks import device_transfers
 from dasketch.linear_model.dual_projection.passes import growth_pass
 from dasketch.linear_model.dual_projection.preconditioner import ProjectedBasis
 
@@ -89,7 +90,8 @@ class Growth:
 
     def basis(self):
         """The :class:`ProjectedBasis` of the current projection."""
-        return ProjectedBasis(self.products, self.gram, self.problem.fit_intercept)
+        return ProjectedBasis(self.products, self.gram, self.problem.fit_intercept,
+                              device_transfers(self.problem.xhat))
 
     def grow(self, V=None):
         """One pass: the projection grown to ``m + extra`` columns. Returns the new

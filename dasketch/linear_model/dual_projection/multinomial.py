@@ -38,8 +38,8 @@ import numpy as np
 from scipy.special import logsumexp, softmax
 
 from dasketch._blocks import (
-    as_row_blocks,
     cache_blocks,
+    device_transfers,
     fit_blas_threads,
     fit_size,
     run_eagerly,
@@ -47,10 +47,10 @@ from dasketch._blocks import (
 from dasketch.kernels.embeddings import resolve_seed
 from dasketch.linear_model.dual_projection.checks import (
     DEFAULT_TOL,
-    FIT_BLOCKS,
     _check_alpha,
     _warn,
     check_weights,
+    fit_blocks,
 )
 from dasketch.linear_model.dual_projection.columns import select_used_columns, widened
 from dasketch.linear_model.dual_projection.newton import ARMIJO, LAST_STEP, MAX_INNER_ITER
@@ -253,8 +253,7 @@ random_state, client, sample_weight, cache
         when, without a penalty, the data are linearly separable.
     """
     X, used = select_used_columns(X)
-    source = as_row_blocks(X, block_rows=block_rows, min_blocks=FIT_BLOCKS,
-                           array_libraries="any")
+    source = fit_blocks(X, block_rows)
     n, d = source.shape
     m = min(int(sketch_size), n, d)
     fit_size(d, m)
@@ -294,7 +293,8 @@ random_state, client, sample_weight, cache
     reference = float(np.linalg.norm(G)) or 1.0
     # the projected Hessian at constant margins: (diag(p0) - p0 p0^T) (x) [X_hat 1]^T S [X_hat 1]
     curvature = np.kron(np.diag(p0) - np.outer(p0, p0), gram[:, :m + 1])
-    basis = ProjectedBasis(products[:, :m + 1], gram[:, :m + 1], bool(fit_intercept))
+    basis = ProjectedBasis(products[:, :m + 1], gram[:, :m + 1], bool(fit_intercept),
+                           device_transfers(xhat))
     history = [record(0, problem.passes, [np.linalg.norm(G) / reference], [f], cg_iterations=0,
                       step_size=0.0, n_components=m)]
     coupling = (total, row_norms[0], row_norms[1], (n, d))

@@ -1,9 +1,10 @@
 r"""The preconditioner of the full problem built from the random projection.
 
-numpy/scipy only. With ``X_a = [X, 1]`` (``[X]`` without an intercept) and ``Q``
-an orthonormal basis of the range of ``[X_hat, 1]`` (``X_hat = X R / sqrt(m)``),
-the Hessian ``X_a^T D X_a + diag(lambda, ..., lambda, 0)`` of the full problem is
-approximated by
+numpy/scipy only; the ``d x k`` products of the basis may run on a device
+through the functions a caller passes (:class:`ProjectedBasis`). With
+``X_a = [X, 1]`` (``[X]`` without an intercept) and ``Q`` an orthonormal basis
+of the range of ``[X_hat, 1]`` (``X_hat = X R / sqrt(m)``), the Hessian
+``X_a^T D X_a + diag(lambda, ..., lambda, 0)`` of the full problem is approximated by
 
 .. math:: M = X_a^T P D P X_a + \mathrm{diag}(\lambda I, 0) = B^T (Q^T D Q) B + ...,
           \qquad P = Q Q^T, \quad B = Q^T X_a,
@@ -51,7 +52,7 @@ def _inverse_transpose(lower):
     return scipy.linalg.solve_triangular(lower, eye, lower=True, check_finite=False).T
 
 
-def orthonormal_factor(A):
+def orthonormal_factor(A, device=None):
     """``(V, F)`` with ``A = V F``, ``V`` (d x k) with orthonormal columns and
     ``F`` (k x k), for a tall ``A`` of full column rank.
 
@@ -63,34 +64,46 @@ def orthonormal_factor(A):
     ``A`` is too ill-conditioned (:data:`CHOLESKY_QR_CONDITION`). The
     preconditioner depends on the factor only through ``V F``, so either gives
     the same ``M``.
+
+    ``device``, ``(put, host)``: ``A`` is an array of another library whose
+    ``d x k`` products run on its device, and ``V`` is on that device; ``put``
+    moves a host matrix there and ``host`` brings one back, and the ``k x k``
+    factorisations (and the SVD, whose ``V`` is moved there) run on the host.
     """
+    put, host = device if device is not None else (np.asarray, np.asarray)
     try:
-        first = scipy.linalg.cholesky(A.T @ A, lower=True, check_finite=False)
+        first = scipy.linalg.cholesky(host(A.T @ A), lower=True, check_finite=False)
         diagonal = np.abs(np.diag(first))
         if diagonal.min() > diagonal.max() / CHOLESKY_QR_CONDITION:
-            Q = A @ _inverse_transpose(first)
-            second = scipy.linalg.cholesky(Q.T @ Q, lower=True, check_finite=False)
-            return Q @ _inverse_transpose(second), second.T @ first.T
+            Q = A @ put(_inverse_transpose(first))
+            second = scipy.linalg.cholesky(host(Q.T @ Q), lower=True, check_finite=False)
+            return Q @ put(_inverse_transpose(second)), second.T @ first.T
     except np.linalg.LinAlgError:
         pass
-    V, S, wt = np.linalg.svd(A, full_matrices=False)
-    return V, S[:, None] * wt
+    V, S, wt = np.linalg.svd(host(A), full_matrices=False)
+    return put(V), S[:, None] * wt
 
 
 class ProjectedBasis:
     """What all targets and Newton steps share: ``Q = [X_hat 1] T`` and a
     factorisation ``B^T = V F`` of ``B^T = X_a^T Q`` (d x k), ``V`` with
-    orthonormal columns (:func:`orthonormal_factor`)."""
+    orthonormal columns (:func:`orthonormal_factor`). ``device``, ``(put, host)``,
+    runs the ``d x k`` products on a device (that of a projection of another
+    library); ``V`` and ``F`` are on the host either way, and ``on_device``
+    holds ``(V, put, host)`` with ``V`` on the device (else None)."""
 
-    def __init__(self, products, gram, fit_intercept):
+    def __init__(self, products, gram, fit_intercept, device=None):
         m1 = gram.shape[0]
         size = m1 if fit_intercept else m1 - 1
         eigenvalues, vectors = np.linalg.eigh(gram[:size, :size])
         keep = eigenvalues > RANK_TOLERANCE * max(eigenvalues.max(), np.finfo(float).tiny)
         self.T = vectors[:, keep] / np.sqrt(eigenvalues[keep])   # Q = [X_hat 1][:, :size] T
         self.ones = self.T.T @ gram[:size, m1 - 1] if fit_intercept else None  # Q^T 1
-        bt = products[:, :size] @ self.T                            # X^T Q
-        self.V, self.F = orthonormal_factor(bt)                        # B^T = V F
+        put = device[0] if device is not None else np.asarray
+        bt = put(products[:, :size]) @ put(self.T)                     # X^T Q
+        V, self.F = orthonormal_factor(bt, device)                     # B^T = V F
+        self.V = device[1](V) if device is not None else V
+        self.on_device = (V,) + tuple(device) if device is not None else None
         self.captured = float(np.sum(self.F ** 2))                   # ||X^T S Q||_F^2
         self.size = size
         self.fit_intercept = fit_intercept
@@ -120,7 +133,7 @@ class Preconditioner:
         # ones are accurate with the other half as oversampling (Halko, Martinsson
         # and Tropp, SIAM Review 2011), and no uncaptured eigenvalue exceeds it much
         self.middle = float(eigenvalues[(eigenvalues.size - 1) // 2])
-        self.V = basis.V
+        self.V, self.on_device = basis.V, basis.on_device
         self.lam = lam
         shift = max(lam, SHIFT_FLOOR * float(eigenvalues[-1]), np.finfo(float).tiny)
         self.outside = max(lam + smallest, shift)
@@ -152,7 +165,14 @@ class Preconditioner:
         return left / (self.middle + self.lam)
 
     def _solve_weights(self, r):
-        """``(B^T C B + lambda I)^{-1} r`` by Woodbury through the basis V."""
+        """``(B^T C B + lambda I)^{-1} r`` by Woodbury through the basis V (its
+        products on the device that holds a copy of V, if any)."""
+        if self.on_device is not None:
+            V, put, host = self.on_device
+            r_there = put(r)
+            inside = host(V.T @ r_there)
+            solved = put(scipy.linalg.cho_solve(self.factor, inside))
+            return host(V @ solved + (r_there - V @ put(inside)) / float(self.outside))
         inside = self.V.T @ r
         return (self.V @ scipy.linalg.cho_solve(self.factor, inside)
                 + (r - self.V @ inside) / self.outside)

@@ -35,7 +35,6 @@ from types import SimpleNamespace
 import numpy as np
 
 from dasketch._blocks import (
-    as_row_blocks,
     cache_blocks,
     fit_blas_threads,
     fit_size,
@@ -55,6 +54,7 @@ from dasketch.linear_model.dual_projection.checks import (  # noqa: F401 - re-ex
     _warn,
     check_library_options,
     check_weights,
+    fit_blocks,
 )
 from dasketch.linear_model.dual_projection.columns import select_used_columns, widened
 from dasketch.linear_model.dual_projection.growth import Growth
@@ -264,8 +264,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     if foreign_array_type(X) is not None:
         check_library_options(rho, positive, alpha, loss)
     X, used = select_used_columns(X)
-    source = as_row_blocks(X, block_rows=block_rows, min_blocks=FIT_BLOCKS,
-                           array_libraries="any")
+    source = fit_blocks(X, block_rows)
     n, d = source.shape
     m = min(m, n, d)
     fit_size(d, m)
