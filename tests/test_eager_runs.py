@@ -248,6 +248,30 @@ def test_a_fit_cuts_every_input_kind_into_the_same_blocks_of_four_times_the_defa
     assert fit_blocks(X[:6000], None).offsets == tuple(range(0, 6001, 375))  # spread to 16
 
 
+def test_an_eager_fit_names_its_blocks_in_memory_without_hashing_them(cluster_client):
+    """Where a fit's passes run eagerly (the threaded or synchronous scheduler, no
+    client), the blocks of a matrix in memory get a fresh token, X unhashed, so two
+    reads name them apart; where their keys reach a Dask computation (eager off,
+    the process scheduler, a client given or active) they are named after the
+    content, as every other reader names them: two reads agree, other data differ."""
+    X = np.arange(200.0).reshape(40, 5)
+
+    def key(data=X, client=None):
+        return fit_blocks(data, 8, client).blocks[0].key
+
+    assert key() != key()
+    with dask.config.set(scheduler="synchronous"):
+        assert key() != key()
+    with dask.config.set({"dasketch.eager": False}):
+        assert key() == key() != key(X + 1.0)
+    with dask.config.set(scheduler="processes"):
+        assert key() == key()
+    assert key(client=cluster_client) == key(client=cluster_client)
+    with cluster_client.as_current():
+        assert key() == key()
+    assert as_row_blocks(X).blocks[0].key == as_row_blocks(X).blocks[0].key
+
+
 def test_threads_of_eager_passes_follow_the_threaded_scheduler():
     X, _, _ = _problem()
     three = as_row_blocks(X, block_rows=100)

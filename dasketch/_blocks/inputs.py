@@ -38,7 +38,7 @@ __all__ = [
 
 def as_row_blocks(X, *, block_rows=None, name="X", component=None, storage_options=None,
                   missing_chunks="fill", default_rows=None, columns=None, min_blocks=1,
-                  array_libraries="numpy"):
+                  array_libraries="numpy", content_keys=True):
     """Normalise an input matrix to :class:`RowBlocks`.
 
     Parameters
@@ -88,6 +88,12 @@ scipy.sparse matrix or array (any format), zarr.Array, pyarrow.Table, str or os.
         another array API library is read as blocks of its library (the
         caller's block functions compute in its namespace); ``"numpy"``: such an
         array is a ``TypeError`` (:mod:`dasketch._blocks.readers.array_types`).
+    content_keys : bool, default True
+        Name the blocks of a numpy or scipy.sparse matrix in memory after its
+        content (a hash of it), so that the same data gives the same keys in
+        every computation; False names them by a fresh token, sparing the hash,
+        for a caller whose passes all run eagerly in this process
+        (:func:`~dasketch._blocks.row_blocks.passes_run_eagerly`).
 
     Raises
     ------
@@ -103,7 +109,7 @@ scipy.sparse matrix or array (any format), zarr.Array, pyarrow.Table, str or os.
         block_rows=block_rows, name=name, component=component,
         storage_options=storage_options, missing_chunks=missing_chunks,
         default_rows=default_rows, columns=columns, min_blocks=int(min_blocks),
-        array_libraries=array_libraries))
+        array_libraries=array_libraries, content_keys=bool(content_keys)))
 
 
 def is_out_of_core(X):

@@ -315,10 +315,10 @@ def run_eagerly(blocks, client=None, *, threaded=False):
     if (blocks.eager or not blocks.resident or blocks.reader is not None
             or not dask.config.get(EAGER_KEY, True)):
         return blocks
-    threads, scheduler = 1, dask.base.get_scheduler()
-    if len(blocks.blocks) != 1 and scheduler is not dask.local.get_sync:
-        if not threaded or scheduler not in (None, dask.threaded.get) or progress_wanted():
-            return blocks   # (a progress bar counts the tasks of Dask computations)
+    threads = 1
+    if len(blocks.blocks) != 1 and dask.base.get_scheduler() is not dask.local.get_sync:
+        if not _local_scheduler_runs_eagerly(threaded):
+            return blocks
         threads = min(check_threads(), len(blocks.blocks))
     if client is not None or active_client() is not None or client_holding(blocks.blocks):
         return blocks
@@ -330,6 +330,29 @@ def run_eagerly(blocks, client=None, *, threaded=False):
     else:  # the one graph: the blocks themselves
         arrays = dask.compute(*blocks.blocks, scheduler="synchronous")
     return replace(blocks, blocks=tuple(arrays), eager=True, threads=threads, literals=())
+
+
+def _local_scheduler_runs_eagerly(threaded):
+    """Whether the active scheduler lets passes over several blocks in memory run
+    eagerly: the synchronous one, or with ``threaded`` the threaded one (Dask's
+    default) with no progress bar wanted (a progress bar counts the tasks of
+    Dask computations)."""
+    scheduler = dask.base.get_scheduler()
+    if scheduler is dask.local.get_sync:
+        return True
+    return threaded and scheduler in (None, dask.threaded.get) and not progress_wanted()
+
+
+def passes_run_eagerly(client=None, *, threaded=False):
+    """Whether :func:`run_eagerly` with these arguments makes the blocks of a
+    matrix in memory eager, whatever their number: ``dask.config``
+    ``"dasketch.eager"`` is not False, no ``distributed`` client is given or
+    active, and the scheduler is the synchronous one or, with ``threaded``, the
+    threaded one with no progress bar wanted. Known before the blocks are read,
+    so that a caller can skip naming them after their content (no key of theirs
+    reaches another computation)."""
+    return (bool(dask.config.get(EAGER_KEY, True)) and client is None
+            and active_client() is None and _local_scheduler_runs_eagerly(threaded))
 
 
 _transformed = transformed_blocks  # its former name

@@ -12,6 +12,8 @@ is copied).
 
 from __future__ import annotations
 
+import uuid
+
 import dask
 import numpy as np
 import scipy.sparse
@@ -54,7 +56,8 @@ def dense_row_blocks(X, options):
     check_shape(X.shape, options.name)
     dtype = check_dtype(X.dtype, options.name)
     rows = options.dense_rows(X.shape)
-    return in_memory_row_blocks(X, rows, dtype, False, rows * X.shape[1] * dtype.itemsize)
+    return in_memory_row_blocks(X, rows, dtype, False, rows * X.shape[1] * dtype.itemsize,
+                                token=_token(options))
 
 
 @row_blocks_of.register((scipy.sparse.spmatrix, scipy.sparse.sparray))
@@ -65,7 +68,13 @@ def sparse_row_blocks(X, options):
     X = scipy.sparse.csr_matrix(X)
     n_rows, n_features = X.shape
     rows = options.sparse_rows(X.nnz, n_rows, n_features)
-    return in_memory_row_blocks(X, rows, dtype, True, csr_block_bytes(X.nnz, n_rows, rows))
+    return in_memory_row_blocks(X, rows, dtype, True, csr_block_bytes(X.nnz, n_rows, rows),
+                                token=_token(options))
+
+
+def _token(options):
+    """None (keys named after the content) or, without ``content_keys``, a fresh token."""
+    return None if options.content_keys else uuid.uuid4().hex
 
 
 @row_blocks_of.register_lazy("pandas")

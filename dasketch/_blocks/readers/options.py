@@ -185,6 +185,9 @@ class ReadOptions:
         Which array libraries the caller's block functions compute in: numpy
         only, or any with an array API namespace (CuPy on a GPU;
         :mod:`~dasketch._blocks.readers.array_types`).
+    content_keys : bool
+        Whether the blocks of a matrix in memory are named after its content (a
+        hash of it, one pass over its memory); False names them by a fresh token.
     """
 
     block_rows: Any = None
@@ -196,6 +199,7 @@ class ReadOptions:
     columns: Any = None
     min_blocks: int = 1
     array_libraries: str = "numpy"
+    content_keys: bool = True
 
     def dense_rows(self, shape):
         """Rows per block of a dense matrix of ``shape``."""

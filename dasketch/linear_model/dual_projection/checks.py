@@ -19,6 +19,7 @@ from dasketch._blocks import (
     compute,
     default_block_rows,
     is_dask_collection,
+    passes_run_eagerly,
 )
 from dasketch.kernels.deprecation import DEPRECATED
 from dasketch.linear_model.dual_projection.losses import LOSSES
@@ -204,11 +205,15 @@ def _fit_rows(values_per_row, n_features, sparse):
     return default_block_rows(values_per_row, block_values=FIT_BLOCK_VALUES)
 
 
-def fit_blocks(X, block_rows):
+def fit_blocks(X, block_rows, client=None):
     """The blocks a fit passes over: ``block_rows`` rows each when given, else
     :data:`FIT_BLOCK_VALUES` values a dense block (the readers' default for
     sparse rows), spread over at least :data:`FIT_BLOCKS` blocks; a function of
     the shape only, whatever the input's kind and chunks. Arrays of other
-    libraries are read as blocks of their library."""
+    libraries are read as blocks of their library. When the fit's passes run
+    eagerly here (:func:`~dasketch._blocks.passes_run_eagerly` with ``client``),
+    a matrix in memory is not hashed to name its blocks: their keys reach no
+    other computation."""
     return as_row_blocks(X, block_rows=block_rows, min_blocks=FIT_BLOCKS,
-                         default_rows=_fit_rows, array_libraries="any")
+                         default_rows=_fit_rows, array_libraries="any",
+                         content_keys=not passes_run_eagerly(client, threaded=True))

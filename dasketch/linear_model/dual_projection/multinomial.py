@@ -253,7 +253,7 @@ random_state, client, sample_weight, cache
         when, without a penalty, the data are linearly separable.
     """
     X, used = select_used_columns(X)
-    source = fit_blocks(X, block_rows)
+    source = fit_blocks(X, block_rows, client)
     n, d = source.shape
     m = min(int(sketch_size), n, d)
     fit_size(d, m)

@@ -264,7 +264,7 @@ def dual_random_projection(X, y, *, loss="squared", alpha=1.0, smoothing=1.0,
     if foreign_array_type(X) is not None:
         check_library_options(rho, positive, alpha, loss)
     X, used = select_used_columns(X)
-    source = fit_blocks(X, block_rows)
+    source = fit_blocks(X, block_rows, client)
     n, d = source.shape
     m = min(m, n, d)
     fit_size(d, m)
