@@ -50,7 +50,6 @@ from pathlib import Path
 import numpy as np
 
 import dasketch
-from dasketch._blocks.array_libraries import gram_of
 
 if __package__ in (None, ""):  # run as a file: python benchmarks/bench_gpu.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -161,7 +160,6 @@ def sketch_case(device, X, host, args, repeat):
                                                                device.xp.min(X))}
     gram_on_device = X.T @ X
     parts["eigh of the d x d Gram"] = lambda: device.xp.linalg.eigh(gram_on_device)
-    parts["X^T X by the seam (gram_of)"] = lambda: gram_of(X)
     record["parts_s"] = {}
     for name, func in parts.items():
         try:

@@ -20,7 +20,7 @@ import sklearn.base
 
 import dasketch
 from dasketch._blocks import as_row_blocks, merge_all_sketches, run_eagerly, sketch_block
-from dasketch._blocks.array_libraries import block_namespace, gram_of, to_host
+from dasketch._blocks.array_libraries import block_namespace, to_host
 from dasketch.linear_model import PWSGDRegressor
 from tests.helpers import assert_sketched_alike_on_a_cluster
 
@@ -45,17 +45,6 @@ PARAMS = dict(failure_probability=0.0, seed=0, method="rfd", alpha0=0.0)
 def _data(shape, seed=0):
     rng = np.random.default_rng(seed)
     return rng.standard_normal(shape) * np.linspace(4, 0.1, shape[1])
-
-
-def test_the_gram_of_a_cupy_block_is_the_product_to_rounding():
-    X = cupy.asarray(_data((5000, 24)))
-    product = X.T @ X
-    for rows in (X, cupy.asfortranarray(X)):  # C order and Fortran order
-        gram = gram_of(rows)
-        assert isinstance(gram, cupy.ndarray)
-        assert float(cupy.abs(gram - product).max()) <= 1e-13 * float(cupy.abs(product).max())
-    assert float(cupy.abs(gram_of(X[:, ::2]) - X[:, ::2].T @ X[:, ::2]).max()) \
-        <= 1e-13 * float(cupy.abs(product).max())  # strided: the product
 
 
 def test_the_namespace_and_the_host_copy_of_a_cupy_block():

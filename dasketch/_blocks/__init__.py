@@ -72,6 +72,7 @@ from dasketch._blocks.namespace_products import (
     device_transfers,
     float_rows,
     forward_backward,
+    join_columns,
     like,
     rows_product,
     transpose_product,
@@ -150,7 +151,7 @@ __all__ = [
     "SKETCH_UPDATES", "check_estimate_memory", "sketch_blocks", "sketch_dense_block_rows",
     "check_array_library", "affine_rows", "host_values", "power_of_two_rows",
     "block_namespace", "device_transfers", "float_rows", "forward_backward", "is_numpy_block",
-    "like", "rows_product", "to_host", "transpose_product", "foreign_array_type",
+    "join_columns", "like", "rows_product", "to_host", "transpose_product", "foreign_array_type",
     "host_dtype",
 ]
 
@@ -164,6 +165,7 @@ ESTIMATOR_NAMES = {
     "validate_input": "dasketch._blocks.validation",
     "as_target_vector": "dasketch._blocks.validation",
     "host_targets": "dasketch._blocks.validation",
+    "row_blocks_in_library": "dasketch._blocks.validation",
     "result_meta": "dasketch._blocks.validation",
     "Interval": "dasketch._blocks.params",
     "BasePCA": "dasketch._blocks.sklearn_compat",

@@ -8,9 +8,6 @@ cupy is imported only once a CuPy block is seen, and for any other type the
 namespace its arrays name themselves (``__array_namespace__``, the Python array
 API standard). :data:`to_host` copies an array of any of them to a numpy
 ndarray: ``cupy.asnumpy`` for CuPy, DLPack (``numpy.from_dlpack``) otherwise.
-:data:`gram_of` is a block's Gram matrix ``rows^T rows``: the product for every
-library (cuBLAS's ``syrk``, half the flops, is slower on a GPU:
-benchmarks/README.md), one seam for a library whose own routine would beat it.
 
 The kernels never resolve a namespace themselves: a block function passes
 ``xp`` and ``to_host`` to the namespace-generic kernels
@@ -53,15 +50,6 @@ def _from_dlpack(array):
 @to_host.register(np.ndarray)
 def _on_host(array):
     return array
-
-
-#: ``gram_of(rows)``: ``rows^T rows`` in the rows' own library, both triangles.
-gram_of = Dispatch("gram_of")
-
-
-@gram_of.register(object)
-def _product_gram(rows):
-    return rows.T @ rows
 
 
 @block_namespace.register_lazy("cupy")

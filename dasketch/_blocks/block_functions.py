@@ -18,13 +18,13 @@ from collections import OrderedDict
 import numpy as np
 import scipy.sparse
 
-from dasketch._blocks.array_libraries import (
-    block_namespace,
-    gram_of,
-    is_numpy_block,
-    to_host,
+from dasketch._blocks.array_libraries import block_namespace, is_numpy_block, to_host
+from dasketch._blocks.namespace_products import (
+    float_rows,
+    like,
+    rows_product,
+    transpose_product,
 )
-from dasketch._blocks.namespace_products import float_rows, like, rows_product
 from dasketch.kernels.block_products import rows_times, rows_transpose_times
 from dasketch.kernels.embeddings import (
     TILE,
@@ -209,7 +209,7 @@ def affine_block(block, start, stop, *, matrix, offset, dtype, on_host=True):
     handed back on the host, or, with ``on_host=False``, left there."""
     if not is_numpy_block(block):
         xp, rows = float_rows(block)
-        out = rows @ xp.asarray(matrix) + xp.asarray(offset)
+        out = rows @ like(rows, matrix) + like(rows, offset)
         if not bool(xp.all(xp.isfinite(out))):
             finite_rows(to_host(out), start, stop)
         return _handed_back(xp, out, dtype, on_host)
@@ -222,7 +222,7 @@ def squared_norms_block(block, start, stop, *, axes_t, shift):
     of another array library sums them in its namespace, handed back on the host."""
     if not is_numpy_block(block):
         xp, rows = float_rows(block)
-        projected = rows @ xp.asarray(axes_t) - xp.asarray(shift)
+        projected = rows @ like(rows, axes_t) - like(rows, shift)
         return to_host(xp.sum(projected * projected, axis=0))
     projected = np.asarray(rows_times(block, axes_t), dtype=np.float64)
     projected -= shift
@@ -241,8 +241,8 @@ def gaussian_log_likelihood_block(block, start, stop, *, mean, precision, consta
             check_finite_rows(to_host(rows), start)
         if precision is None:
             return _handed_back(xp, xp.full((stop - start,), -xp.inf), np.float64, on_host)
-        centred = rows - xp.asarray(mean)
-        out = -0.5 * xp.sum((centred @ xp.asarray(precision)) * centred, axis=1) + float(constant)
+        centred = rows - like(rows, mean)
+        out = -0.5 * xp.sum((centred @ like(rows, precision)) * centred, axis=1) + float(constant)
         return _handed_back(xp, out, np.float64, on_host)
     check_finite_rows(block, start)  # names the rows of X, never the result
     if precision is None:
@@ -266,9 +266,7 @@ def rmatvec_block(block, start, stop, v):
     """``block^T v`` in float64 for the block's piece ``v`` of a row-aligned array
     (a block of another array library: in its namespace, handed back on the host)."""
     if not is_numpy_block(block):
-        xp, rows = float_rows(block)
-        v = np.asarray(v, dtype=np.float64)
-        return to_host(rows.T @ xp.asarray(v, device=rows.device))
+        return transpose_product(block, np.asarray(v, dtype=np.float64))
     product = rows_transpose_times(block, np.asarray(v, dtype=np.float64))
     return np.asarray(product, dtype=np.float64)
 
@@ -354,8 +352,7 @@ def sketch_block(block, start, stop, *, update, failure_probability, seed, **par
             raise TypeError(f"the randomized update sketches numpy blocks only, got a "
                             f"block of type {type(block).__name__}")
         return sketch_dense_rows(block, row_offset=start, update=update,
-                                 xp=block_namespace(block), to_host=to_host, gram=gram_of,
-                                 **params)
+                                 xp=block_namespace(block), to_host=to_host, **params)
     if update == "randomized":
         return sketch_rows_randomized(block, row_offset=start, seed=seed,
                                       failure_probability=failure_probability, **params)
@@ -378,6 +375,6 @@ def gram_block(block, start, stop, *, seed, n_vectors):
     namespace (float64), the product handed back on the host."""
     omega = gaussian_rows(seed, 1, 0, block.shape[1], n_vectors)
     if not is_numpy_block(block):
-        xp, rows = float_rows(block)
-        return to_host(rows.T @ (rows @ xp.asarray(omega, device=rows.device)))
+        rows = float_rows(block)[1]
+        return to_host(rows.T @ (rows @ like(rows, omega)))
     return np.asarray(rows_transpose_times(block, rows_times(block, omega)))

@@ -114,11 +114,9 @@ str or PathLike
                                  dtype=dtype)
         return validate_data(estimator, X, y, reset=reset, accept_sparse=accept_sparse,
                              dtype=dtype, y_numeric=y_numeric)
-    blocks = as_row_blocks(X, name="X", block_rows=getattr(estimator, "block_rows", None),
-                           array_libraries=array_libraries)
+    blocks = row_blocks_in_library(X, getattr(estimator, "block_rows", None),
+                                   array_libraries=array_libraries, eager=library_blocks)
     library = foreign_array_type(X) is not None
-    if library and library_blocks and not is_out_of_core(X):  # in memory: eager blocks
-        blocks = run_eagerly(blocks, threaded=True)
     _check_out_of_core_features(estimator, blocks, reset)
     checked = X if library and not library_blocks else blocks
     if isinstance(y, str) and y == "no_validation":
@@ -127,6 +125,17 @@ str or PathLike
         raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the "
                          "target y is None")
     return checked, as_target_vector(y, blocks.n_rows, real=y_numeric)
+
+
+def row_blocks_in_library(X, block_rows, *, array_libraries="any", eager=True):
+    """``RowBlocks`` of ``X`` (:func:`~dasketch._blocks.as_row_blocks` with
+    ``array_libraries``); with ``eager``, those of an array of another library in
+    memory as eager blocks (:func:`~dasketch._blocks.run_eagerly`), as the
+    estimators that compute on blocks take them."""
+    blocks = as_row_blocks(X, name="X", block_rows=block_rows, array_libraries=array_libraries)
+    if eager and foreign_array_type(X) is not None and not is_out_of_core(X):
+        blocks = run_eagerly(blocks, threaded=True)
+    return blocks
 
 
 def host_targets(y):

@@ -12,11 +12,10 @@ from sklearn.utils.validation import check_is_fitted
 from dasketch._blocks import (
     RowBlocks,
     affine_rows,
-    as_row_blocks,
     foreign_array_type,
     is_out_of_core,
     result_meta,
-    run_eagerly,
+    row_blocks_in_library,
 )
 
 
@@ -86,9 +85,7 @@ class Projections(TransformerMixin):
         check_is_fitted(self, "components_")
         meta, original = result_meta(X, 2, self.components_.dtype), X
         if is_out_of_core(X) or foreign_array_type(X) is not None:
-            X = as_row_blocks(X, block_rows=self.block_rows, name="X", array_libraries="any")
-            if not is_out_of_core(original):  # another library's array in memory
-                X = run_eagerly(X, threaded=True)
+            X = row_blocks_in_library(X, self.block_rows)
             width = X.n_features
         else:
             X = check_array(X, dtype=(np.float64, np.float32))

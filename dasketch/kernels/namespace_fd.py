@@ -45,8 +45,8 @@ from dasketch.kernels.sketch_scaling import (
 )
 
 
-def sketch_dense_rows(rows, sketch_size, *, xp, to_host, gram=None, method="rfd",
-                      alpha0=0.0, center=False, update="auto", row_offset=0):
+def sketch_dense_rows(rows, sketch_size, *, xp, to_host, method="rfd", alpha0=0.0,
+                      center=False, update="auto", row_offset=0):
     """Sketch one block of dense rows in its own array namespace.
 
     Parameters
@@ -59,9 +59,6 @@ def sketch_dense_rows(rows, sketch_size, *, xp, to_host, gram=None, method="rfd"
         The array namespace of ``rows`` (array API standard, with ``linalg``).
     to_host : callable
         ``to_host(array)``: the numpy ndarray of an array of ``xp``.
-    gram : callable, optional
-        ``gram(chunk)``: ``chunk^T chunk`` (both triangles), for a library's own
-        routine; default the product.
     method, alpha0, center, update, row_offset
         As for :func:`~dasketch.kernels.frequent_directions.sketch_rows`.
 
@@ -78,8 +75,7 @@ def sketch_dense_rows(rows, sketch_size, *, xp, to_host, gram=None, method="rfd"
     result = Sketch.empty(d, sketch_size, method=method, alpha0=alpha0, center=center)
     if n_rows == 0 or d == 0:
         return result
-    absorb = partial(_absorb_on, xp, rows, sketch_size, update=update, to_host=to_host,
-                     gram=gram or _product_gram)
+    absorb = partial(_absorb_on, xp, rows, sketch_size, update=update, to_host=to_host)
     if not center:
         # Almost every block is sketched at scale 1: that is read off the sum of
         # squares the shrinks compute anyway (as on the numpy path), rather than off
@@ -91,7 +87,7 @@ def sketch_dense_rows(rows, sketch_size, *, xp, to_host, gram=None, method="rfd"
         except NonFiniteError:
             absorbed = None
         if absorbed is not None and unit_scale_from_mass(absorbed[3], n_rows * d, alpha0):
-            return _block_sketch(result, n_rows, None, *absorbed)
+            return _block_sketch(result, n_rows, *absorbed)
     # The largest magnitude without a |rows| temporary.
     exponent = largest_entry_exponent(max(float(xp.max(rows)), -float(xp.min(rows))),
                                       alpha0)
@@ -103,7 +99,7 @@ def sketch_dense_rows(rows, sketch_size, *, xp, to_host, gram=None, method="rfd"
     except NonFiniteError:
         check_finite_rows(to_host(rows), row_offset)  # names the rows, then raises
         raise
-    block = _block_sketch(result, n_rows, None, *absorbed)
+    block = _block_sketch(result, n_rows, *absorbed)
     if mean is not None:
         mean = np.asarray(to_host(mean), dtype=np.float64)
         block = replace(block, mean=mean, rounding=block.rounding + centring_rounding(
@@ -119,7 +115,7 @@ def _chunk_on(xp, rows, start, stop, exponent, mean):
     return chunk if mean is None else chunk - mean
 
 
-def _absorb_on(xp, rows, sketch_size, exponent, mean, *, update, to_host, gram):
+def _absorb_on(xp, rows, sketch_size, exponent, mean, *, update, to_host):
     """The shrinks over a nonempty block of ``rows`` at scale ``2**-exponent``,
     centred on ``mean`` when given: ``(B, shrinkage, rounding, frobenius_sq,
     shrunk)``, ``B`` on the host.
@@ -141,7 +137,7 @@ def _absorb_on(xp, rows, sketch_size, exponent, mean, *, update, to_host, gram):
         n_stack = B.shape[0] + min(step, n_rows - start)
         top_norm = float(xp.sum(B * B)) if n_stack >= sketch_size else 0.0
         chunk = _chunk_on(xp, rows, start, min(start + step, n_rows), exponent, mean)
-        B, delta, chunk_norm = shrink_on(xp, B, chunk, sketch_size, gram)
+        B, delta, chunk_norm = shrink_on(xp, B, chunk, sketch_size)
         start += step
         frobenius_sq += chunk_norm
         shrinkage += delta
@@ -154,13 +150,13 @@ def _absorb_on(xp, rows, sketch_size, exponent, mean, *, update, to_host, gram):
     return B, shrinkage, rounding, frobenius_sq, shrunk
 
 
-def _block_sketch(empty, n_rows, mean, B, shrinkage, rounding, frobenius_sq, shrunk):
-    """The block's sketch: ``empty`` with the shrinks' results and the host ``mean``."""
-    return replace(empty, B=B, shrinkage=shrinkage, n_rows=n_rows, mean=mean,
+def _block_sketch(empty, n_rows, B, shrinkage, rounding, frobenius_sq, shrunk):
+    """The block's sketch: ``empty`` with the shrinks' results (no mean yet)."""
+    return replace(empty, B=B, shrinkage=shrinkage, n_rows=n_rows, mean=None,
                    frobenius_sq=frobenius_sq, rounding=rounding, _svd=[])
 
 
-def shrink_on(xp, top, extra, sketch_size, gram=None):
+def shrink_on(xp, top, extra, sketch_size):
     """FD's shrink of the stack ``[top; extra]`` in the namespace ``xp``.
 
     As :func:`~dasketch.kernels.shrink.shrink`: ``C = U S V^T``, ``delta =
@@ -168,8 +164,7 @@ def shrink_on(xp, top, extra, sketch_size, gram=None):
     the eigendecomposition of ``C C^T`` when the stack has at most ``d`` rows,
     of ``C^T C`` otherwise; a stack of fewer than ``l`` rows is returned as it
     is. When nothing is shrunk away (``l > d``) and the Gram's condition exceeds
-    ``1 / GRAM_FLOOR``, the rows are the stack's own ``S V^T``. ``gram(extra)``
-    computes ``extra^T extra`` (default the product).
+    ``1 / GRAM_FLOOR``, the rows are the stack's own ``S V^T``.
 
     Returns
     -------
@@ -195,7 +190,7 @@ def shrink_on(xp, top, extra, sketch_size, gram=None):
         kept = int(xp.count_nonzero(values[:keep] > delta))  # a prefix: values descend
         weights = xp.sqrt(1.0 - delta / values[:kept])
         return (vectors[:, :kept] * weights).T @ stack, delta, extra_norm
-    inner = (gram or _product_gram)(extra)  # column side: eigendecomposition of C^T C
+    inner = extra.T @ extra  # column side: eigendecomposition of C^T C
     extra_norm = _finite_sum(xp, xp.linalg.diagonal(inner))
     values, vectors = _descending_eigh(xp, top.T @ top + inner)
     delta = float(values[keep]) if keep < d else 0.0
@@ -210,10 +205,6 @@ def shrink_on(xp, top, extra, sketch_size, gram=None):
     kept = int(xp.count_nonzero(lead > 0))
     new = xp.expand_dims(xp.sqrt(lead[:kept]), axis=1) * vectors[:, :kept].T
     return new, delta, extra_norm
-
-
-def _product_gram(rows):
-    return rows.T @ rows
 
 
 def _descending_eigh(xp, gram):

@@ -21,9 +21,10 @@ from functools import partial
 import numpy as np
 import scipy.linalg
 
-from dasketch._blocks import add, chunk_blocks, compute, is_numpy_block, like, map_reduce, to_host
+from dasketch._blocks import add, chunk_blocks, compute, like, map_reduce, to_host
 from dasketch.linear_model.dual_projection.losses import loss_curvature, loss_derivative, loss_value
 from dasketch.linear_model.dual_projection.passes import (
+    _times,
     _weighted_grams,
     _with_ones,
     recovery_pass,
@@ -36,7 +37,7 @@ MAX_SOLVER_ITER = 100
 def _projected_terms(xhat, start, stop, y, s, c=None, *, z, b, loss, smoothing, hessian):
     """Packed ``[sum s l, X_hat^T s l', sum s l', vec([X_hat 1]^T diag(s l'') [X_hat 1])]``
     of one chunk at the projected margins ``t = X_hat z + c + b``."""
-    t = (xhat @ z + b) if is_numpy_block(xhat) else to_host(xhat @ like(xhat, z)) + b
+    t = _times(xhat, z) + b
     if c is not None:
         t += c.reshape(-1)
     y, s = y.reshape(-1), s.reshape(-1)

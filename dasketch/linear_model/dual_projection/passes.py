@@ -30,6 +30,7 @@ from dasketch._blocks import (
     chunk_blocks,
     compute,
     forward_backward,
+    join_columns,
     like,
     map_reduce,
     map_rows,
@@ -50,14 +51,9 @@ PROJECTION_STREAM = 0x445250
 GROWTH_STREAM = PROJECTION_STREAM + 1
 
 
-def _hstack(arrays):
-    """Arrays of one library side by side (``numpy.hstack`` for numpy)."""
-    return block_namespace(arrays[0]).concat(arrays, axis=1)
-
-
 def _with_ones(xhat):
     """``[X_hat 1]`` in the library of ``xhat``."""
-    return _hstack([xhat, like(xhat, np.ones((xhat.shape[0], 1)))])
+    return join_columns(xhat, like(xhat, np.ones((xhat.shape[0], 1))))
 
 
 def _weighted_grams(weights, xa):
@@ -78,7 +74,7 @@ def _times(xhat, matrix):
 def _gram_terms(xhat, y, s):
     """``[X_hat 1]^T S [X_hat 1 y]`` and the count of non-finite projected values."""
     xp, xa = block_namespace(xhat), _with_ones(xhat)
-    return np.concatenate([to_host(xa.T @ (like(xa, s) * _hstack([xa, like(xa, y)]))).ravel(),
+    return np.concatenate([to_host(xa.T @ (like(xa, s) * join_columns(xa, like(xa, y)))).ravel(),
                            [float(xp.count_nonzero(~xp.isfinite(xhat)))]])
 
 
@@ -87,8 +83,8 @@ def _projection_block(block, start, stop, y, s, *, seed, n_components, b0, loss,
     the Gram terms of ``X_hat_b`` and the row norm terms (the largest last)."""
     xhat = project_block(block, start, stop, seed=seed, stream=PROJECTION_STREAM,
                          n_components=n_components)
-    columns = like(xhat, s) * _hstack([_with_ones(xhat),
-                                       like(xhat, loss_derivative(b0, y, loss, smoothing))])
+    columns = like(xhat, s) * join_columns(
+        _with_ones(xhat), like(xhat, loss_derivative(b0, y, loss, smoothing)))
     products = transpose_product(block, columns)
     gram = _gram_terms(xhat, y, s)
     # packed in place: one copy of the d x (m + 2) products, not a ravel and a concatenation
@@ -158,7 +154,7 @@ def _growth_block(block, start, stop, xhat, y, s, *, seed, extra, W, b, loss, sm
     [X_hat_b X_new_b 1]`` per target."""
     new = project_block(block, start, stop, seed=seed, stream=GROWTH_STREAM,
                         n_components=extra)
-    xa, weights = _with_ones(_hstack([xhat, new])), like(new, s)
+    xa, weights = _with_ones(join_columns(xhat, new)), like(new, s)
     parts = [transpose_product(block, weights * new).ravel(),
              to_host(new.T @ (weights * xa)).ravel()]
     if W is not None:
