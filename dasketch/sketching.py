@@ -78,16 +78,22 @@ os.PathLike
         Rows per block. Default: about 32 MiB of values per block (fewer, taller
         blocks of wide rows, see :func:`dense_block_rows`), or the chunking of a
         Dask array whose chunks are whole rows of that size.
-    update : {"auto", "block", "buffered", "randomized"}, default "auto"
-        How a block is absorbed. Exact (certified) updates: ``"block"``, one
-        shrink of the whole block; ``"buffered"``, the streaming Algorithm 5 with
-        a buffer of ``2 l`` rows. ``"randomized"``: one randomized compression of
-        the block and one shrink (:mod:`dasketch.kernels.sparse_fd`), O(nnz l)
-        per block instead of O(b d l); its bound holds with probability ``1 -
-        failure_probability``. ``"auto"`` is ``"randomized"`` for sparse input at
-        least ``32 l`` columns wide, where it wins on error per second (measured by
-        benchmarks/bench_sparse_wide.py), else the exact update picked by a cost
-        model (:func:`choose_update`).
+    update : {"auto", "gram", "block", "buffered", "randomized"}, default "auto"
+        How a block is absorbed. Exact (certified) updates: ``"gram"``, the
+        block's exact Gram matrix, the Gram matrices summed over the tree and
+        shrunk once at the root (:mod:`dasketch.kernels.gram_sketch`; dense rows
+        only, ``split_every + 2`` matrices of ``d x d`` in a merge task), the
+        sketch of one shrink of all the rows; ``"block"``, one shrink of the whole
+        block; ``"buffered"``, the streaming Algorithm 5 with a buffer of ``2 l``
+        rows. ``"randomized"``: one randomized compression of the block and one
+        shrink (:mod:`dasketch.kernels.sparse_fd`), O(nnz l) per block instead of
+        O(b d l); its bound holds with probability ``1 - failure_probability``.
+        ``"auto"`` is ``"gram"`` for dense rows with ``sketch_size < d <= 2048``
+        while the workers' memory limit holds its merges (one eigendecomposition
+        instead of one per block and merge, measured by benchmarks/bench_gram.py),
+        ``"randomized"`` for sparse input at least ``32 l`` columns wide, where it
+        wins on error per second (measured by benchmarks/bench_sparse_wide.py),
+        else the exact shrinks picked by a cost model (:func:`choose_update`).
     working_size : int, optional
         Sketch size ``>= sketch_size`` of the block sketches and inner merges; the
         root is shrunk to ``sketch_size`` (:meth:`Sketch.resize`). Oversampled

@@ -44,6 +44,7 @@ SCRIPTS = {
     "bench_cores": ([], "cores", (), True),
     "bench_eager_passes": ([], "eager_passes", (), True),
     "bench_hashed_text": ([], "hashed_text", (), True),
+    "bench_gram": ([], "gram", (), True),
 }
 
 

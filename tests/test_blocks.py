@@ -185,8 +185,8 @@ def test_missing_zarr_path(tmp_path):
 @pytest.mark.heavy
 def test_sparse_input_matches_dense():
     X = scipy.sparse.random(2000, 500, density=0.01, random_state=2, format="csr")
-    sparse = dasketch.sketch(X, 16, block_rows=300)
-    dense = dasketch.sketch(X.toarray(), 16, block_rows=300)
+    sparse = dasketch.sketch(X, 16, block_rows=300, update="block")
+    dense = dasketch.sketch(X.toarray(), 16, block_rows=300, update="block")
     _same_sketch(sparse, dense, rtol=1e-8)
     check_guarantees(sparse, X.toarray(), ks=(0, 5))
 

@@ -157,7 +157,9 @@ def _cases(tmp_path):
                 path, np.digitize(y, [-2.0, 2.0]))
 
     runs = {
-        "sketch": (lambda: dasketch.sketch(path, 3, block_rows=100), "sketch_block"),
+        "sketch": (lambda: dasketch.sketch(path, 3, block_rows=100), "summarise_block"),
+        "sketch, block shrinks": (lambda: dasketch.sketch(path, 3, block_rows=100,
+                                                          update="block"), "sketch_block"),
         "estimate_error": (lambda: dasketch.estimate_error(
             path, dasketch.sketch(X, 3), n_vectors=3, block_rows=100), "gram_block"),
         "random projection": (lambda: compute(random_projection(blocks, 3, seed=0)),
@@ -218,7 +220,7 @@ def worker_runs(tmp_path_factory):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-PASSES = ["sketch", "estimate_error", "random projection", "X w", "X^T v",
+PASSES = ["sketch", "sketch, block shrinks", "estimate_error", "random projection", "X w", "X^T v",
           "sparse embedding", "row gather", "leverage", "sketch_lstsq",
           "SketchPCA variance pass", "DRP fit passes", "SketchPCA transform",
           "SketchPCA score_samples", "PWSGD predict",

@@ -33,6 +33,7 @@ from dasketch.kernels.embeddings import (
     gaussian_rows,
 )
 from dasketch.kernels.frequent_directions import merge_sketches, sketch_rows
+from dasketch.kernels.gram_sketch import merge_summaries, summarise_rows
 from dasketch.kernels.namespace_embeddings import embed_dense_rows
 from dasketch.kernels.namespace_fd import sketch_dense_rows, times_power_of_two
 from dasketch.kernels.shrink import check_finite_rows
@@ -362,6 +363,22 @@ def sketch_block(block, start, stop, *, update, failure_probability, seed, **par
 def merge_all_sketches(*sketches):
     """One sketch of the rows of all ``sketches``."""
     return merge_sketches(sketches)
+
+
+def summarise_block(block, start, stop, *, sketch_size, method, alpha0, center):
+    """The exact Gram summary of the block's dense rows
+    (:func:`~dasketch.kernels.gram_sketch.summarise_rows`); a block of another
+    array library than numpy computes its Gram in its own namespace, the summary
+    handed back on the host."""
+    params = dict(method=method, alpha0=alpha0, center=center, row_offset=start)
+    if not is_numpy_block(block):
+        params.update(xp=block_namespace(block), to_host=to_host)
+    return summarise_rows(block, sketch_size, **params)
+
+
+def merge_all_summaries(*parts):
+    """One Gram summary (or sketch) of the rows of all ``parts``."""
+    return merge_summaries(parts)
 
 
 def resized_sketch(sketch, sketch_size):

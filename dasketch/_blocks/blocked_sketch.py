@@ -8,12 +8,18 @@ from __future__ import annotations
 
 from functools import partial
 
-from dasketch._blocks.block_functions import merge_all_sketches, resized_sketch, sketch_block
+from dasketch._blocks.block_functions import (
+    merge_all_sketches,
+    merge_all_summaries,
+    resized_sketch,
+    sketch_block,
+    summarise_block,
+)
 from dasketch._blocks.inputs import as_row_blocks
 from dasketch._blocks.mapping import map_reduce
-from dasketch._blocks.row_blocks import default_block_rows, run_eagerly
+from dasketch._blocks.row_blocks import default_block_rows, passes_run_eagerly, run_eagerly
 from dasketch._blocks.scheduler import compute, default_client
-from dasketch._blocks.task_memory import check_task_memory
+from dasketch._blocks.task_memory import check_task_memory, fits_workers
 from dasketch._blocks.tasks import check_split_every, task
 from dasketch.kernels.certificates import (
     DEFAULT_FAILURE_PROBABILITY,
@@ -24,7 +30,11 @@ from dasketch.kernels.frequent_directions import check_sketch_parameters
 from dasketch.kernels.shrink import SHRINK_UPDATES
 from dasketch.kernels.shrink_schedule import rows_per_shrink
 
-SKETCH_UPDATES = SHRINK_UPDATES + ("randomized",)
+SKETCH_UPDATES = SHRINK_UPDATES + ("gram", "randomized")
+# Dense rows at most this wide are summarised by their exact Gram matrices by
+# default (update "gram"): a d x d Gram per part, 32 MiB at the widest, and one
+# eigendecomposition of it at the root, about 2 s at d = 2048 on one core.
+GRAM_MAX_FEATURES = 2048
 # Inner merges hold split_every working sketches at once; the working size is capped
 # so that they stay within this many float64 values (256 MiB).
 MERGE_VALUES = 2 ** 25
@@ -42,10 +52,20 @@ WIDE_BLOCK_VALUES = 2 ** 24
 def choose_update(update, sparse, n_features, sketch_size):
     """Resolve ``update="auto"``: ``"randomized"`` for sparse rows with ``d >=
     32 l``, where one randomized compression per block beats the exact shrinks'
-    O(n d l) on error per second (benchmarks/bench_sparse_wide.py), else the exact
-    cost model of :func:`~dasketch.kernels.shrink_schedule.rows_per_shrink`."""
+    O(n d l) on error per second (benchmarks/bench_sparse_wide.py); ``"gram"`` for
+    dense rows with ``l < d <= GRAM_MAX_FEATURES``, whose Gram summaries
+    (:mod:`dasketch.kernels.gram_sketch`) take one eigendecomposition where block
+    shrinks take one per block and merge, for the optimal shrinkage
+    (benchmarks/bench_gram.py; the bridge falls back to the shrinks when the
+    workers cannot hold the summaries); else the exact cost model of
+    :func:`~dasketch.kernels.shrink_schedule.rows_per_shrink`."""
     if update == "auto" and sparse and n_features >= RANDOMIZED_WIDTH_RATIO * sketch_size:
         return "randomized"
+    if update == "auto" and not sparse and sketch_size < n_features <= GRAM_MAX_FEATURES:
+        return "gram"
+    if update == "gram" and sparse:
+        raise ValueError("update='gram' sums the Gram matrices of dense rows; X is sparse: "
+                         "use update='auto', 'block', 'buffered' or 'randomized'")
     return update
 
 
@@ -131,6 +151,25 @@ def default_split_every(working_size, n_features):
     return int(max(2, min(check_split_every(None), fits)))
 
 
+def _gram_fits(client, update, requested, blocks, working_size, split_every):
+    """The update, and the rows of a sketch as large as one part of its tree, after
+    checking that the ``d x d`` Gram summaries of ``update="gram"`` fit the workers:
+    chosen by ``"auto"``, they give way to the exact shrinks when they do not."""
+    d = blocks.n_features
+    if update != "gram":
+        return update, int(working_size)
+    fan_in = check_split_every(split_every) if split_every is not None else (
+        default_split_every(d + 1, d))
+    if fits_workers(client, d + 1, d, fan_in, read_bytes=blocks.read_bytes):
+        return update, d + 1
+    if requested == "auto":
+        return "auto", int(working_size)
+    raise ValueError(
+        f"update='gram' holds {d:,} x {d:,} Gram matrices, {fan_in} of them in one merge "
+        "task, more than the workers' memory limit allows; use update='auto' or 'block', "
+        "a smaller split_every, or workers with more memory")
+
+
 def _one_shrink(blocks, sketch_size, update):
     """Whether the matrix is one dense block absorbed by one shrink
     (:func:`~dasketch.kernels.shrink_schedule.rows_per_shrink`): its sketch is
@@ -171,10 +210,14 @@ def sketch_blocks(X, sketch_size, *, method="rfd", alpha0=0.0, center=False,
             return randomized_block_rows(values_per_row, n_features)
         return default_block_rows(values_per_row)
 
+    # A matrix in memory sketched by this process's schedulers is named by a fresh
+    # token rather than by hashing it: no key of its blocks reaches another computation.
     blocks = run_eagerly(as_row_blocks(X, block_rows=block_rows, component=component,
                                        storage_options=storage_options,
                                        missing_chunks=missing_chunks, columns=columns,
-                                       default_rows=default_rows, array_libraries="any"),
+                                       default_rows=default_rows, array_libraries="any",
+                                       content_keys=not passes_run_eagerly(
+                                           client, threaded=True)),
                          client)
     requested, update = update, choose_update(update, blocks.sparse, blocks.n_features,
                                               sketch_size)
@@ -186,19 +229,24 @@ def sketch_blocks(X, sketch_size, *, method="rfd", alpha0=0.0, center=False,
     elif working_size < sketch_size:
         raise ValueError(f"working_size must be an integer >= sketch_size ({sketch_size}), "
                          f"got {working_size!r}")
+    workers = client if client is not None else default_client()
+    update, held = _gram_fits(workers, update, requested, blocks, working_size, split_every)
     if split_every is None:
-        fan_in = default_split_every(working_size, blocks.n_features)
-    update = check_task_memory(client if client is not None else default_client(),
-                               sketch_size, int(working_size), blocks.n_features, fan_in,
+        fan_in = default_split_every(held, blocks.n_features)
+    update = check_task_memory(workers, sketch_size, held, blocks.n_features, fan_in,
                                update=update, failure_probability=failure_probability,
                                requested=requested, read_bytes=blocks.read_bytes)
-    func = partial(sketch_block, sketch_size=int(working_size), method=method,
-                   alpha0=float(alpha0), center=bool(center), update=update,
-                   failure_probability=failure_probability / len(blocks.blocks),
-                   seed=resolve_seed(random_state) if update == "randomized" else 0)
-    # A block sketch holds new arrays only, never views of its block.
-    root = map_reduce(blocks, func, merge_all_sketches, split_every=fan_in,
-                      keeps_block=False)
+    params = dict(sketch_size=int(working_size), method=method, alpha0=float(alpha0),
+                  center=bool(center))
+    if update == "gram":
+        func, combine = partial(summarise_block, **params), merge_all_summaries
+    else:
+        func = partial(sketch_block, update=update, **params,
+                       failure_probability=failure_probability / len(blocks.blocks),
+                       seed=resolve_seed(random_state) if update == "randomized" else 0)
+        combine = merge_all_sketches
+    # A block's sketch or Gram summary holds new arrays only, never views of its block.
+    root = map_reduce(blocks, func, combine, split_every=fan_in, keeps_block=False)
     if blocks.eager:
         return resized_sketch(root, int(sketch_size))
     # The last shrink runs on a worker too: the client only receives l - 1 rows.

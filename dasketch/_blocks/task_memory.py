@@ -74,6 +74,16 @@ def _task_parts(working_size, n_features, split_every, update, failure_probabili
     return parts
 
 
+def fits_workers(client, working_size, n_features, split_every, *, read_bytes=0):
+    """Whether one task of an exact update at ``working_size`` fits within the
+    workers' memory limit (True without a limit)."""
+    limit = worker_memory_limit(client)
+    if limit is None:
+        return True
+    return task_memory_bytes(working_size, n_features, split_every,
+                             read_bytes=read_bytes) <= _worker_budget(limit)[0]
+
+
 def worker_memory_limit(client):
     """The smallest memory limit in bytes of the client's workers; None without
     a ``distributed`` client or when no worker has a limit."""

@@ -28,6 +28,16 @@ from dasketch.kernels.sketch_checks import (
 from dasketch.kernels.sketch_scaling import with_scale_exponent
 
 
+def centring_rows(parts, n_rows):
+    """The pooled mean ``mu`` of centred ``parts`` (sketches or Gram summaries of
+    ``n_rows`` rows in all) and their rows ``sqrt(n_i) (mu_i - mu)`` of the
+    parallel-variance identity, k-way form."""
+    counts = np.array([part.n_rows for part in parts], dtype=np.float64)
+    means = np.stack([part.mean for part in parts])
+    mean = (counts / n_rows) @ means  # a convex combination: never overflows
+    return mean, np.sqrt(counts)[:, None] * (means - mean)
+
+
 def merge_sketches(sketches):
     """Merge sketches of disjoint row sets into one.
 
@@ -87,10 +97,7 @@ def merge_sketches(sketches):
     parts = [s.B for s in nonempty]
     mean = None
     if first.centered:
-        counts = np.array([s.n_rows for s in nonempty], dtype=np.float64)
-        means = np.stack([s.mean for s in nonempty])
-        mean = (counts / n_rows) @ means  # a convex combination: never overflows
-        correction = np.sqrt(counts)[:, None] * (means - mean)
+        mean, correction = centring_rows(nonempty, n_rows)
         frobenius_sq += float(np.einsum("ij,ij->", correction, correction))
         parts.append(correction)
     where = f"the merge of {len(nonempty)} sketches of {n_rows} rows"

@@ -125,9 +125,7 @@ def shrink(top, extra, sketch_size, *, return_extra_norm=False, top_orthogonal=F
         inner = extra @ extra.T
         gram[n_top:, n_top:] = inner.toarray() if sparse_extra else inner
         extra_norm = _checked_trace(gram[n_top:, n_top:], gram)
-        eigvals, eigvecs = _gram_eigh(gram)
-        eigvals, eigvecs = eigvals[::-1], eigvecs[:, ::-1]
-        eigvals = np.maximum(eigvals, 0.0)
+        eigvals, eigvecs = _descending_eigh(gram)
         delta = float(eigvals[keep])
         lead = eigvals[:keep]
         weights = np.sqrt(np.clip(1.0 - delta / np.where(lead > 0, lead, 1.0), 0.0, None))
@@ -140,20 +138,41 @@ def shrink(top, extra, sketch_size, *, return_extra_norm=False, top_orthogonal=F
         inner = inner.toarray() if sparse_extra else inner
         gram = top.T @ top + inner
         extra_norm = _checked_trace(inner, gram)
-        eigvals, eigvecs = _gram_eigh(gram)
-        eigvals, eigvecs = eigvals[::-1], eigvecs[:, ::-1]
-        eigvals = np.maximum(eigvals, 0.0)
-        delta = float(eigvals[keep]) if keep < d else 0.0
-        lead = eigvals[:keep] - delta
-        positive = lead > 0
+        eigvals, eigvecs = _descending_eigh(gram)
         if keep >= d and not sparse_extra and eigvals[-1] < GRAM_FLOOR * eigvals[0]:
             # Nothing is shrunk away, and the Gram has lost the small singular
             # values' relative accuracy: the rows come from the stack's own SVD.
-            new = _stack_singular_rows(top, extra)
+            new, delta = _stack_singular_rows(top, extra), 0.0
         else:
-            new = np.sqrt(lead[positive])[:, None] * eigvecs[:, :keep][:, positive].T
+            new, delta = _shrunk_rows(eigvals, eigvecs, keep)
     new = _positive_largest_entries(np.ascontiguousarray(new))
     return (new, delta, extra_norm) if return_extra_norm else (new, delta)
+
+
+def shrink_gram(gram, sketch_size):
+    """FD's shrink of rows ``C`` given by their Gram matrix ``gram = C^T C`` (d x d):
+    with ``C^T C = V diag(s^2) V^T``, ``delta = s_l^2`` and the rows
+    ``sqrt(max(s_i^2 - delta, 0)) v_i^T`` for ``i < l`` ([3]_ Algorithm 2, the
+    column side of :func:`shrink`). Returns ``(B, delta)``; ``delta = 0`` and
+    every row kept when ``l > d``."""
+    eigvals, eigvecs = _descending_eigh(gram)
+    new, delta = _shrunk_rows(eigvals, eigvecs, sketch_size - 1)
+    return _positive_largest_entries(np.ascontiguousarray(new)), delta
+
+
+def _descending_eigh(gram):
+    """Eigenvalues of ``gram``, largest first and clamped at 0, and eigenvectors."""
+    eigvals, eigvecs = _gram_eigh(gram)
+    return np.maximum(eigvals[::-1], 0.0), eigvecs[:, ::-1]
+
+
+def _shrunk_rows(eigvals, eigvecs, keep):
+    """``(sqrt(lambda_i - delta) v_i^T for the first keep i with lambda_i > delta,
+    delta)``, ``delta = lambda_keep`` (0 when ``keep >= d``)."""
+    delta = float(eigvals[keep]) if keep < eigvals.shape[0] else 0.0
+    lead = eigvals[:keep] - delta
+    positive = lead > 0
+    return np.sqrt(lead[positive])[:, None] * eigvecs[:, :keep][:, positive].T, delta
 
 
 def _stack_singular_rows(top, extra):
