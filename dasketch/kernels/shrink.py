@@ -154,10 +154,36 @@ def shrink_gram(gram, sketch_size):
     with ``C^T C = V diag(s^2) V^T``, ``delta = s_l^2`` and the rows
     ``sqrt(max(s_i^2 - delta, 0)) v_i^T`` for ``i < l`` ([3]_ Algorithm 2, the
     column side of :func:`shrink`). Returns ``(B, delta)``; ``delta = 0`` and
-    every row kept when ``l > d``."""
-    eigvals, eigvecs = _descending_eigh(gram)
+    every row kept when ``l > d``. For ``d >= TOP_EIGH_RATIO l`` only the top
+    ``l`` eigenpairs are computed (LAPACK ``dsyevr``, backward stable as
+    ``dsyevd``)."""
+    d = gram.shape[0]
+    if d >= TOP_EIGH_RATIO * sketch_size:
+        eigvals, eigvecs = _top_eigh(gram, sketch_size)
+    else:
+        eigvals, eigvecs = _descending_eigh(gram)
     new, delta = _shrunk_rows(eigvals, eigvecs, sketch_size - 1)
     return _positive_largest_entries(np.ascontiguousarray(new)), delta
+
+
+# A Gram at least this many times wider than the sketch has only its top l
+# eigenpairs computed: about half the time of all of them from d = 512 on, at
+# l = d / 16 (benchmarks/README.md, "Exact updates of dense rows by width").
+TOP_EIGH_RATIO = 16
+
+
+def _top_eigh(gram, count):
+    """The ``count`` largest eigenvalues of ``gram``, largest first and clamped at
+    0, and their eigenvectors; all of them (:func:`_descending_eigh`) where
+    ``dsyevr`` fails."""
+    d = gram.shape[0]
+    try:
+        eigvals, eigvecs = scipy.linalg.eigh(gram, check_finite=False, driver="evr",
+                                             subset_by_index=(d - count, d - 1))
+    except (np.linalg.LinAlgError, ValueError):
+        eigvals, eigvecs = _descending_eigh(gram)
+        return eigvals[:count], eigvecs[:, :count]
+    return np.maximum(eigvals[::-1], 0.0), eigvecs[:, ::-1]
 
 
 def _descending_eigh(gram):

@@ -114,3 +114,18 @@ def test_blocks_of_another_namespace_summarise_as_numpy_blocks(center):
     X[117, 2] = np.inf
     with pytest.raises(ValueError, match="rows 217 "):
         summarise_block(xps.asarray(X), 100, 400, **params)
+
+
+def test_a_wide_gram_shrinks_from_its_top_eigenpairs_as_from_all():
+    from dasketch.kernels.shrink import TOP_EIGH_RATIO, shrink_gram
+
+    X = _decaying(400, 4 * TOP_EIGH_RATIO, seed=5, decay=0.95)
+    gram = X.T @ X
+    top, delta = shrink_gram(gram, 4)            # d = 16 l: the top 4 eigenpairs only
+    eigenvalues, eigenvectors = np.linalg.eigh(gram)
+    lead = eigenvalues[::-1][:3] - eigenvalues[::-1][3]
+    full = np.sqrt(lead)[:, None] * eigenvectors[:, ::-1][:, :3].T
+    assert delta == pytest.approx(eigenvalues[::-1][3], rel=1e-12)
+    assert spectral_norm(top.T @ top - full.T @ full) <= 1e-10 * eigenvalues[-1]
+    everything, _ = shrink_gram(gram, 5)         # d < 16 l: every eigenpair
+    assert everything.shape == (4, X.shape[1])
