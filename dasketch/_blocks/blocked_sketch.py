@@ -20,7 +20,7 @@ from dasketch._blocks.mapping import map_reduce
 from dasketch._blocks.row_blocks import default_block_rows, passes_run_eagerly, run_eagerly
 from dasketch._blocks.scheduler import compute, default_client
 from dasketch._blocks.task_memory import check_task_memory, fits_workers
-from dasketch._blocks.tasks import check_split_every, task
+from dasketch._blocks.tasks import check_split_every, one_blas_thread_while_computing, task
 from dasketch.kernels.certificates import (
     DEFAULT_FAILURE_PROBABILITY,
     check_failure_probability,
@@ -248,7 +248,10 @@ def sketch_blocks(X, sketch_size, *, method="rfd", alpha0=0.0, center=False,
     # A block's sketch or Gram summary holds new arrays only, never views of its block.
     root = map_reduce(blocks, func, combine, split_every=fan_in, keeps_block=False)
     if blocks.eager:
-        return resized_sketch(root, int(sketch_size))
+        # With one BLAS thread, as the task below runs it: LAPACK's eigensolvers
+        # round differently on more threads, and the sketch is the same either way.
+        with one_blas_thread_while_computing():
+            return resized_sketch(root, int(sketch_size))
     # The last shrink runs on a worker too: the client only receives l - 1 rows.
     (result,) = compute(task(resized_sketch)(root, int(sketch_size)), client=client,
                         progress=progress or None)

@@ -129,3 +129,18 @@ def test_a_wide_gram_shrinks_from_its_top_eigenpairs_as_from_all():
     assert spectral_norm(top.T @ top - full.T @ full) <= 1e-10 * eigenvalues[-1]
     everything, _ = shrink_gram(gram, 5)         # d < 16 l: every eigenpair
     assert everything.shape == (4, X.shape[1])
+
+
+def test_the_sketch_is_the_same_bits_on_the_local_schedulers_and_chunkings():
+    import dask
+    import dask.array as da
+
+    X = _decaying(20000, 256, seed=6, decay=0.97)
+    sketches = []
+    for scheduler in ("threads", "sync"):
+        with dask.config.set(scheduler=scheduler):
+            for A in (X, da.from_array(X, chunks=(7000, 256))):
+                sketches.append(dasketch.sketch(A, 16, block_rows=4096))
+    for other in sketches[1:]:
+        np.testing.assert_array_equal(other.B, sketches[0].B)
+        assert other.shrinkage == sketches[0].shrinkage
