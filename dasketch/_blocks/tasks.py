@@ -68,10 +68,22 @@ class _OneBlasThread:
     def __call__(self, *args, **kwargs):
         if _OneBlasThread._callers_holding == 0 and _in_distributed_worker():
             blas_controller().limit(limits=1, user_api="blas")
-        return self.func(*args, **kwargs)
+        return self.func(*(_aligned(a) for a in args),
+                         **{k: _aligned(v) for k, v in kwargs.items()})
 
     def __dask_tokenize__(self):
         return (type(self).__name__, dask.base.tokenize(self.func))
+
+
+def _aligned(value):
+    """``value``, or a copy of it where it is an ndarray whose data are not aligned
+    to its item size. ``distributed`` can hand a task arrays deserialized at any
+    byte offset of a message, and numpy multiplies unaligned arrays by its own
+    loops instead of BLAS: other rounding (results would depend on how the data
+    travelled) and many times the time."""
+    if isinstance(value, np.ndarray) and not value.flags.aligned:
+        return np.require(value, requirements="A")
+    return value
 
 
 def _in_distributed_worker():
