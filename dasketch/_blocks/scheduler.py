@@ -12,7 +12,7 @@ import numpy as np
 
 from dasketch._blocks import store_watch
 from dasketch._blocks.cluster_wait import gather_watched
-from dasketch._blocks.tasks import one_blas_thread_while_computing
+from dasketch._blocks.tasks import aligned, one_blas_thread_while_computing
 
 
 def default_client():
@@ -80,7 +80,9 @@ def compute(*objs, client=None, progress=None, check_stores=True):
     with one_blas_thread_while_computing(), unfused():
         results = _compute(objs, client, progress_wanted(progress))
     store_watch.check_unchanged(checks)
-    return results
+    # Results deserialized from a cluster may be unaligned, which numpy multiplies
+    # by its own loops: the caller's algebra gets aligned arrays, as from threads.
+    return tuple(aligned(result) for result in results)
 
 
 def unfused():

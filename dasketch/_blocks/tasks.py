@@ -68,14 +68,14 @@ class _OneBlasThread:
     def __call__(self, *args, **kwargs):
         if _OneBlasThread._callers_holding == 0 and _in_distributed_worker():
             blas_controller().limit(limits=1, user_api="blas")
-        return self.func(*(_aligned(a) for a in args),
-                         **{k: _aligned(v) for k, v in kwargs.items()})
+        return self.func(*(aligned(a) for a in args),
+                         **{k: aligned(v) for k, v in kwargs.items()})
 
     def __dask_tokenize__(self):
         return (type(self).__name__, dask.base.tokenize(self.func))
 
 
-def _aligned(value):
+def aligned(value):
     """``value``, or a copy of it where it is an ndarray whose data are not aligned
     to its item size. ``distributed`` can hand a task arrays deserialized at any
     byte offset of a message, and numpy multiplies unaligned arrays by its own
