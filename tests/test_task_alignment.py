@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
+import dasketch
+from dasketch import Sketch
 from dasketch._blocks import compute
 from dasketch._blocks.tasks import task
 from dasketch.linear_model import dual_random_projection
@@ -65,3 +67,26 @@ def test_a_fit_on_worker_processes_has_the_bits_of_the_fit_on_threads(cluster_cl
                                                            client=cluster_client, **params)}
     for name, fit in fits.items():
         np.testing.assert_array_equal(fit.coef, reference, err_msg=name)
+
+
+def test_an_unpickled_sketch_holds_aligned_arrays():
+    sketch = Sketch.from_rows(np.random.default_rng(0).standard_normal((50, 6)), 4)
+    state = dict(vars(sketch), B=_unaligned(sketch.B))
+    assert not state["B"].flags.aligned
+    restored = Sketch.__new__(Sketch)
+    restored.__setstate__(state)
+    assert restored.B.flags.aligned
+    np.testing.assert_array_equal(restored.B, sketch.B)
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("update", ["gram", "block"])
+def test_a_sketch_on_worker_processes_has_the_bits_of_the_sketch_on_threads(
+        cluster_client, update):
+    X = low_rank_plus_noise(60000, 256, 40, seed=5)
+    with dask.config.set(scheduler="threads"):
+        reference = dasketch.sketch(X, 16, update=update, block_rows=4096)
+    for A in (X, da.from_array(X, chunks=(7000, 256))):
+        ours = dasketch.sketch(A, 16, update=update, block_rows=4096, client=cluster_client)
+        np.testing.assert_array_equal(ours.B, reference.B)
+        assert ours.shrinkage == reference.shrinkage

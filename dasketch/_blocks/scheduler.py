@@ -12,7 +12,8 @@ import numpy as np
 
 from dasketch._blocks import store_watch
 from dasketch._blocks.cluster_wait import gather_watched
-from dasketch._blocks.tasks import aligned, one_blas_thread_while_computing
+from dasketch._blocks.tasks import one_blas_thread_while_computing
+from dasketch.kernels.alignment import aligned
 
 
 def default_client():

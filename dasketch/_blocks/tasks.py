@@ -17,6 +17,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from dasketch._blocks.block_functions import add
+from dasketch.kernels.alignment import aligned
 
 __all__ = ["COMBINE_BYTES", "COMBINE_BYTES_KEY", "DEFAULT_SPLIT_EVERY", "SPLIT_EVERY_KEY",
            "ReadThenApply", "add", "check_split_every", "check_threads", "fit_blas_threads",
@@ -73,17 +74,6 @@ class _OneBlasThread:
 
     def __dask_tokenize__(self):
         return (type(self).__name__, dask.base.tokenize(self.func))
-
-
-def aligned(value):
-    """``value``, or a copy of it where it is an ndarray whose data are not aligned
-    to its item size. ``distributed`` can hand a task arrays deserialized at any
-    byte offset of a message, and numpy multiplies unaligned arrays by its own
-    loops instead of BLAS: other rounding (results would depend on how the data
-    travelled) and many times the time."""
-    if isinstance(value, np.ndarray) and not value.flags.aligned:
-        return np.require(value, requirements="A")
-    return value
 
 
 def _in_distributed_worker():

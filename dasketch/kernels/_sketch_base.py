@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 import scipy.linalg
 
+from dasketch.kernels.alignment import aligned
 from dasketch.kernels.shrink import EPS, _squared_norm, shrink_rounding, shrink_rows
 from dasketch.kernels.sketch_checks import check_sketch_parameters
 from dasketch.kernels.sketch_scaling import _unscaled, _unscaled_bound
@@ -22,6 +23,11 @@ from dasketch.kernels.sketch_scaling import _unscaled, _unscaled_bound
 class _BaseSketch:
     """The members of :class:`~dasketch.kernels.frequent_directions.Sketch` that read
     one sketch's fields: bounds, read-outs, :meth:`empty` and :meth:`resize`."""
+
+    def __setstate__(self, state):
+        # Unpickled from a message, an array can lie at any byte offset, which
+        # numpy multiplies by its own loops (other rounding): a sketch's are aligned.
+        self.__dict__.update({name: aligned(value) for name, value in state.items()})
 
     @classmethod
     def empty(cls, n_features, sketch_size, *, method="rfd", alpha0=0.0, center=False):
