@@ -44,8 +44,8 @@ def test_a_task_gets_aligned_copies_of_unaligned_arrays():
     np.testing.assert_array_equal(result[3], X)
 
 
+@pytest.mark.slow  # .ci/run runs it by name
 @pytest.mark.cluster
-@pytest.mark.heavy
 def test_a_fit_on_worker_processes_has_the_bits_of_the_fit_on_threads(cluster_client):
     X = low_rank_plus_noise(50000, 500, 40, seed=3)
     rng = np.random.default_rng(4)
