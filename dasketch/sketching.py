@@ -89,8 +89,9 @@ os.PathLike
         shrink (:mod:`dasketch.kernels.sparse_fd`), O(nnz l) per block instead of
         O(b d l); its bound holds with probability ``1 - failure_probability``.
         ``"auto"`` is ``"gram"`` for dense rows with ``sketch_size < d <= 2048``
-        while the workers' memory limit holds its merges (one eigendecomposition
-        instead of one per block and merge, measured by benchmarks/bench_gram.py),
+        in blocks of at least ``d`` rows while the workers' memory limit holds its
+        merges (one eigendecomposition instead of one per block and merge,
+        measured by benchmarks/bench_gram.py),
         ``"randomized"`` for sparse input at least ``32 l`` columns wide, where it
         wins on error per second (measured by benchmarks/bench_sparse_wide.py),
         else the exact shrinks picked by a cost model (:func:`choose_update`).

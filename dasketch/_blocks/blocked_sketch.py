@@ -153,11 +153,16 @@ def default_split_every(working_size, n_features):
 
 def _gram_fits(client, update, requested, blocks, working_size, split_every):
     """The update, and the rows of a sketch as large as one part of its tree, after
-    checking that the ``d x d`` Gram summaries of ``update="gram"`` fit the workers:
-    chosen by ``"auto"``, they give way to the exact shrinks when they do not."""
+    checking that the ``d x d`` Gram summaries of ``update="gram"`` pay and fit the
+    workers. Chosen by ``"auto"``, they give way to the exact shrinks for blocks of
+    fewer than ``d`` rows (a Gram summary would hold more than its block, and the
+    shrinks of short blocks take the cheaper row side) and where the workers cannot
+    hold them."""
     d = blocks.n_features
     if update != "gram":
         return update, int(working_size)
+    if requested == "auto" and blocks.offsets[1] - blocks.offsets[0] < d:
+        return "auto", int(working_size)
     fan_in = check_split_every(split_every) if split_every is not None else (
         default_split_every(d + 1, d))
     if fits_workers(client, d + 1, d, fan_in, read_bytes=blocks.read_bytes):

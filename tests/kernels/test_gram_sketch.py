@@ -89,7 +89,7 @@ def test_auto_chooses_gram_summaries_for_dense_rows_of_moderate_width():
 
 
 def test_gram_summaries_give_way_to_shrinks_when_workers_cannot_hold_them():
-    blocks = as_row_blocks(np.zeros((4096, 2048)), block_rows=1024)
+    blocks = as_row_blocks(np.zeros((4096, 2048)), block_rows=2048)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                       memory_limit="400MiB", dashboard_address=":0") as cluster, \
             Client(cluster) as client:
@@ -98,6 +98,14 @@ def test_gram_summaries_give_way_to_shrinks_when_workers_cannot_hold_them():
             _gram_fits(client, "gram", "gram", blocks, 32, None)
         assert _gram_fits(client, "gram", "auto", blocks, 32, 2) == ("gram", 2049)
     assert _gram_fits(None, "gram", "auto", blocks, 32, None) == ("gram", 2049)
+
+
+def test_blocks_shorter_than_wide_are_left_to_the_shrinks():
+    short = as_row_blocks(np.zeros((600, 300)), block_rows=100)
+    assert _gram_fits(None, "gram", "auto", short, 32, None) == ("auto", 32)
+    assert _gram_fits(None, "gram", "gram", short, 32, None) == ("gram", 301)
+    tall = as_row_blocks(np.zeros((600, 300)), block_rows=300)
+    assert _gram_fits(None, "gram", "auto", tall, 32, None) == ("gram", 301)
 
 
 @pytest.mark.parametrize("center", [False, True], ids=["plain", "centred"])
