@@ -33,7 +33,7 @@ from dasketch.kernels.shrink_schedule import rows_per_shrink
 SKETCH_UPDATES = SHRINK_UPDATES + ("gram", "randomized")
 # Dense rows at most this wide are summarised by their exact Gram matrices by
 # default (update "gram"): a d x d Gram per part, 32 MiB at the widest, and one
-# eigendecomposition of it at the root, about 2 s at d = 2048 on one core.
+# eigendecomposition of it at the root (timed in benchmarks/README.md).
 GRAM_MAX_FEATURES = 2048
 # Inner merges hold split_every working sketches at once; the working size is capped
 # so that they stay within this many float64 values (256 MiB).

@@ -167,8 +167,8 @@ def shrink_gram(gram, sketch_size):
 
 
 # A Gram at least this many times wider than the sketch has only its top l
-# eigenpairs computed: about half the time of all of them from d = 512 on, at
-# l = d / 16 (benchmarks/README.md, "Exact updates of dense rows by width").
+# eigenpairs computed, where that takes less time than all of them (measured in
+# benchmarks/README.md, "Exact updates of dense rows by width").
 TOP_EIGH_RATIO = 16
 
 
