@@ -48,8 +48,8 @@ def warm_up():
 def solve(a_store, b_store, seed, block_rows, **options):
     """``sketch_lstsq(a_store, da.from_zarr(b_store), ...)`` on Dask's threaded
     scheduler: ``(x, facts)``, the facts being its seconds, the bytes this
-    process read meanwhile, LSQR's iterations and the result's diagnostics (the
-    cache choice where the result has one)."""
+    process read meanwhile, the solver's iterations and passes over ``A`` and the
+    result's diagnostics (the cache choice where the result has one)."""
     import dasketch
     from dasketch.linear_model import sketch_lstsq
 
@@ -62,7 +62,8 @@ def solve(a_store, b_store, seed, block_rows, **options):
     cache = getattr(res, "cache", None)
     facts = dict(seconds=seconds,
                  bytes_read=None if start_bytes is None else end_bytes - start_bytes,
-                 n_iter=int(res.n_iter), istop=int(res.istop),
+                 n_iter=int(res.n_iter), n_passes=int(getattr(res, "n_passes", 0)),
+                 istop=int(res.istop),
                  optimality_residual=float(res.optimality_residual),
                  coef_error_bound=None if res.coef_error_bound is None
                  else float(res.coef_error_bound),

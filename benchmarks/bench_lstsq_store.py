@@ -9,9 +9,12 @@ chunks, both in a temporary directory removed at the end. Then, side by side in
 (``dask.config`` ``scheduler="threads"``, one thread per core) with NumPy's BLAS
 on every core:
 
+* the read of ``A`` by Dask's threads, ``da.from_zarr(store).sum()``: what a
+  pass over the store costs;
 * ``sketch_lstsq(store, da.from_zarr(b_store))`` of this tree, to its default
-  ``tol``, with ``cache="auto"`` and ``cache=False``, ``block_rows`` the store's
-  chunk rows;
+  ``tol``, with ``cache="auto"`` and ``cache=False`` (its default solver), and
+  with ``solver="lsqr"`` and ``cache="auto"``, ``block_rows`` the store's chunk
+  rows;
 * the same call by the code of another checkout (``--before PATH``, e.g. the
   tree before the bridge change, whose ``sketch_lstsq`` has no ``cache``
   argument and reads the store on every pass), in a subprocess with
@@ -23,12 +26,13 @@ on every core:
 * ``dask.array.linalg.lstsq`` (TSQR) on ``da.from_zarr`` of the two stores.
 
 Recorded per method: seconds, the relative error of ``x`` against NumPy's
-solution, and for ``sketch_lstsq`` LSQR's iterations, the cache choice, its
+solution, and for ``sketch_lstsq`` its iterations and passes, the cache choice, its
 optimality residual and error bound (``coef_error_bound``, and over the norm of
 NumPy's solution), and the store reads: the bytes the process
 read during the call (``rchar`` of ``/proc/self/io``, page-cache hits included)
 over the bytes of ``A``'s store on disk (a pass over ``A`` is one read; ``b``
-adds ``1 / d``). Ratios: NumPy (read + solve, and solve alone) / sketch_lstsq,
+adds ``1 / d``). Ratios: sketch_lstsq (both solvers) over the read, LSQR over
+the refinement, NumPy (read + solve, and solve alone) / sketch_lstsq,
 TSQR / sketch_lstsq, before / after (against ``cache="auto"`` and ``cache=False``).
 
 Writes benchmarks/results/lstsq_store.json and lstsq_store.png.
@@ -92,6 +96,14 @@ def numpy_lstsq(a_store, b_store):
     return x, dict(seconds=read + solve_s, read_seconds=read, solve_seconds=solve_s)
 
 
+def dask_read(a_store):
+    """The read of ``A`` by Dask's threads, as every pass from the store reads it:
+    ``da.from_zarr(a_store).sum()``."""
+    start = time.perf_counter()
+    da.from_zarr(a_store).sum().compute()
+    return None, dict(seconds=time.perf_counter() - start)
+
+
 def dask_tsqr(a_store, b_store):
     """``dask.array.linalg.lstsq`` (TSQR) on ``da.from_zarr`` of the stores."""
     start = time.perf_counter()
@@ -125,8 +137,11 @@ def run(n, d, chunk_rows, seed, repeat, before, folder):
     methods = {
         "numpy.linalg.lstsq (in memory)": lambda: numpy_lstsq(a_store, b_store),
         "dask TSQR (from zarr)": lambda: dask_tsqr(a_store, b_store),
+        "read of A (da.from_zarr(A).sum())": lambda: dask_read(a_store),
         'sketch_lstsq, cache="auto"': lambda: solve(a_store, b_store, seed, chunk_rows,
                                                     cache="auto"),
+        'sketch_lstsq, solver="lsqr", cache="auto"': lambda: solve(
+            a_store, b_store, seed, chunk_rows, cache="auto", solver="lsqr"),
         "sketch_lstsq, cache=False": lambda: solve(a_store, b_store, seed, chunk_rows,
                                                    cache=False),
     }
@@ -151,6 +166,9 @@ def run(n, d, chunk_rows, seed, repeat, before, folder):
     for name, facts in rounds.items():
         best = dict(min(facts, key=lambda f: f["seconds"]))
         best["rounds_seconds"] = [f["seconds"] for f in facts]
+        if solutions[name] is None:  # the read alone
+            results[name] = best
+            continue
         best["relative_error"] = relative_error(solutions[name], reference)
         if best.get("coef_error_bound") is not None:
             best["relative_error_bound"] = best["coef_error_bound"] / np.linalg.norm(reference)
@@ -170,7 +188,13 @@ def ratios(results):
     auto = results['sketch_lstsq, cache="auto"']["seconds"]
     streamed = results["sketch_lstsq, cache=False"]["seconds"]
     numpy_run = results["numpy.linalg.lstsq (in memory)"]
-    out = {"numpy (read + solve) / sketch_lstsq auto": numpy_run["seconds"] / auto,
+    read = results["read of A (da.from_zarr(A).sum())"]["seconds"]
+    out = {"sketch_lstsq auto / read": auto / read,
+           "sketch_lstsq lsqr auto / read":
+               results['sketch_lstsq, solver="lsqr", cache="auto"']["seconds"] / read,
+           "lsqr / refinement (both auto)":
+               results['sketch_lstsq, solver="lsqr", cache="auto"']["seconds"] / auto,
+           "numpy (read + solve) / sketch_lstsq auto": numpy_run["seconds"] / auto,
            "numpy (solve only) / sketch_lstsq auto": numpy_run["solve_seconds"] / auto,
            "tsqr / sketch_lstsq auto": results["dask TSQR (from zarr)"]["seconds"] / auto,
            "tsqr / sketch_lstsq cache=False":
@@ -188,8 +212,9 @@ def plot(report, path):
     solvers = report["solvers"]
 
     def note(facts):
-        error = facts["relative_error"]
-        text = f"{facts['seconds']:.1f} s\n" + (f"err {error:.0e}" if error else "reference")
+        error = facts.get("relative_error", 0.0)
+        text = f"{facts['seconds']:.1f} s\n" + (f"err {error:.0e}" if error else "reference"
+                                                 if "relative_error" in facts else "read")
         if "n_iter" in facts:
             text += f"\n{facts['n_iter']} it."
         if "store_reads" in facts:
@@ -248,10 +273,10 @@ def main(argv=None):
         report["note"] = "no --before PATH given: the code before the change was not run"
     write_results("lstsq_store", report, plot, quick=args.quick)
     for name, facts in report["solvers"].items():
-        extra = "".join(f", {key} {facts[key]}" for key in ("n_iter",) if key in facts)
+        extra = "".join(f", {key} {facts[key]}" for key in ("n_iter", "n_passes") if key in facts)
         reads = f", {facts['store_reads']:.2f} store reads" if "store_reads" in facts else ""
         print(f"{name}: {facts['seconds']:.2f} s, relative error "
-              f"{facts['relative_error']:.1e}{extra}{reads}")
+              f"{facts.get('relative_error', float('nan')):.1e}{extra}{reads}")
     print("ratios: " + ", ".join(f"{k} {v:.2f}x" for k, v in report["ratios"].items()))
     print(f"total {report['total_seconds']:.0f} s")
 

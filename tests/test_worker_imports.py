@@ -143,6 +143,9 @@ def _cases(tmp_path):
             DualRandomProjectionClassifier(sketch_size=4).fit(X, labels), "predict",
             "class_labels"),
     }
+    def lstsq():
+        return sketch_lstsq(path, y, random_state=0, block_rows=100)
+
     def drp_ridge():
         return compute(dual_random_projection(path, y, sketch_size=4).dual_coef())
 
@@ -170,8 +173,10 @@ def _cases(tmp_path):
                              "embed_block"),
         "row gather": (lambda: gather_rows(blocks, [1, 150, 399]), "gather_block"),
         "leverage": (lambda: leverage_scores(blocks, precond), "leverage_block"),
-        "sketch_lstsq": (lambda: sketch_lstsq(path, y, random_state=0,
-                                              block_rows=100), "rmatvec_block"),
+        "sketch_lstsq": (lstsq, "residual_gradient_block"),
+        "sketch_lstsq Gram pass": (lstsq, "basis_gram_block"),
+        "sketch_lstsq LSQR": (lambda: sketch_lstsq(path, y, random_state=0, block_rows=100,
+                                                   solver="lsqr"), "rmatvec_block"),
         "folded sketch pass": (lambda: sketch_lstsq(X, y, random_state=0,
                                                     block_rows=10), "weighted_embed_block"),
         "SketchPCA variance pass": (lambda: SketchPCA(n_components=2, sketch_size=4).fit(
@@ -222,6 +227,7 @@ def worker_runs(tmp_path_factory):
 
 PASSES = ["sketch", "sketch, block shrinks", "estimate_error", "random projection", "X w", "X^T v",
           "sparse embedding", "row gather", "leverage", "sketch_lstsq",
+          "sketch_lstsq Gram pass", "sketch_lstsq LSQR",
           "SketchPCA variance pass", "DRP fit passes", "SketchPCA transform",
           "SketchPCA score_samples", "PWSGD predict",
           "LSQR regressor predict", "RFD-SON regressor predict",

@@ -29,6 +29,7 @@ from dasketch._blocks import (
     embed_block,
     float_rows,
     is_numpy_block,
+    like,
     map_reduce,
     to_host,
 )
@@ -105,18 +106,16 @@ def weighted_sketch_pass(blocks, extra, weights, specs, seed, *, power=2, client
     return stacked[:-1, :-1], stacked[-1, :-1], float(stacked[-1, -1])
 
 
-def _basis_gram_block(block, start, stop, weights, *, basis, mean):
-    """``U_b^T U_b`` for the block's rows of ``U = W^(1/2) (X - 1 m^T) N``
-    (dense rows are centred before the product, as scikit-learn centres ``X``;
-    sparse rows after it, staying sparse)."""
-    root = np.sqrt(np.asarray(weights, dtype=np.float64).ravel())
+def _weighted_basis_rows(block, root, basis, mean):
+    """``U_b = W^(1/2) (X_b - 1 m^T) N`` in the block's namespace (dense rows are
+    centred before the product, as scikit-learn centres ``X``; sparse rows after
+    it, staying sparse)."""
     if not is_numpy_block(block):
         xp, rows = float_rows(block)
         device = rows.device
         centred = rows if mean is None else rows - xp.asarray(mean, device=device)
         U = centred @ xp.asarray(basis, device=device)
-        U = U * xp.reshape(xp.asarray(root, device=device), (-1, 1))
-        return to_host(U.T @ U)
+        return U * xp.reshape(xp.asarray(root, device=device), (-1, 1))
     if scipy.sparse.issparse(block):
         U = np.asarray(rows_times(block, basis), dtype=np.float64)
         if mean is not None:
@@ -125,31 +124,71 @@ def _basis_gram_block(block, start, stop, weights, *, basis, mean):
         rows = np.asarray(block, dtype=np.float64)
         U = (rows if mean is None else rows - mean) @ basis
     U *= root[:, None]
-    return U.T @ U
+    return U
 
 
-def data_singular_values(blocks, precond, weights, *, client=None, split_every=None):
-    """The singular values of ``A = W^(1/2) (X - 1 m^T)`` (``m`` the
-    preconditioner's mean, None: no centring), descending, from one pass.
+def _basis_gram_block(block, start, stop, weights, *pieces, basis, mean):
+    """``U_b^T U_b`` for the block's rows of ``U = W^(1/2) (X - 1 m^T) N`` and,
+    with ``pieces = (shifted,)``, ``U_b^T W_b^(1/2) shifted_b`` after it, packed."""
+    root = np.sqrt(np.asarray(weights, dtype=np.float64).ravel())
+    U = _weighted_basis_rows(block, root, basis, mean)
+    parts = [to_host(U.T @ U).ravel()]
+    if pieces:
+        shifted = np.asarray(pieces[0], dtype=np.float64).reshape(stop - start, -1)
+        parts.append(to_host(U.T @ like(U, shifted * root[:, None])).ravel())
+    return np.concatenate(parts)
+
+
+def basis_gram_pass(blocks, precond, weights, shifted=None, *, client=None,
+                    split_every=None):
+    """One pass: the Gram matrix ``G = U^T U`` (k x k) of ``U = A N``, ``A = W^(1/2)
+    (X - 1 m^T)`` (``m`` the preconditioner's mean, None: no centring) and ``N``
+    its ``basis``, and with ``shifted`` (n x K, the targets minus their means)
+    ``U^T W^(1/2) shifted`` (k x K; else None), accumulated block by block, never
+    an ``n x k`` array.
+
+    ``A N`` is well conditioned, so ``G`` is accurate to about ``eps cond(A N)``
+    relative to its largest entry; ``U`` itself is ``A N`` up to rounding of
+    relative size ``eps d cond(A)``.
+    """
+    k = precond.rank
+    func = partial(_basis_gram_block, basis=precond.basis, mean=precond.mean)
+    aligned = [as_row_aligned(weights, blocks, name="sample_weight")]
+    if shifted is not None:
+        aligned.append(as_row_aligned(shifted, blocks, name="b"))
+    lazy = map_reduce(blocks, func, add, *aligned, split_every=split_every, keeps_block=False)
+    (packed,) = compute(lazy, client=client)
+    gram = packed[:k * k].reshape(k, k)
+    projected = None if shifted is None else packed[k * k:].reshape(k, -1)
+    return (gram + gram.T) / 2, projected
+
+
+def gram_singular_values(gram, precond, n_features):
+    """The singular values of ``A`` (descending, ``n_features`` of them, 0 beyond
+    the numerical rank) from the Gram matrix ``G = N^T A^T A N`` of
+    :func:`basis_gram_pass`.
 
     With ``R = U_R Sigma V^T`` and ``N = V_k Sigma_k^{-1}`` (the preconditioner's
     ``basis``), ``A = (A N) Sigma_k V_k^T`` when the row space of ``A`` lies in
-    that of its sketch ``S A`` (always for a subspace embedding). ``A N`` is well
-    conditioned, so its Gram matrix ``G = N^T A^T A N`` (k x k, accumulated block
-    by block, never an ``n x k`` array) is accurate to about ``eps cond(A N)``,
-    and the singular values of ``A`` are those of ``G^(1/2) Sigma_k``: no
-    squaring of the condition number of ``A``, unlike ``X^T X``. The last
-    ``d - k`` values (beyond the numerical rank) are 0.
+    that of its sketch ``S A`` (always for a subspace embedding), so the singular
+    values of ``A`` are those of ``G^(1/2) Sigma_k``: no squaring of the
+    condition number of ``A``, unlike ``X^T X``.
     """
-    k, d = precond.rank, blocks.n_features
-    values = np.zeros(d)
+    k = precond.rank
+    values = np.zeros(n_features)
     if not k:
         return values
-    func = partial(_basis_gram_block, basis=precond.basis, mean=precond.mean)
-    lazy = map_reduce(blocks, func, add, as_row_aligned(weights, blocks, name="sample_weight"),
-                      split_every=split_every, keeps_block=False)
-    (gram,) = compute(lazy, client=client)
-    eig, vecs = np.linalg.eigh((gram + gram.T) / 2)
+    eig, vecs = np.linalg.eigh(gram)
     root = np.sqrt(np.maximum(eig, 0.0))[:, None] * vecs.T  # G^(1/2) up to a rotation
     values[:k] = np.linalg.svd(root * precond.singular_values[:k], compute_uv=False)
     return values
+
+
+def data_singular_values(blocks, precond, weights, *, client=None, split_every=None):
+    """The singular values of ``A = W^(1/2) (X - 1 m^T)``, descending, from one
+    pass (:func:`basis_gram_pass` and :func:`gram_singular_values`)."""
+    if not precond.rank:
+        return np.zeros(blocks.n_features)
+    gram, _ = basis_gram_pass(blocks, precond, weights, client=client,
+                              split_every=split_every)
+    return gram_singular_values(gram, precond, blocks.n_features)

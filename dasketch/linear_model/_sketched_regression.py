@@ -111,3 +111,20 @@ class SketchedRegressorMixin(RegressorMixin):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+
+
+def check_lstsq_targets(b, n):
+    """``b`` as a finite float64 array of shape ``(n,)`` or ``(n, k)`` on the host."""
+    b = host_values(b)
+    if is_dask_collection(b):
+        (b,) = compute(b)
+    b = np.asarray(b)
+    if b.ndim not in (1, 2) or b.shape[0] != n:
+        raise ValueError(f"b has shape {b.shape} but A has {n} rows; b must be (n,) or "
+                         "(n, k) with one row per row of A")
+    if b.dtype.kind not in "biuf":
+        raise TypeError(f"b must hold real numbers, got dtype {b.dtype}")
+    b = b.astype(np.float64)
+    if not np.isfinite(b).all():
+        raise ValueError("b contains NaN or Inf; only finite values are accepted")
+    return b

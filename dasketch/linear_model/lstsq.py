@@ -12,6 +12,7 @@ from sklearn.base import BaseEstimator
 from dasketch.kernels.embeddings import EMBEDDINGS
 from dasketch.linear_model._sketched_regression import SketchedRegressorMixin
 from dasketch.linear_model.lstsq_solver import (  # noqa: F401 - the solver is re-exported
+    LSTSQ_SOLVERS,
     LstsqResult,
     _scalar_per_target,
     error_bound,
@@ -53,6 +54,8 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
     positive : bool, default False
         Constrain the coefficients to be ``>= 0``, as
         ``LinearRegression(positive=True)``: as for :func:`sketch_lstsq`.
+    solver : {"auto", "lsqr", "refinement"}, default "auto"
+        As for :func:`sketch_lstsq`.
 
     Attributes
     ----------
@@ -62,7 +65,7 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
     intercept_ : numpy float or ndarray (n_targets,)
         0 when ``fit_intercept=False``; in the dtype of ``coef_``.
     n_iter_ : int
-        LSQR iterations over all targets.
+        Iterations of the solver (see :class:`LstsqResult`).
     rank_ : int
         Numerical rank of the (centred, weighted) ``X`` from its sketch.
     singular_ : ndarray (n_features,)
@@ -126,12 +129,13 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "cache": [StrOptions({"auto"}), "boolean"],
         "positive": ["boolean"],
+        "solver": [StrOptions(set(LSTSQ_SOLVERS))],
     }
 
     @deprecate_positional_args(version="0.3")
     def __init__(self, *, fit_intercept=True, tol=1e-10, max_iter=None, sketch_size=None,
                  embedding="osnap", random_state=None, block_rows=None, cache="auto",
-                 positive=False):
+                 positive=False, solver="auto"):
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
@@ -141,6 +145,7 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
         self.block_rows = block_rows
         self.cache = cache
         self.positive = positive
+        self.solver = solver
 
     def fit(self, X, y, sample_weight=None):
         """Fit the coefficients and intercept by sketch-preconditioned LSQR.
@@ -171,7 +176,7 @@ class SketchLstsqRegressor(SketchedRegressorMixin, BaseEstimator):
                           random_state=self.random_state, block_rows=self.block_rows,
                           name="X", sample_weight=weights, fit_intercept=self.fit_intercept,
                           exact_singular_values=True, cache=self.cache,
-                          positive=self.positive)
+                          positive=self.positive, solver=self.solver)
         self._set_coef(res.x, res.intercept if self.fit_intercept else None, dtype)
         rounding = np.linalg.norm(np.atleast_2d(self.coef_) - np.atleast_2d(res.x.T), axis=1)
         self.coef_error_bound_ = _scalar_per_target(res.coef_error_bound + rounding,

@@ -53,21 +53,37 @@ def error_bound(precond, x, residual, gradient, targets_norm):
     -------
     ndarray (k,)
     """
+    return norms_error_bound(precond, x, residual.shape[0], np.linalg.norm(residual, axis=0),
+                             gradient, targets_norm)
+
+
+def norms_error_bound(precond, x, n_rows, residual_norm, gradient, targets_norm):
+    """:func:`error_bound` from the residual's number of rows and its norm per
+    target (``residual_norm``, (k,)): all it needs of the residual."""
     k = precond.rank
     if k == 0:
         return np.zeros(x.shape[1])
-    n, d = residual.shape[0], x.shape[0]
+    low = precond.check_singular_values[-1] / _EMBEDDING_SLACK
+    rounding = gradient_rounding(precond, x, n_rows, residual_norm, targets_norm)
     norm_n = 1.0 / precond.singular_values[k - 1]
-    check = precond.check_singular_values
-    low, high = check[-1] / _EMBEDDING_SLACK, check[0] * _EMBEDDING_SLACK
+    return norm_n * (np.linalg.norm(gradient, axis=0) + rounding) / low ** 2
+
+
+def gradient_rounding(precond, x, n_rows, residual_norm, targets_norm):
+    """Bound on ``||fl(U^T r) - U^T r||`` per target, as :func:`error_bound`
+    adds it: a computed ``U^T r`` within it of 0 is as small as rounding lets
+    it be. The preconditioner must have rank ``>= 1``."""
+    k = precond.rank
+    d = x.shape[0]
+    norm_n = 1.0 / precond.singular_values[k - 1]
+    high = precond.check_singular_values[0] * _EMBEDDING_SLACK
     frobenius = precond.frobenius
     if precond.mean is not None:
         frobenius += np.sqrt(precond.weight_sum) * np.linalg.norm(precond.mean)
-    x_norm, r_norm = np.linalg.norm(x, axis=0), np.linalg.norm(residual, axis=0)
-    adjoint = adjoint_rounding(n, frobenius, r_norm)
-    rounding = (high * residual_rounding(d, frobenius, x_norm, targets_norm) + norm_n * adjoint
-                + basis_rounding(d, k, norm_n, frobenius * r_norm + adjoint))
-    return norm_n * (np.linalg.norm(gradient, axis=0) + rounding) / low ** 2
+    x_norm = np.linalg.norm(x, axis=0)
+    adjoint = adjoint_rounding(n_rows, frobenius, residual_norm)
+    return (high * residual_rounding(d, frobenius, x_norm, targets_norm) + norm_n * adjoint
+            + basis_rounding(d, k, norm_n, frobenius * residual_norm + adjoint))
 
 
 def basis_rounding(d, rank, basis_norm, gradient_norm):
@@ -126,6 +142,12 @@ def intercept_rounding(shift, mean, coef):
 
 
 def _outside_sketch(precond, full_gradient, residual):
+    """:func:`outside_sketch` of the residual's rows and norms."""
+    return outside_sketch(precond, full_gradient, residual.shape[0],
+                          np.linalg.norm(residual, axis=0))
+
+
+def outside_sketch(precond, full_gradient, n_rows, residual_norm):
     """Per target, whether ``A^T r`` has a part outside the row space of the
     sketch beyond what rounding and the directions dropped as numerically null
     can put there (:func:`outside_allowance`): the sketch then lost directions of
@@ -133,10 +155,10 @@ def _outside_sketch(precond, full_gradient, residual):
     assumes that it spans them, does not hold."""
     V = precond.basis * precond.singular_values[:precond.rank]   # orthonormal
     part = np.linalg.norm(full_gradient - V @ (V.T @ full_gradient), axis=0)
-    return part > outside_allowance(precond, full_gradient, residual)
+    return part > outside_allowance(precond, full_gradient, n_rows, residual_norm)
 
 
-def outside_allowance(precond, full_gradient, residual):
+def outside_allowance(precond, full_gradient, n_rows, residual_norm):
     """The most of the computed ``A^T r`` that rounding and the directions dropped
     as numerically null can put outside the sketch's row space, per target.
 
@@ -154,12 +176,12 @@ def outside_allowance(precond, full_gradient, residual):
     factor of safety: a part of the gradient outside the sketch that exceeds it
     cannot be rounding.
     """
-    n, d = residual.shape[0], full_gradient.shape[0]
+    n, d = n_rows, full_gradient.shape[0]
     k = precond.rank
     frobenius = precond.frobenius + (0.0 if precond.mean is None else
                                      np.sqrt(precond.weight_sum) * np.linalg.norm(precond.mean))
     dropped = (_EMBEDDING_SLACK * max(n, d) * np.finfo(np.float64).eps
                * precond.singular_values[0])
-    r_norm = np.linalg.norm(residual, axis=0)
+    r_norm = residual_norm
     return (adjoint_rounding(n, frobenius, r_norm) + dropped * r_norm
             + gamma(d + k + 2) * (2 * np.sqrt(k) + 1) * np.linalg.norm(full_gradient, axis=0))

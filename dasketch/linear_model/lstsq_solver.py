@@ -1,4 +1,5 @@
-"""Sketch-preconditioned LSQR for full-accuracy least squares.
+"""Sketch-preconditioned least squares to full accuracy: LSQR, or the refinement of
+:mod:`~dasketch.linear_model.lstsq_refinement` on the same preconditioner.
 
 Beyond pwSGD (Yang, Chow, Re, Mahoney, JMLR 2018): the same ``R`` from
 ``QR(S A)`` right-preconditions LSQR (Paige and Saunders, ACM TOMS 1982), as in
@@ -18,29 +19,34 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse
-import scipy.sparse.linalg
 from sklearn.exceptions import ConvergenceWarning
 
 from dasketch._blocks import (
     CacheChoice,
     as_row_blocks,
     cache_blocks,
-    compute,
     host_values,
-    is_dask_collection,
     run_eagerly,
 )
-from dasketch.linear_model._regression_passes import data_singular_values
-from dasketch.linear_model._sketched_regression import check_sample_weight
+from dasketch.linear_model._regression_passes import data_singular_values, gram_singular_values
+from dasketch.linear_model._sketched_regression import (
+    check_lstsq_targets,
+    check_sample_weight,
+)
 from dasketch.linear_model._weighted_products import WeightedCentredProducts
 from dasketch.linear_model.lstsq_bounds import (  # noqa: F401 - re-exported
     _outside_sketch,
     error_bound,
+    gradient_rounding,
     intercept_rounding,
+    norms_error_bound,
+    outside_sketch,
 )
+from dasketch.linear_model.lstsq_lsqr import run_lsqr, warn_unconverged
+from dasketch.linear_model.lstsq_refinement import refine, refinement_pays
 from dasketch.linear_model.nonnegative_lstsq import positive_bound, solve_nonnegative
 from dasketch.linear_model.preconditioning import precondition_blocks
-from dasketch.utils._sklearn_compat import validate_parameter_constraints
+from dasketch.utils._sklearn_compat import StrOptions, validate_parameter_constraints
 from dasketch.utils.params import POSITIVE_INT, Interval
 
 
@@ -56,11 +62,15 @@ class LstsqResult:
     x : ndarray (d,) or (d, k)
         The minimum-norm least-squares solution (to the accuracy below).
     n_iter : int
-        LSQR iterations over all targets (each one product with ``A`` and one
-        with ``A^T``).
+        Iterations of the solver: LSQR's over all targets (each one product
+        with ``A`` and one with ``A^T``), or the refinement's (each one pass
+        that multiplies by ``A`` and ``A^T`` for all targets).
     istop : int or ndarray
-        LSQR's reason for stopping (see ``scipy.sparse.linalg.lsqr``), per
-        target.
+        The reason for stopping, per target, in LSQR's codes (see
+        ``scipy.sparse.linalg.lsqr``): 1 ``||r||`` within ``tol ||b||``, 2 the
+        normal-equation residual within ``tol``, 5 as small as rounding lets
+        it be (the refinement stops there when a step no longer halves it),
+        7 ``max_iter``.
     residual_norm : float or ndarray
         ``||A x - b||_2`` (weighted), per target, computed in the final pass.
     condition_number_estimate : float
@@ -68,9 +78,10 @@ class LstsqResult:
     sketch_solution : ndarray (d,) or (d, k)
         The warm start ``N U_k^T Q^T S b`` (sketch-and-solve).
     optimality_residual : float or ndarray
-        ``||U^T r|| / (||U|| ||r||)`` for ``U = A N`` and ``r = b - A x``, as
-        tracked by LSQR, per target: the relative residual of the normal
-        equations (0 at the exact solution; 0 also when ``r = 0``).
+        ``||U^T r|| / (||U||_F ||r||)`` for ``U = A N`` and ``r = b - A x``, per
+        target: the relative residual of the normal equations (0 at the exact
+        solution; 0 also when ``r = 0``); LSQR's estimate from its
+        recurrences, or the refinement's from the ``A^T r`` of its last pass.
     cache : CacheChoice, optional
         Whether the decoded blocks of ``A`` were kept in (worker) memory after
         the first pass, and why.
@@ -90,6 +101,10 @@ class LstsqResult:
         ``mean(b) - mean(A) x`` (weighted means) with ``fit_intercept``, else 0.
     intercept_error_bound : float or ndarray, default 0.0
         ``|intercept - intercept*| <= intercept_error_bound``, per target.
+    n_passes : int, default 0
+        Passes over ``A``: the sketch, the Gram matrix of the refinement, every
+        product with ``A`` or ``A^T`` (a refinement step multiplies by both in
+        one pass) and the pass for exact singular values.
 
     Examples
     --------
@@ -114,16 +129,21 @@ class LstsqResult:
     singular_values: np.ndarray = None
     intercept: object = 0.0
     intercept_error_bound: object = 0.0
+    n_passes: int = 0
 
+
+LSTSQ_SOLVERS = ("auto", "lsqr", "refinement")
 
 _LSTSQ_CONSTRAINTS = {"tol": [Interval(numbers.Real, 0, 1, closed="neither")],
-                      "max_iter": [POSITIVE_INT, None]}
+                      "max_iter": [POSITIVE_INT, None],
+                      "solver": [StrOptions(set(LSTSQ_SOLVERS))]}
 
 
 def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding="osnap",
                  nnz_per_column=None, random_state=None, client=None, block_rows=None,
-                 cache="auto", sample_weight=None, fit_intercept=False, positive=False):
-    """Solve weighted least squares by LSQR right-preconditioned with a sketch.
+                 cache="auto", sample_weight=None, fit_intercept=False, positive=False,
+                 solver="auto"):
+    """Solve weighted least squares preconditioned with a sketch.
 
     ``min_x sum_i w_i (a_i^T x - b_i)^2``; the minimum-norm solution when ``A`` is
     rank deficient.
@@ -132,19 +152,25 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
        independent check sketch, ``QR(S A) = Q R``, the SVD ``R = U Sigma V^T``
        and ``N = V_k Sigma_k^{-1}`` over the numerical rank ``k``;
     2. warm start ``x0 = N U_k^T Q^T S b`` (sketch-and-solve);
-    3. ``scipy.sparse.linalg.lsqr`` on the ``LinearOperator`` ``A N`` from
-       ``z0 = Sigma_k V_k^T x0``, then ``x = N z``: in the row space of ``A``,
-       hence the minimum-norm solution, as ``numpy.linalg.lstsq`` returns;
-    4. one more pass for ``A^T (b - A x)``, which gives the a-posteriori
-       bound ``coef_error_bound``
+    3. with ``solver="refinement"``: one pass for the Gram matrix ``G = U^T U``
+       of ``U = A N`` (well conditioned, so ``G`` is exact to about ``eps d
+       cond(A)``) and ``U^T b``, ``x = N G^{-1} U^T b``, then refinement steps
+       ``x += N G^{-1} N^T A^T (b - A x)``, each one pass that multiplies every
+       block by ``A`` and ``A^T`` from one read, until ``tol``: two or three
+       passes in all (:mod:`~dasketch.linear_model.lstsq_refinement`); with
+       ``solver="lsqr"``: ``scipy.sparse.linalg.lsqr`` on the
+       ``LinearOperator`` ``A N`` from ``z0 = Sigma_k V_k^T x0``, then ``x = N
+       z``, two passes an iteration. Either way ``x`` is in the row space of
+       ``A``, hence the minimum-norm solution, as ``numpy.linalg.lstsq``
+       returns;
+    4. ``A^T (b - A x)`` at the solution (the refinement's last pass, or one
+       more pass after LSQR) gives the a-posteriori bound ``coef_error_bound``
        (:func:`~dasketch.linear_model.lstsq_bounds.error_bound`).
 
-    Each product of the operator is a blocked pass over a Dask or zarr ``A``
-    (correct at any size, but every LSQR iteration then pays two passes over
-    the data and the task overhead); numpy and scipy.sparse inputs are
-    multiplied in place instead, through the same preconditioned operator.
-    Several targets (``b`` of shape ``(n, k)``) share the sketch and the final
-    pass; LSQR runs once per target.
+    Each product is a blocked pass over the row blocks of ``A`` (an LSQR
+    product with numpy or scipy.sparse ``A`` is one call on it instead).
+    Several targets (``b`` of shape ``(n, k)``) share the sketch, the Gram
+    pass and every refinement pass; LSQR runs once per target.
 
     Parameters
     ----------
@@ -160,12 +186,13 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
         Targets, one column per problem (an array of another library is copied
         to the host).
     tol : float, default 1e-10
-        ``atol`` and ``btol`` of LSQR: it stops when ``||(A N)^T r|| <= tol
-        ||A N|| ||r||`` (or ``||r|| <= tol ||b||``), then restarts once from
-        its solution with a freshly computed residual. ``1e-10`` gives ``x`` to
+        Stop when ``||(A N)^T r|| <= tol ||A N||_F ||r||`` (or ``||r|| <= tol
+        ||b||``): LSQR's ``atol`` and ``btol`` (it then restarts once from its
+        solution with a freshly computed residual). ``1e-10`` gives ``x`` to
         about ``1e-9`` relative to ``numpy.linalg.lstsq`` at ``cond(A) = 1e6``.
     max_iter : int, optional
-        Per target; default ``max(2 rank, 100)``.
+        Iterations at most (LSQR's per target, or refinement passes); default
+        ``max(2 rank, 100)``.
     sketch_size : int, optional
         Rows of the sketch ``S A``; default ``4 d`` (see
         :func:`dasketch.linear_model.sketch_precondition`).
@@ -196,6 +223,14 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
         ``A`` stays sparse); ``intercept = mean(b) - mean(A) x``. With a rank
         deficient ``A`` the intercept is not part of the minimised norm, as in
         ``sklearn.linear_model.LinearRegression``.
+    solver : {"auto", "lsqr", "refinement"}, default "auto"
+        How to iterate from the sketch (step 3). ``"auto"`` refines when the
+        Gram pass (``2 s k + k^2`` flops a row, ``s`` the values a row stores,
+        ``k`` the rank) costs less than the LSQR passes it saves, each a read
+        of every stored value (:func:`~dasketch.linear_model.lstsq_refinement.refinement_pays`):
+        dense rows up to a few thousand columns, sparse ones of a few dozen.
+        The refinement falls back to LSQR when ``G`` is not numerically
+        positive definite.
     positive : bool, default False
         Constrain ``x >= 0`` (an intercept stays free), as
         ``LinearRegression(positive=True)``: projected Newton preconditioned
@@ -237,35 +272,19 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
     >>> res.rank, np.round(res.x, 8).tolist()
     (3, [1.0, 2.0, 3.0, 3.0])
     """
-    validate_parameter_constraints(_LSTSQ_CONSTRAINTS, {"tol": tol, "max_iter": max_iter},
+    validate_parameter_constraints(_LSTSQ_CONSTRAINTS,
+                                   {"tol": tol, "max_iter": max_iter, "solver": solver},
                                    caller_name="sketch_lstsq")
     tol = float(tol)
     blocks = as_row_blocks(A, block_rows=block_rows, name="A", array_libraries="any")
-    b = _check_targets(b, blocks.n_rows)
+    b = check_lstsq_targets(b, blocks.n_rows)
     weights = check_sample_weight(host_values(sample_weight), blocks.n_rows)
     return solve_lstsq(A if _in_memory(A) else blocks, b, tol=tol, max_iter=max_iter,
                        sketch_size=sketch_size, embedding=embedding,
                        nnz_per_column=nnz_per_column, random_state=random_state,
                        client=client, block_rows=block_rows, cache=cache,
                        sample_weight=weights, fit_intercept=fit_intercept,
-                       positive=bool(positive))
-
-
-def _check_targets(b, n):
-    """``b`` as a finite float64 array of shape ``(n,)`` or ``(n, k)`` on the host."""
-    b = host_values(b)
-    if is_dask_collection(b):
-        (b,) = compute(b)
-    b = np.asarray(b)
-    if b.ndim not in (1, 2) or b.shape[0] != n:
-        raise ValueError(f"b has shape {b.shape} but A has {n} rows; b must be (n,) or "
-                         "(n, k) with one row per row of A")
-    if b.dtype.kind not in "biuf":
-        raise TypeError(f"b must hold real numbers, got dtype {b.dtype}")
-    b = b.astype(np.float64)
-    if not np.isfinite(b).all():
-        raise ValueError("b contains NaN or Inf; only finite values are accepted")
-    return b
+                       positive=bool(positive), solver=solver)
 
 
 def _in_memory(A):
@@ -280,7 +299,7 @@ def _scalar_per_target(values, one_target):
 def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
                 nnz_per_column=None, client=None, block_rows=None, name="A", cache="auto",
                 sample_weight=None, fit_intercept=False, exact_singular_values=False,
-                positive=False):
+                positive=False, solver="auto"):
     """:func:`sketch_lstsq` on validated input: ``A`` an ndarray, a sparse matrix
     (products in place) or :class:`~dasketch._blocks.RowBlocks`, ``b`` a finite
     float64 array (n,) or (n, k), ``sample_weight`` None or checked weights;
@@ -309,46 +328,36 @@ def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
     centred = targets - shift
     if root_w is not None:
         centred = centred * root_w[:, None]
-    N = precond.basis
-    op = scipy.sparse.linalg.LinearOperator(
-        (n, k), dtype=np.float64, matvec=lambda z: products.forward(N @ np.ravel(z)),
-        rmatvec=lambda u: N.T @ products.adjoint(np.ravel(u)))
-    starts = precond.singular_values[:k, None] ** 2 * (N.T @ precond.x0.reshape(d, -1))
-    Z, istops, optimality, n_iter = np.zeros((k, targets.shape[1])), [], [], 0
-    for j in range(targets.shape[1] if k and not positive else 0):
-        z = starts[:, j]
-        # LSQR updates its residual by a recurrence that drifts from b - A N z at
-        # about 1e-8 relative accuracy in x when cond(A) = 1e6; one restart from
-        # the computed z (scipy recomputes the residual for x0) removes the drift.
-        for _ in range(2):
-            z, istop, itn, r1norm, _, anorm, _, arnorm, _, _ = scipy.sparse.linalg.lsqr(
-                op, centred[:, j], atol=tol, btol=tol, conlim=1e12, iter_lim=int(max_iter),
-                x0=z)
-            n_iter += int(itn)
-        Z[:, j] = z
-        istops.append(int(istop))
-        denominator = anorm * r1norm
-        optimality.append(float(arnorm / denominator) if denominator > 0 else 0.0)
-        if istop == 7:  # iteration limit
-            which = "" if b.ndim == 1 else f" for target {j}"
-            warnings.warn(f"LSQR stopped at max_iter={max_iter} iterations{which} with "
-                          f"relative normal-equation residual {optimality[-1]:.3g} > "
-                          f"tol={tol:g}; increase max_iter (or sketch_size, for a better "
-                          "preconditioner)", ConvergenceWarning, stacklevel=3)
-    if not k:
-        istops, optimality = [0] * targets.shape[1], [0.0] * targets.shape[1]
-    X = N @ Z
-    if positive:
-        X, n_iter, istops, optimality = solve_nonnegative(precond, products, centred, tol=tol,
-                                                          max_iter=max_iter)
-    residual = centred - products.forward(X)
-    full_gradient = products.adjoint(residual)
-    gradient = N.T @ full_gradient
+    refined = None
+    if k and not positive and (solver == "refinement" or (solver == "auto" and refinement_pays(
+            precond, sparse=blocks.sparse, tol=tol))):
+        refined = refine(blocks, products, precond,
+                         np.ones(n) if sample_weight is None else sample_weight,
+                         targets - shift, tol=tol, max_iter=max_iter, client=client)
+    if refined is not None:
+        X, n_iter, istops, optimality = (refined.x, refined.n_iter, refined.istop,
+                                         refined.optimality)
+        full_gradient, r_norm = refined.gradient, refined.residual_norm
+    else:
+        X, n_iter, istops, optimality = run_lsqr(precond, products, centred, tol=tol,
+                                              max_iter=max_iter, positive=positive)
+        if positive:
+            X, n_iter, istops, optimality = solve_nonnegative(precond, products, centred,
+                                                              tol=tol, max_iter=max_iter)
+        residual = centred - products.forward(X)
+        full_gradient, r_norm = products.adjoint(residual), np.linalg.norm(residual, axis=0)
+    gradient = precond.basis.T @ full_gradient
     targets_norm = np.linalg.norm(targets if root_w is None else targets * root_w[:, None],
                                   axis=0) + np.sqrt(precond.weight_sum) * np.abs(shift)
-    bound = error_bound(precond, X, residual, gradient, targets_norm) if not positive else \
-        positive_bound(precond, X, full_gradient, residual, targets_norm)
-    outside = _outside_sketch(precond, full_gradient, residual)
+    if not positive:
+        floor = np.zeros(len(istops)) if not k else \
+            gradient_rounding(precond, X, n, r_norm, targets_norm)
+        warn_unconverged(istops, optimality, np.linalg.norm(gradient, axis=0) > floor,
+                          tol=tol, max_iter=max_iter, ndim=b.ndim,
+                          method="LSQR" if refined is None else "the refinement")
+    bound = norms_error_bound(precond, X, n, r_norm, gradient, targets_norm) \
+        if not positive else positive_bound(precond, X, full_gradient, residual, targets_norm)
+    outside = outside_sketch(precond, full_gradient, n, r_norm)
     if np.any(outside):
         bound = np.where(outside, np.inf, bound)
         warnings.warn(f"the sketch of {name} has rank {k}, below that of {name}: the "
@@ -361,18 +370,23 @@ def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
         intercept_bound = (np.linalg.norm(precond.mean) * bound
                            + intercept_rounding(shift, precond.mean, X))
     singular_values = precond.singular_values
-    if exact_singular_values:
+    n_passes = 1 + products.passes + (refined is not None)
+    if exact_singular_values and refined is not None:
+        singular_values = gram_singular_values(refined.gram, precond, d)
+    elif exact_singular_values:
         singular_values = data_singular_values(
             blocks, precond, np.ones(n) if sample_weight is None else sample_weight,
             client=client)
+        n_passes += bool(k)
     one = b.ndim == 1
     return LstsqResult(
         x=X.reshape((d,) + b.shape[1:]), n_iter=n_iter,
         istop=_scalar_per_target(istops, one),
-        residual_norm=_scalar_per_target(np.linalg.norm(residual, axis=0), one),
+        residual_norm=_scalar_per_target(r_norm, one),
         condition_number_estimate=precond.condition_number_estimate,
         sketch_solution=precond.x0, optimality_residual=_scalar_per_target(optimality, one),
         cache=cache, coef_error_bound=_scalar_per_target(bound, one), rank=k,
         singular_values=singular_values,
         intercept=_scalar_per_target(intercept, one),
-        intercept_error_bound=_scalar_per_target(intercept_bound, one))
+        intercept_error_bound=_scalar_per_target(intercept_bound, one), n_passes=n_passes)
+

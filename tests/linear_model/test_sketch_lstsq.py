@@ -1,5 +1,7 @@
 """Sketch-preconditioned LSQR against numpy.linalg.lstsq; in-memory and blocked paths."""
 
+import warnings
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -20,14 +22,52 @@ def rel(x, ref):
     return np.linalg.norm(x - ref) / np.linalg.norm(ref)
 
 
+@pytest.mark.parametrize("solver", ["lsqr", "refinement"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_matches_lstsq_to_1e_8(problem, seed):
+def test_matches_lstsq_to_1e_8(problem, seed, solver):
     A, b, x_ref = problem
-    res = sketch_lstsq(A, b, random_state=seed)
+    res = sketch_lstsq(A, b, random_state=seed, solver=solver)
     assert rel(res.x, x_ref) <= 1e-8
-    assert rel(res.sketch_solution, x_ref) > 1e-4  # LSQR did the work
-    assert res.n_iter < 80  # conditioned: iterations independent of cond(A) = 1e6
+    assert rel(res.sketch_solution, x_ref) > 1e-4  # the iterations did the work
+    # conditioned: iterations independent of cond(A) = 1e6; the refinement's Gram
+    # matrix of A N is exact to about eps d cond(A), so a pass or two reach tol
+    assert res.n_iter < (80 if solver == "lsqr" else 3)
+    assert res.optimality_residual <= 1e-10 and res.istop == 2
     assert res.condition_number_estimate < 10
+
+
+def test_auto_refines_when_the_gram_pass_costs_less_than_lsqr(problem):
+    from dasketch.linear_model.lstsq_refinement import refinement_pays
+    from dasketch.linear_model.preconditioning import sketch_precondition
+
+    A, b, _ = problem
+    precond = sketch_precondition(A, b, random_state=0)
+    assert refinement_pays(precond, sparse=False, tol=1e-10)
+    # a sparse row is taken to hold one value: k^2 flops a row against 12 bytes
+    assert refinement_pays(precond, sparse=True, tol=1e-10)
+    wide = sketch_precondition(np.random.default_rng(0).standard_normal((3000, 400)),
+                               random_state=0)
+    assert not refinement_pays(wide, sparse=True, tol=1e-10)
+    assert refinement_pays(wide, sparse=False, tol=1e-10)
+    assert not refinement_pays(wide, sparse=False, tol=0.3)  # LSQR needs a pass or two
+    res = sketch_lstsq(A, b, random_state=0)
+    assert res.n_iter == sketch_lstsq(A, b, random_state=0, solver="refinement").n_iter
+
+
+def test_the_refinement_at_the_rounding_floor_is_silent_and_no_less_accurate():
+    """Off-centre by 1e6 (cond 1e12 without centring) the computed ``U^T r`` stops
+    shrinking at its rounding, above ``tol``: the refinement stops there (istop 5)
+    without a warning, as LSQR does, and is at least as accurate."""
+    A, b, _ = ill_conditioned_regression(6000, 12, condition_number=1e6, random_state=8)
+    A = A + 1e6
+    x_ref = np.linalg.lstsq(A, b, rcond=None)[0]
+    lsqr = sketch_lstsq(A, b, random_state=0, solver="lsqr")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        res = sketch_lstsq(A, b, random_state=0, solver="refinement")
+    assert res.istop == 5 and res.optimality_residual > 1e-10
+    assert np.linalg.norm(res.x - x_ref) <= res.coef_error_bound
+    assert rel(res.x, x_ref) <= 1.05 * rel(lsqr.x, x_ref)
 
 
 def test_sparse_input(problem):
@@ -62,11 +102,13 @@ def test_estimator(problem):
     assert model.optimality_residual_ <= 1e-10
 
 
-def test_iteration_limit_warns_with_the_residual(problem):
+@pytest.mark.parametrize("solver, max_iter, tol", [("lsqr", 2, 1e-10), ("refinement", 1, 1e-15)])
+def test_iteration_limit_warns_with_the_residual(problem, solver, max_iter, tol):
     A, b, x_ref = problem
-    with pytest.warns(ConvergenceWarning, match=r"max_iter=2 .*residual \d"):
-        res = sketch_lstsq(A, b, max_iter=2, random_state=0)
-    assert res.istop == 7 and res.optimality_residual > 1e-10
+    with pytest.warns(ConvergenceWarning, match=rf"max_iter={max_iter} .*residual \d"):
+        res = sketch_lstsq(A, b, max_iter=max_iter, tol=tol, random_state=0, solver=solver)
+    assert res.istop == 7 and res.optimality_residual > tol
+    assert res.n_iter == (2 * max_iter if solver == "lsqr" else max_iter)
 
 
 def test_bad_input(problem):
@@ -75,6 +117,8 @@ def test_bad_input(problem):
         sketch_lstsq(A, b, tol=0)
     with pytest.raises(ValueError, match="max_iter"):
         sketch_lstsq(A, b, max_iter=0)
+    with pytest.raises(ValueError, match="'solver' parameter"):
+        sketch_lstsq(A, b, solver="qr")
     with pytest.raises(ValueError, match="b has"):
         sketch_lstsq(A, b[:10])
     with pytest.raises(ValueError, match="b has shape"):
@@ -202,7 +246,7 @@ def test_a_direction_dropped_as_null_is_not_taken_for_a_lost_one():
     residual = U[:, 1:]
     gradient = A.T @ residual
     part = np.linalg.norm(gradient - V[:, :1] @ (V[:, :1].T @ gradient))
-    allowance = outside_allowance(precond, gradient, residual)[0]
+    allowance = outside_allowance(precond, gradient, n, np.linalg.norm(residual, axis=0))[0]
     assert 0.75 * allowance < part < allowance
     assert not _outside_sketch(precond, gradient, residual)[0]
 

@@ -61,7 +61,7 @@ def least_squares(X, source, Y, weights, *, fit_intercept, tol, max_iter, seed, 
     ``n_components`` of the result is the rank of the sketch preconditioner,
     ``naive_coef`` the sketch-and-solve solution LSQR starts from (its
     ``naive_intercept`` is not computed: NaN), ``n_passes`` the passes over X
-    (the sketch, two per LSQR iteration, the final residual), and
+    (:class:`~dasketch.linear_model.lstsq_solver.LstsqResult`), and
     ``dual_coef`` is not available. With ``positive`` the coefficients are
     constrained ``>= 0``
     (:mod:`~dasketch.linear_model.nonnegative_lstsq`)."""
@@ -85,7 +85,7 @@ def least_squares(X, source, Y, weights, *, fit_intercept, tol, max_iter, seed, 
                       "preconditioner: increase alpha", ConvergenceWarning,
                       stacklevel=caller_stacklevel())
     objective = 0.5 * np.atleast_1d(res.residual_norm) ** 2
-    passes = 2 * res.n_iter + 2
+    passes = res.n_passes
     x = res.x[:, None] if res.x.ndim == 1 else res.x
     pick = (lambda a: float(a[0])) if squeeze else (lambda a: a)
     sketch = res.sketch_solution.reshape(x.shape)
