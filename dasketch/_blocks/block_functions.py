@@ -26,6 +26,7 @@ from dasketch._blocks.namespace_products import (
     transpose_product,
 )
 from dasketch.kernels.block_products import rows_times, rows_transpose_times
+from dasketch.kernels.embedding_products import scatter_rows
 from dasketch.kernels.embeddings import (
     TILE,
     embedding_entries,
@@ -272,8 +273,9 @@ def rmatvec_block(block, start, stop, v):
     return np.asarray(product, dtype=np.float64)
 
 
-# Columns of a dense block embedded at once by embed_block.
-EMBED_COLUMNS = 64
+# Largest embedding of a dense block that embed_block sums in a contiguous array
+# of its own (faster than adding to rows of the strided result in place).
+SCATTER_BYTES = 1 << 25
 
 
 def embed_block(block, start, stop, *pieces, seed, specs, out=None):
@@ -283,7 +285,8 @@ def embed_block(block, start, stop, *pieces, seed, specs, out=None):
 
     Written into the top left corner of ``out`` when given (and ``out`` returned),
     else into a new array: each embedding's rows are written in place, never
-    stacked from copies, :data:`EMBED_COLUMNS` columns of a dense block at a time.
+    stacked from copies; a dense block's rows are added by
+    :func:`~dasketch.kernels.embedding_products.scatter_rows`.
     A block of another array library is embedded in its own namespace by the
     same ``S`` (:func:`~dasketch.kernels.namespace_embeddings.embed_dense_rows`),
     the pieces on the host."""
@@ -296,20 +299,21 @@ def embed_block(block, start, stop, *pieces, seed, specs, out=None):
     for stream, size, embedding, k in specs:
         buckets, values = embedding_entries(seed, stream, start, stop, size,
                                             embedding=embedding, nnz_per_column=k)
-        S = entries_matrix(buckets, values, size)
         if not is_numpy_block(block):
             xp, rows = float_rows(block)
             out[row:row + size, :d] = to_host(embed_dense_rows(rows, buckets, values, size,
                                                                xp=xp))
         elif scipy.sparse.issparse(block):
-            out[row:row + size, :d] = (S @ block).toarray()
-        else:   # a few columns at a time: no temporary of the embedding's size
-            for lo in range(0, d, EMBED_COLUMNS):
-                hi = min(lo + EMBED_COLUMNS, d)
-                out[row:row + size, lo:hi] = S @ block[:, lo:hi]
+            out[row:row + size, :d] = (entries_matrix(buckets, values, size) @ block).toarray()
+        elif size * d * 8 <= SCATTER_BYTES:  # rows added where the cache holds them
+            out[row:row + size, :d] = scatter_rows(block, buckets, values, np.zeros((size, d)))
+        else:   # no temporary of the embedding's size
+            out[row:row + size, :d] = 0.0
+            scatter_rows(block, buckets, values, out[row:row + size, :d])
         col = d
         for c in columns:
-            out[row:row + size, col:col + c.shape[1]] = S @ c
+            out[row:row + size, col:col + c.shape[1]] = scatter_rows(
+                c, buckets, values, np.zeros((size, c.shape[1])))
             col += c.shape[1]
         row += size
     return out

@@ -20,6 +20,8 @@ from __future__ import annotations
 from functools import partial
 
 import numpy as np
+import scipy.linalg
+import scipy.linalg.blas
 import scipy.sparse
 
 from dasketch._blocks import (
@@ -106,10 +108,12 @@ def weighted_sketch_pass(blocks, extra, weights, specs, seed, *, power=2, client
     return stacked[:-1, :-1], stacked[-1, :-1], float(stacked[-1, -1])
 
 
-def _weighted_basis_rows(block, root, basis, mean):
+def _weighted_basis_rows(block, root, basis, mean, triangular):
     """``U_b = W^(1/2) (X_b - 1 m^T) N`` in the block's namespace (dense rows are
     centred before the product, as scikit-learn centres ``X``; sparse rows after
-    it, staying sparse)."""
+    it, staying sparse). With ``triangular`` (``N = R^{-1}``, upper triangular)
+    a dense numpy block takes a triangular product, half the multiplications of
+    a full one."""
     if not is_numpy_block(block):
         xp, rows = float_rows(block)
         device = rows.device
@@ -120,6 +124,13 @@ def _weighted_basis_rows(block, root, basis, mean):
         U = np.asarray(rows_times(block, basis), dtype=np.float64)
         if mean is not None:
             U = U - mean @ basis
+    elif triangular:
+        rows = np.asarray(block, dtype=np.float64)
+        centred = rows if mean is None else rows - mean
+        # U^T = N^T (X_b - 1 m^T)^T for the upper triangular N = R^{-1} (BLAS trmm on
+        # a copy of the transposed rows: they are Fortran-ordered, as BLAS wants)
+        U = scipy.linalg.blas.dtrmm(1.0, basis, centred.T, side=0, lower=0, trans_a=1,
+                                    overwrite_b=mean is not None).T
     else:
         rows = np.asarray(block, dtype=np.float64)
         U = (rows if mean is None else rows - mean) @ basis
@@ -127,11 +138,11 @@ def _weighted_basis_rows(block, root, basis, mean):
     return U
 
 
-def _basis_gram_block(block, start, stop, weights, *pieces, basis, mean):
+def _basis_gram_block(block, start, stop, weights, *pieces, basis, mean, triangular=False):
     """``U_b^T U_b`` for the block's rows of ``U = W^(1/2) (X - 1 m^T) N`` and,
     with ``pieces = (shifted,)``, ``U_b^T W_b^(1/2) shifted_b`` after it, packed."""
     root = np.sqrt(np.asarray(weights, dtype=np.float64).ravel())
-    U = _weighted_basis_rows(block, root, basis, mean)
+    U = _weighted_basis_rows(block, root, basis, mean, triangular)
     parts = [to_host(U.T @ U).ravel()]
     if pieces:
         shifted = np.asarray(pieces[0], dtype=np.float64).reshape(stop - start, -1)
@@ -139,20 +150,24 @@ def _basis_gram_block(block, start, stop, weights, *pieces, basis, mean):
     return np.concatenate(parts)
 
 
-def basis_gram_pass(blocks, precond, weights, shifted=None, *, client=None,
-                    split_every=None):
+def basis_gram_pass(blocks, precond, weights, shifted=None, *, triangular=False,
+                    client=None, split_every=None):
     """One pass: the Gram matrix ``G = U^T U`` (k x k) of ``U = A N``, ``A = W^(1/2)
     (X - 1 m^T)`` (``m`` the preconditioner's mean, None: no centring) and ``N``
-    its ``basis``, and with ``shifted`` (n x K, the targets minus their means)
-    ``U^T W^(1/2) shifted`` (k x K; else None), accumulated block by block, never
-    an ``n x k`` array.
+    its ``basis`` (with ``triangular``, ``N = R^{-1}`` for its ``R``, which must
+    then be of full rank ``d``), and with ``shifted`` (n x K, the targets minus
+    their means) ``U^T W^(1/2) shifted`` (k x K; else None), accumulated block
+    by block, never an ``n x k`` array.
 
     ``A N`` is well conditioned, so ``G`` is accurate to about ``eps cond(A N)``
     relative to its largest entry; ``U`` itself is ``A N`` up to rounding of
     relative size ``eps d cond(A)``.
     """
     k = precond.rank
-    func = partial(_basis_gram_block, basis=precond.basis, mean=precond.mean)
+    basis = precond.basis if not triangular else \
+        scipy.linalg.solve_triangular(precond.R, np.eye(k))
+    func = partial(_basis_gram_block, basis=basis, mean=precond.mean,
+                   triangular=bool(triangular))
     aligned = [as_row_aligned(weights, blocks, name="sample_weight")]
     if shifted is not None:
         aligned.append(as_row_aligned(shifted, blocks, name="b"))
@@ -163,24 +178,25 @@ def basis_gram_pass(blocks, precond, weights, shifted=None, *, client=None,
     return (gram + gram.T) / 2, projected
 
 
-def gram_singular_values(gram, precond, n_features):
+def gram_singular_values(gram, factor, n_features):
     """The singular values of ``A`` (descending, ``n_features`` of them, 0 beyond
-    the numerical rank) from the Gram matrix ``G = N^T A^T A N`` of
-    :func:`basis_gram_pass`.
+    the numerical rank ``k``) from the Gram matrix ``G = N^T A^T A N`` (k x k)
+    of :func:`basis_gram_pass` and ``factor`` (k x d), with ``A = (A N) factor``.
 
-    With ``R = U_R Sigma V^T`` and ``N = V_k Sigma_k^{-1}`` (the preconditioner's
-    ``basis``), ``A = (A N) Sigma_k V_k^T`` when the row space of ``A`` lies in
-    that of its sketch ``S A`` (always for a subspace embedding), so the singular
-    values of ``A`` are those of ``G^(1/2) Sigma_k``: no squaring of the
-    condition number of ``A``, unlike ``X^T X``.
+    ``A = (A N) Sigma_k V_k^T`` for ``N = V_k Sigma_k^{-1}`` from the SVD ``R =
+    U_R Sigma V^T`` of the sketch's factor, when the row space of ``A`` lies in
+    that of its sketch ``S A`` (always for a subspace embedding), and ``A = (A
+    R^{-1}) R`` at full rank: the singular values of ``A`` are those of ``G^(1/2)
+    factor``, with no squaring of the condition number of ``A``, unlike ``X^T
+    X``.
     """
-    k = precond.rank
+    k = gram.shape[0]
     values = np.zeros(n_features)
     if not k:
         return values
     eig, vecs = np.linalg.eigh(gram)
     root = np.sqrt(np.maximum(eig, 0.0))[:, None] * vecs.T  # G^(1/2) up to a rotation
-    values[:k] = np.linalg.svd(root * precond.singular_values[:k], compute_uv=False)
+    values[:k] = np.linalg.svd(root @ factor, compute_uv=False)
     return values
 
 
@@ -191,4 +207,5 @@ def data_singular_values(blocks, precond, weights, *, client=None, split_every=N
         return np.zeros(blocks.n_features)
     gram, _ = basis_gram_pass(blocks, precond, weights, client=client,
                               split_every=split_every)
-    return gram_singular_values(gram, precond, blocks.n_features)
+    k = precond.rank
+    return gram_singular_values(gram, np.diag(precond.singular_values[:k]), blocks.n_features)

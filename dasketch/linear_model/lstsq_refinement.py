@@ -57,7 +57,10 @@ class Refined:
     ``A^T r`` at it (``gradient``, d x K), ``||r||`` (``residual_norm``), LSQR's
     stop code (``istop``: 1 residual small, 2 converged, 5 at the rounding
     floor, 7 at ``max_iter``) and ``||U^T r|| / (||U||_F ||r||)``
-    (``optimality``); the passes taken (``n_iter``) and ``G`` (``gram``)."""
+    (``optimality``); the passes taken (``n_iter``), ``G`` (``gram``) and the
+    factor ``F`` with ``A = (A B) F`` for the basis ``B`` of ``G`` (``factor``:
+    ``R`` or ``Sigma_k``, see
+    :func:`~dasketch.linear_model._regression_passes.gram_singular_values`)."""
 
     x: np.ndarray
     gradient: np.ndarray
@@ -66,6 +69,26 @@ class Refined:
     optimality: np.ndarray
     n_iter: int
     gram: np.ndarray
+    factor: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Basis:
+    """The basis ``B`` of the refinement: ``matrix`` (``N``), or ``R^{-1}`` applied
+    by triangular solves with ``R`` (``triangular``)."""
+
+    matrix: np.ndarray
+    triangular: np.ndarray
+
+    def times(self, z):
+        if self.triangular is None:
+            return self.matrix @ z
+        return scipy.linalg.solve_triangular(self.triangular, z, check_finite=False)
+
+    def transpose_times(self, g):
+        if self.triangular is None:
+            return self.matrix.T @ g
+        return scipy.linalg.solve_triangular(self.triangular, g, trans="T", check_finite=False)
 
 
 def refinement_pays(precond, *, sparse, tol):
@@ -114,25 +137,29 @@ def refine(blocks, products, precond, weights, shifted, *, tol, max_iter, client
     -------
     Refined or None
     """
-    gram, projected = basis_gram_pass(blocks, precond, weights, shifted, client=client)
+    # At full rank the basis is R^{-1} (the blocks' U = A R^{-1} by triangular
+    # solves, half the multiplications of A N); else N, over the numerical rank.
+    R = precond.R if precond.rank == precond.R.shape[1] else None
+    gram, projected = basis_gram_pass(blocks, precond, weights, shifted,
+                                      triangular=R is not None, client=client)
     try:
         factor = scipy.linalg.cho_factor(gram, lower=True)
     except np.linalg.LinAlgError:
         return None
-    N = precond.basis
+    basis = _Basis(precond.basis if R is None else None, R)
     u_norm = math.sqrt(float(np.trace(gram)))
     root = np.sqrt(weights)[:, None]
     c_norm = np.linalg.norm(shifted * root, axis=0)
     K = shifted.shape[1]
     z = scipy.linalg.cho_solve(factor, projected)
-    x = N @ z
+    x = basis.times(z)
     best = [None] * K
     istop, active, previous = np.zeros(K, int), np.ones(K, bool), np.full(K, np.inf)
     n_iter = 0
     while True:
         gradient, r_norm = products.residual_gradient(x, shifted)
         n_iter += 1
-        projected_gradient = N.T @ gradient
+        projected_gradient = basis.transpose_times(gradient)
         g_norm = np.linalg.norm(projected_gradient, axis=0)
         denominator = u_norm * r_norm
         optimality = np.divide(g_norm, denominator, out=np.zeros(K), where=denominator > 0)
@@ -153,8 +180,9 @@ def refine(blocks, products, precond, weights, shifted, *, tol, max_iter, client
             break
         previous = g_norm
         z[:, active] += scipy.linalg.cho_solve(factor, projected_gradient[:, active])
-        x = N @ z
+        x = basis.times(z)
     x, gradient, r_norm, _, optimality = (np.column_stack([b[i] for b in best]) if i < 2
                                           else np.array([b[i] for b in best])
                                           for i in range(5))
-    return Refined(x, gradient, r_norm, istop, optimality, n_iter, gram)
+    factor = np.diag(precond.singular_values[:precond.rank]) if R is None else R
+    return Refined(x, gradient, r_norm, istop, optimality, n_iter, gram, factor)

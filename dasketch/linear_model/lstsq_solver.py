@@ -372,7 +372,7 @@ def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
     singular_values = precond.singular_values
     n_passes = 1 + products.passes + (refined is not None)
     if exact_singular_values and refined is not None:
-        singular_values = gram_singular_values(refined.gram, precond, d)
+        singular_values = gram_singular_values(refined.gram, refined.factor, d)
     elif exact_singular_values:
         singular_values = data_singular_values(
             blocks, precond, np.ones(n) if sample_weight is None else sample_weight,
