@@ -66,6 +66,7 @@ from dasketch._blocks.blockwise import affine_rows
 from dasketch._blocks.cache import CacheChoice, cache_blocks
 from dasketch._blocks.cluster_wait import worker_timeout
 from dasketch._blocks.column_reads import plan_column_reads
+from dasketch._blocks.embedding_blocks import embed_weighted_dense
 from dasketch._blocks.inputs import as_row_blocks, is_out_of_core
 from dasketch._blocks.mapping import block_tasks, map_reduce, map_rows, side_by_side
 from dasketch._blocks.namespace_products import (
@@ -135,6 +136,7 @@ __all__ = [
     "append_ones_column", "as_row_aligned", "as_row_blocks", "block_tasks", "cache_blocks",
     "centred_rows", "check_split_every", "chunk_blocks", "class_labels", "column_summary",
     "compute", "default_block_rows", "default_client", "dense_block_rows", "embed_block",
+    "embed_weighted_dense",
     "fit_blas_threads", "fit_size", "gather_rows", "gaussian_log_likelihood_block", "gaussian_tile",
     "gram_block",
     "is_dask_collection", "is_out_of_core",

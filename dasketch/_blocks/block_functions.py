@@ -19,6 +19,7 @@ import numpy as np
 import scipy.sparse
 
 from dasketch._blocks.array_libraries import block_namespace, is_numpy_block, to_host
+from dasketch._blocks.embedding_blocks import embed_block  # noqa: F401 - re-exported
 from dasketch._blocks.namespace_products import (
     float_rows,
     like,
@@ -26,16 +27,9 @@ from dasketch._blocks.namespace_products import (
     transpose_product,
 )
 from dasketch.kernels.block_products import rows_times, rows_transpose_times
-from dasketch.kernels.embedding_products import scatter_rows
-from dasketch.kernels.embeddings import (
-    TILE,
-    embedding_entries,
-    entries_matrix,
-    gaussian_rows,
-)
+from dasketch.kernels.embeddings import TILE, gaussian_rows
 from dasketch.kernels.frequent_directions import merge_sketches, sketch_rows
 from dasketch.kernels.gram_sketch import merge_summaries, summarise_rows
-from dasketch.kernels.namespace_embeddings import embed_dense_rows
 from dasketch.kernels.namespace_fd import sketch_dense_rows, times_power_of_two
 from dasketch.kernels.shrink import check_finite_rows
 from dasketch.kernels.sketch_scaling import divide_by_power_of_two
@@ -271,52 +265,6 @@ def rmatvec_block(block, start, stop, v):
         return transpose_product(block, np.asarray(v, dtype=np.float64))
     product = rows_transpose_times(block, np.asarray(v, dtype=np.float64))
     return np.asarray(product, dtype=np.float64)
-
-
-# Largest embedding of a dense block that embed_block sums in a contiguous array
-# of its own (faster than adding to rows of the strided result in place).
-SCATTER_BYTES = 1 << 25
-
-
-def embed_block(block, start, stop, *pieces, seed, specs, out=None):
-    """``[S_1 X_blk; S_2 X_blk; ...]`` (float64, dense) for the embeddings ``specs``
-    (tuples ``(stream, sketch_size, embedding, nnz_per_column)``); extra row-aligned
-    ``pieces`` (vectors or matrices) are appended to the block as columns.
-
-    Written into the top left corner of ``out`` when given (and ``out`` returned),
-    else into a new array: each embedding's rows are written in place, never
-    stacked from copies; a dense block's rows are added by
-    :func:`~dasketch.kernels.embedding_products.scatter_rows`.
-    A block of another array library is embedded in its own namespace by the
-    same ``S`` (:func:`~dasketch.kernels.namespace_embeddings.embed_dense_rows`),
-    the pieces on the host."""
-    columns = [np.asarray(p, dtype=np.float64).reshape(stop - start, -1) for p in pieces]
-    d = block.shape[1]
-    width = d + sum(c.shape[1] for c in columns)
-    if out is None:
-        out = np.empty((sum(spec[1] for spec in specs), width))
-    row = 0
-    for stream, size, embedding, k in specs:
-        buckets, values = embedding_entries(seed, stream, start, stop, size,
-                                            embedding=embedding, nnz_per_column=k)
-        if not is_numpy_block(block):
-            xp, rows = float_rows(block)
-            out[row:row + size, :d] = to_host(embed_dense_rows(rows, buckets, values, size,
-                                                               xp=xp))
-        elif scipy.sparse.issparse(block):
-            out[row:row + size, :d] = (entries_matrix(buckets, values, size) @ block).toarray()
-        elif size * d * 8 <= SCATTER_BYTES:  # rows added where the cache holds them
-            out[row:row + size, :d] = scatter_rows(block, buckets, values, np.zeros((size, d)))
-        else:   # no temporary of the embedding's size
-            out[row:row + size, :d] = 0.0
-            scatter_rows(block, buckets, values, out[row:row + size, :d])
-        col = d
-        for c in columns:
-            out[row:row + size, col:col + c.shape[1]] = scatter_rows(
-                c, buckets, values, np.zeros((size, c.shape[1])))
-            col += c.shape[1]
-        row += size
-    return out
 
 
 def gather_block(block, start, stop, rows):

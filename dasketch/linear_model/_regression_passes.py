@@ -29,6 +29,7 @@ from dasketch._blocks import (
     as_row_aligned,
     compute,
     embed_block,
+    embed_weighted_dense,
     float_rows,
     is_numpy_block,
     like,
@@ -65,18 +66,20 @@ def _weighted_embed_block(block, start, stop, weights, extra, *, seed, specs, po
     scale = row_power(w, power)
     unit = bool(np.all(scale == 1.0))
     out = np.zeros(_packed_shape(specs, block.shape[1] + E.shape[1]))
+    if is_numpy_block(block) and not scipy.sparse.issparse(block):
+        sums, squares = embed_weighted_dense(block, start, stop, E, w, scale, seed=seed,
+                                             specs=specs, out=out)
+        out[-1] = np.concatenate([sums, w @ E, [w @ squares]])
+        return out
     embed_block(block if unit else scale_rows(block, scale), start, stop,
                 E if unit else E * scale[:, None], seed=seed, specs=specs, out=out)
     if not is_numpy_block(block):
         xp, rows = float_rows(block)
         sums = to_host(xp.asarray(w, device=rows.device) @ rows)
         squares = to_host(xp.sum(rows * rows, axis=1))
-    elif scipy.sparse.issparse(block):
+    else:
         sums = np.asarray(rows_transpose_times(block, w)).ravel()
         squares = np.asarray(block.multiply(block).sum(axis=1)).ravel()
-    else:
-        dense = np.asarray(block, dtype=np.float64)
-        sums, squares = w @ dense, np.einsum("ij,ij->i", dense, dense)
     out[-1] = np.concatenate([sums, w @ E, [w @ squares]])
     return out
 
