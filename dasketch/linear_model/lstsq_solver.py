@@ -223,6 +223,15 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
         ``A`` stays sparse); ``intercept = mean(b) - mean(A) x``. With a rank
         deficient ``A`` the intercept is not part of the minimised norm, as in
         ``sklearn.linear_model.LinearRegression``.
+    positive : bool, default False
+        Constrain ``x >= 0`` (an intercept stays free), as
+        ``LinearRegression(positive=True)``: projected Newton preconditioned
+        by the same sketch (:mod:`~dasketch.linear_model.nonnegative_lstsq`)
+        instead of LSQR; ``optimality_residual`` is then the KKT residual
+        ``||pg|| / ||A^T b||`` (``pg`` the projected gradient),
+        ``coef_error_bound`` its bound over ``sigma_min(A)^2`` (infinite below
+        full column rank) and ``istop`` 1 when certified to ``tol``, else 7;
+        ``solver`` then does not apply.
     solver : {"auto", "lsqr", "refinement"}, default "auto"
         How to iterate from the sketch (step 3). ``"auto"`` refines when the
         Gram pass (``2 s k + k^2`` flops a row, ``s`` the values a row stores,
@@ -231,14 +240,6 @@ def sketch_lstsq(A, b, *, tol=1e-10, max_iter=None, sketch_size=None, embedding=
         dense rows up to a few thousand columns, sparse ones of a few dozen.
         The refinement falls back to LSQR when ``G`` is not numerically
         positive definite.
-    positive : bool, default False
-        Constrain ``x >= 0`` (an intercept stays free), as
-        ``LinearRegression(positive=True)``: projected Newton preconditioned
-        by the same sketch (:mod:`~dasketch.linear_model.nonnegative_lstsq`)
-        instead of LSQR; ``optimality_residual`` is then the KKT residual
-        ``||pg|| / ||A^T b||`` (``pg`` the projected gradient),
-        ``coef_error_bound`` its bound over ``sigma_min(A)^2`` (infinite below
-        full column rank) and ``istop`` 1 when certified to ``tol``, else 7.
 
     Returns
     -------
