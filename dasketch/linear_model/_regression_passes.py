@@ -174,7 +174,9 @@ def basis_gram_pass(blocks, precond, weights, shifted=None, *, triangular=False,
     aligned = [as_row_aligned(weights, blocks, name="sample_weight")]
     if shifted is not None:
         aligned.append(as_row_aligned(shifted, blocks, name="b"))
-    lazy = map_reduce(blocks, func, add, *aligned, split_every=split_every, keeps_block=False)
+    width = k + (0 if shifted is None else np.shape(shifted)[1])
+    lazy = map_reduce(blocks, func, add, *aligned, split_every=split_every, keeps_block=False,
+                      part_bytes=8 * k * width)
     (packed,) = compute(lazy, client=client)
     gram = packed[:k * k].reshape(k, k)
     projected = None if shifted is None else packed[k * k:].reshape(k, -1)
