@@ -37,7 +37,8 @@ those of the issue it answers (6,000 x 24,000, m = 320; 2,000,000 x 256);
 minutes on two idle cores (three with the cores busy with other work).
 
 Usage: ``python -m benchmarks.bench_cores [--quick] [--n N] [--d D] [--rank R]
-[--m M] [--rows ROWS] [--repeat K] [--fits-only] [--cached [--cached-n N]]``
+[--m M] [--rows ROWS] [--repeat K] [--fits-only] [--cached [--cached-n N]]
+[--results STEM]``
 """
 
 import collections
@@ -335,6 +336,9 @@ def main(argv=None):
                          help="only the cached fit on a cluster against the fit in memory")
     options.add_argument("--cached-n", type=int, default=200_000,
                          help="rows of the cached fit (500 columns, m = 100)")
+    options.add_argument("--results", default="cores",
+                         help="stem of the JSON and PNG written (default cores; e.g. "
+                         "cores_2cores beside a many-core machine's cores.json)")
     args = options.parse_args(argv)
     if args.cached:
         rows = 50_000 if args.quick else args.cached_n
@@ -348,7 +352,7 @@ def main(argv=None):
         args.repeat = min(args.repeat, 2)
     report = {"machine": machine_facts(), "fits": fits(args),
               "sketch": None if args.fits_only else sketch_against_read(args)}
-    write_results("cores", report, plot, quick=args.quick)
+    write_results(args.results, report, plot, quick=args.quick)
 
 
 if __name__ == "__main__":
