@@ -172,12 +172,9 @@ def in_order(calls, threads=1):
 # dask.config key: BLAS threads of this process's own linear algebra during a
 # fit (between its passes), e.g. ``dask.config.set({"dasketch.blas-threads": 1})``.
 BLAS_THREADS_KEY = "dasketch.blas-threads"
-# Unset, a fit's own algebra gets one BLAS thread per this many multiply-adds
-# of its largest products (``d m^2``, about 0.2 s of one core), at most the
-# process's threads. After every multi-threaded call OpenBLAS's threads spin for
-# a while (about 0.1 s), taking cores from the next pass's block threads (an eager
-# pass right after such a call is measurably slower than after a pause:
-# benchmarks/README.md), so a thread must save more than that spin.
+# Unset, a fit's algebra gets a BLAS thread per this many multiply-adds of its d m^2
+# products (0.2 s of a core; at most the process's threads): OpenBLAS's threads spin
+# about 0.1 s after a call, slowing the next pass's block threads (benchmarks/README.md).
 FIT_WORK_PER_THREAD = 2 ** 31
 _FIT_STACK = contextvars.ContextVar("dasketch_fit_stack", default=None)
 
