@@ -1,6 +1,6 @@
 """Products with the weighted, centred matrix of a least-squares problem, without
 forming it: the operator :func:`dasketch.linear_model.lstsq_solver.solve_lstsq`
-runs LSQR on."""
+runs LSQR on, and the fused pass of its refinement."""
 
 from __future__ import annotations
 
@@ -20,13 +20,14 @@ from dasketch._blocks import (
 )
 
 
-def _residual_gradient_block(block, start, stop, shifted, root, *, X, mean_product):
+def _residual_gradient_block(block, start, stop, shifted, *root, X, mean_product):
     """The block's part of ``A^T r`` for ``r = W^(1/2) shifted - A X``, packed with
     ``sum_i w_i^(1/2) r_i`` (for the centring term) and ``||r_b||^2`` per column:
     ``r_b`` and ``X_b^T (w^(1/2) r_b)`` from one read of the block
     (:func:`~dasketch._blocks.forward_backward`), the same operations as
-    :meth:`WeightedCentredProducts.forward` and ``adjoint`` in the same order."""
-    root = np.asarray(root, dtype=np.float64).ravel()
+    :meth:`WeightedCentredProducts.forward` and ``adjoint`` in the same order
+    (``root``: the block's ``w^(1/2)``, none for unit weights)."""
+    root = np.asarray(root[0], dtype=np.float64).ravel() if root else np.ones(stop - start)
     targets = np.asarray(shifted, dtype=np.float64).reshape(stop - start, -1) * root[:, None]
 
     def residuals(F, rows):
@@ -80,13 +81,12 @@ class WeightedCentredProducts:
         X = np.asarray(X, dtype=np.float64).reshape(self.blocks.n_features, -1)
         K, d = X.shape[1], X.shape[0]
         n = self.blocks.n_rows
-        root = np.ones(n) if self.root_weights is None else self.root_weights
         mean_product = np.zeros(K) if self.mean is None else self.mean @ X
         func = partial(_residual_gradient_block, mean_product=mean_product)
-        lazy = map_reduce(self.blocks, func, add,
-                          as_row_aligned(np.reshape(shifted, (n, K)), self.blocks, name="b"),
-                          as_row_aligned(root, self.blocks, name="sample_weight"),
-                          shared={"X": X}, keeps_block=False)
+        aligned = [as_row_aligned(np.reshape(shifted, (n, K)), self.blocks, name="b")]
+        if self.root_weights is not None:
+            aligned.append(as_row_aligned(self.root_weights, self.blocks, name="sample_weight"))
+        lazy = map_reduce(self.blocks, func, add, *aligned, shared={"X": X}, keeps_block=False)
         (packed,) = compute(lazy, client=self.client)
         self.passes += 1
         gradient = packed[:d * K].reshape(d, K)

@@ -138,7 +138,7 @@ def refine(blocks, products, precond, weights, shifted, *, tol, max_iter, client
     Refined or None
     """
     # At full rank the basis is R^{-1} (the blocks' U = A R^{-1} by triangular
-    # solves, half the multiplications of A N); else N, over the numerical rank.
+    # products, half the multiplications of A N); else N, over the numerical rank.
     R = precond.R if precond.rank == precond.R.shape[1] else None
     gram, projected = basis_gram_pass(blocks, precond, weights, shifted,
                                       triangular=R is not None, client=client)
