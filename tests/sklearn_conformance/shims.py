@@ -225,6 +225,7 @@ class LinearRegression(_Solving, SketchLstsqRegressor):
     sketch_size = None
     embedding = "osnap"
     random_state = 0
+    solver = "auto"
 
     def __init__(self, *, fit_intercept=True, copy_X=True, tol=1e-6, n_jobs=None,
                  positive=False):
