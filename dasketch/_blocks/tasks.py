@@ -173,8 +173,8 @@ def in_order(calls, threads=1):
 # fit (between its passes), e.g. ``dask.config.set({"dasketch.blas-threads": 1})``.
 BLAS_THREADS_KEY = "dasketch.blas-threads"
 # Unset, a fit's algebra gets a BLAS thread per this many multiply-adds of its d m^2
-# products (0.2 s of a core; at most the process's threads): OpenBLAS's threads spin
-# about 0.1 s after a call, slowing the next pass's block threads (benchmarks/README.md).
+# products (at most the process's threads): OpenBLAS's threads spin for its thread
+# timeout after a call, slowing the next pass's block threads (benchmarks/README.md).
 FIT_WORK_PER_THREAD = 2 ** 31
 _FIT_STACK = contextvars.ContextVar("dasketch_fit_stack", default=None)
 

@@ -16,7 +16,16 @@ results are the same bits.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import float64, njit
+
+
+def _compiled_dtype(block):
+    """``block`` as an ndarray of a dtype the kernels compile for (float64 for
+    float16 and any other kind than real numbers and booleans)."""
+    block = np.asarray(block)
+    if block.dtype.kind not in "fiub" or block.dtype == np.float16:
+        block = np.asarray(block, dtype=np.float64)
+    return block
 
 
 @njit(cache=True, nogil=True)
@@ -37,20 +46,20 @@ def _scatter_scaled_rows(block, scale, weights, buckets, values, out, sums, squa
     for i in range(rows):
         s, w = scale[i], weights[i]
         for c in range(d):
-            sums[c] += w * float(block[i, c])
+            sums[c] += w * float64(block[i, c])
         # four running sums: independent chains the processor overlaps
         q0 = q1 = q2 = q3 = 0.0
         c = 0
         while c + 4 <= d:
-            x0, x1 = float(block[i, c]), float(block[i, c + 1])
-            x2, x3 = float(block[i, c + 2]), float(block[i, c + 3])
+            x0, x1 = float64(block[i, c]), float64(block[i, c + 1])
+            x2, x3 = float64(block[i, c + 2]), float64(block[i, c + 3])
             q0 += x0 * x0
             q1 += x1 * x1
             q2 += x2 * x2
             q3 += x3 * x3
             c += 4
         while c < d:
-            x0 = float(block[i, c])
+            x0 = float64(block[i, c])
             q0 += x0 * x0
             c += 1
         squares[i] = (q0 + q1) + (q2 + q3)
@@ -85,9 +94,7 @@ def scatter_scaled_rows(block, scale, weights, buckets, values, out):
     sums : ndarray of shape (d,)
     squares : ndarray of shape (rows,)
     """
-    block = np.asarray(block)
-    if block.dtype.kind not in "fiub" or block.dtype == np.float16:
-        block = np.asarray(block, dtype=np.float64)
+    block = _compiled_dtype(block)
     sums, squares = np.zeros(block.shape[1]), np.empty(block.shape[0])
     _scatter_scaled_rows(block, np.ascontiguousarray(scale, dtype=np.float64),
                          np.ascontiguousarray(weights, dtype=np.float64),
@@ -113,9 +120,7 @@ def scatter_rows(block, buckets, values, out):
     -------
     out : ndarray
     """
-    block = np.asarray(block)
-    if block.dtype.kind not in "fiub" or block.dtype == np.float16:
-        block = np.asarray(block, dtype=np.float64)
+    block = _compiled_dtype(block)
     _scatter_rows(block, np.ascontiguousarray(buckets, dtype=np.int64),
                   np.ascontiguousarray(values, dtype=np.float64), out)
     return out

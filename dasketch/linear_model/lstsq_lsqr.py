@@ -15,9 +15,9 @@ import scipy.sparse.linalg
 from sklearn.exceptions import ConvergenceWarning
 
 
-def run_lsqr(precond, products, centred, *, tol, max_iter, positive):
-    """LSQR on ``A N`` from the sketch-and-solve start, once per target (none with
-    ``positive``): ``(X, n_iter, istops, optimality)``."""
+def run_lsqr(precond, products, centred, *, tol, max_iter):
+    """LSQR on ``A N`` from the sketch-and-solve start, once per target:
+    ``(X, n_iter, istops, optimality)``."""
     n, d = centred.shape[0], precond.basis.shape[0]
     k, N = precond.rank, precond.basis
     op = scipy.sparse.linalg.LinearOperator(
@@ -25,7 +25,7 @@ def run_lsqr(precond, products, centred, *, tol, max_iter, positive):
         rmatvec=lambda u: N.T @ products.adjoint(np.ravel(u)))
     starts = precond.singular_values[:k, None] ** 2 * (N.T @ precond.x0.reshape(d, -1))
     Z, istops, optimality, n_iter = np.zeros((k, centred.shape[1])), [], [], 0
-    for j in range(centred.shape[1] if k and not positive else 0):
+    for j in range(centred.shape[1] if k else 0):
         z = starts[:, j]
         # LSQR updates its residual by a recurrence that drifts from b - A N z at
         # about 1e-8 relative accuracy in x when cond(A) = 1e6; one restart from

@@ -326,25 +326,22 @@ def solve_lstsq(A, b, *, tol, max_iter, sketch_size, embedding, random_state,
                                        root_weights=root_w, mean=precond.mean, client=client)
     targets = b.reshape(n, -1)
     shift = precond.target_mean if fit_intercept else np.zeros(targets.shape[1])
-    centred = targets - shift
-    if root_w is not None:
-        centred = centred * root_w[:, None]
+    shifted = targets - shift
+    centred = shifted if root_w is None else shifted * root_w[:, None]
     refined = None
     if k and not positive and (solver == "refinement" or (solver == "auto" and refinement_pays(
             precond, sparse=blocks.sparse, tol=tol))):
         refined = refine(blocks, products, precond,
                          np.ones(n) if sample_weight is None else sample_weight,
-                         targets - shift, tol=tol, max_iter=max_iter, client=client)
+                         shifted, tol=tol, max_iter=max_iter, client=client)
     if refined is not None:
         X, n_iter, istops, optimality = (refined.x, refined.n_iter, refined.istop,
                                          refined.optimality)
         full_gradient, r_norm = refined.gradient, refined.residual_norm
     else:
-        X, n_iter, istops, optimality = run_lsqr(precond, products, centred, tol=tol,
-                                              max_iter=max_iter, positive=positive)
-        if positive:
-            X, n_iter, istops, optimality = solve_nonnegative(precond, products, centred,
-                                                              tol=tol, max_iter=max_iter)
+        solver_of = solve_nonnegative if positive else run_lsqr
+        X, n_iter, istops, optimality = solver_of(precond, products, centred, tol=tol,
+                                                  max_iter=max_iter)
         residual = centred - products.forward(X)
         full_gradient, r_norm = products.adjoint(residual), np.linalg.norm(residual, axis=0)
     gradient = precond.basis.T @ full_gradient

@@ -43,3 +43,23 @@ def test_non_finite_rows_reach_only_their_buckets():
     out = scatter_rows(block, buckets, np.ones((4, 1)), np.zeros((3, 3)))
     assert np.isnan(out[2, 1]) and np.isfinite(np.delete(out.ravel(), 7)).all()
     np.testing.assert_array_equal(out[0], [2.0, 2.0, 2.0])
+
+
+def test_scaled_scatter_gives_the_scaled_rows_sums_and_norms_from_one_read():
+    """The embedding of ``diag(scale) B`` is the same bits as scattering the scaled
+    rows; the weighted sums and row norms equal numpy's to rounding."""
+    from dasketch.kernels.embedding_products import scatter_scaled_rows
+
+    rng = np.random.default_rng(2)
+    block = rng.standard_normal((700, 13)).astype(np.float32)
+    weights = rng.uniform(0.0, 2.0, 700)
+    scale = np.sqrt(weights)
+    buckets, values = embedding_entries(5, 1, 100, 800, 30, nnz_per_column=4)
+    out = np.zeros((30, 13))
+    sums, squares = scatter_scaled_rows(block, scale, weights, buckets, values, out)
+    scaled = scale[:, None] * block.astype(np.float64)
+    np.testing.assert_array_equal(out, scatter_rows(scaled, buckets, values,
+                                                    np.zeros((30, 13))))
+    dense = block.astype(np.float64)
+    np.testing.assert_allclose(sums, weights @ dense, rtol=1e-12)
+    np.testing.assert_allclose(squares, np.einsum("ij,ij->i", dense, dense), rtol=1e-12)
